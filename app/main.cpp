@@ -1,0 +1,56 @@
+// The `moetier` binary: one executable, one subcommand per job.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "core/cpu_features.h"
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(int argc, char** argv);
+};
+
+constexpr Command kCommands[] = {
+    {"inspect", "what is really in a GGUF file: identity, tensor census, architecture, memory plan",
+     moetier::cmd_inspect},
+    {"synth", "write a random-weight model with the exact tensor shapes of a real one", moetier::cmd_synth},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "moetier %s — Mixture-of-Experts inference for machines whose GPU is too small for the model\n\n"
+               "usage: moetier <command> [options]   (moetier <command> --help for its options)\n\ncommands:\n",
+               MOETIER_VERSION);
+  for (const auto& c : kCommands) {
+    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                 static_cast<int>(c.summary.size()), c.summary.data());
+  }
+  std::fprintf(out, "\nexit status: 0 success, 1 runtime failure, 2 bad usage or bad input\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string_view cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("moetier %s (cpu: %s)\n", MOETIER_VERSION, moetier::cpu_features().describe().c_str());
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (c.name == cmd) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "moetier: error: unknown command '%s' (see 'moetier --help')\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages moetier's build and tests need. Idempotent: installs
+# only what is missing, so a second run is a no-op.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config
+  libfmt-dev nlohmann-json3-dev libssl-dev libpcre2-dev
+  libgtest-dev libgmock-dev
+  clang libclang-rt-14-dev   # libFuzzer target and sanitizer runtime
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

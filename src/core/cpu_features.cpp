@@ -1,0 +1,96 @@
+#include "core/cpu_features.h"
+
+#include <thread>
+#include <fstream>
+#include <set>
+#include <utility>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace moetier {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+unsigned long long read_xcr0() {
+  unsigned int eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<unsigned long long>(edx) << 32) | eax;
+}
+#endif
+
+int count_physical_cores(int logical) {
+  // Distinct (physical id, core id) pairs; falls back to the logical count.
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::pair<int, int>> cores;
+  std::string line;
+  int phys = 0;
+  while (std::getline(in, line)) {
+    auto value = [&]() { return std::atoi(line.substr(line.find(':') + 1).c_str()); };
+    if (line.rfind("physical id", 0) == 0) phys = value();
+    if (line.rfind("core id", 0) == 0) cores.insert({phys, value()});
+  }
+  return cores.empty() ? logical : static_cast<int>(cores.size());
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  f.logical_cores = std::max(1u, std::thread::hardware_concurrency());
+  f.physical_cores = std::max(1, std::min(f.logical_cores, count_physical_cores(f.logical_cores)));
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned int a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  f.sse42 = c & bit_SSE4_2;
+  const bool osxsave = c & bit_OSXSAVE;
+  const unsigned long long xcr0 = osxsave ? read_xcr0() : 0;
+  const bool ymm_ok = (xcr0 & 0x6) == 0x6;
+  const bool zmm_ok = (xcr0 & 0xe6) == 0xe6;
+  f.avx = ymm_ok && (c & bit_AVX);
+  f.fma = f.avx && (c & bit_FMA);
+  f.f16c = f.avx && (c & bit_F16C);
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = f.avx && (b & bit_AVX2);
+    f.avx512f = zmm_ok && (b & bit_AVX512F);
+    f.avx512bw = f.avx512f && (b & bit_AVX512BW);
+    f.avx512vl = f.avx512f && (b & bit_AVX512VL);
+    f.avx512vnni = f.avx512f && (c & bit_AVX512VNNI);
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f.avxvnni = f.avx2 && (a & (1u << 4));
+    f.avx512bf16 = f.avx512f && (a & (1u << 5));
+  }
+#endif
+  return f;
+}
+
+}  // namespace
+
+std::string CpuFeatures::describe() const {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(sse42, "SSE4.2");
+  add(avx, "AVX");
+  add(avx2, "AVX2");
+  add(fma, "FMA");
+  add(f16c, "F16C");
+  add(avxvnni, "AVX-VNNI");
+  add(avx512f, "AVX512F");
+  add(avx512bw, "AVX512BW");
+  add(avx512vl, "AVX512VL");
+  add(avx512vnni, "AVX512-VNNI");
+  add(avx512bf16, "AVX512-BF16");
+  return s.empty() ? "scalar" : s;
+}
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+}  // namespace moetier

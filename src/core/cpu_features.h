@@ -1,0 +1,32 @@
+// Run-time CPU feature detection. Kernels for an ISA live in their own translation
+// units compiled with that ISA's flags; the dispatcher asks these flags which to call,
+// so one binary runs on any x86-64 machine.
+#pragma once
+
+#include <string>
+
+namespace moetier {
+
+struct CpuFeatures {
+  bool sse42 = false;
+  bool avx = false;
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512vnni = false;
+  bool avx512bf16 = false;
+  bool avxvnni = false;
+  int physical_cores = 1;  // best effort from /proc/cpuinfo / sysfs; >= 1
+  int logical_cores = 1;
+
+  // "AVX2 FMA F16C AVX512F ..." for logs and bench output.
+  std::string describe() const;
+};
+
+// Detected once on first call (cpuid + OS support for the register state via xgetbv).
+const CpuFeatures& cpu_features();
+
+}  // namespace moetier
