@@ -18,6 +18,11 @@ constexpr Command kCommands[] = {
     {"inspect", "what is really in a GGUF file: identity, tensor census, architecture, memory plan",
      moetier::cmd_inspect},
     {"synth", "write a random-weight model with the exact tensor shapes of a real one", moetier::cmd_synth},
+    {"run", "generate text from a prompt", moetier::cmd_run},
+    {"chat", "chat interactively using the model's chat template", moetier::cmd_chat},
+    {"logits", "write the f32 logits of a prompt to a file (verification against other engines)",
+     moetier::cmd_logits},
+    {"tokenize", "show the token ids of a text (works on vocab-only files)", moetier::cmd_tokenize},
 };
 
 void print_usage(std::FILE* out) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,7 +17,12 @@
 
 namespace moetier {
 
-namespace gguf { class Writer; }
+namespace gguf {
+class Writer;
+class ModelFile;
+}  // namespace gguf
+class Model;
+struct ModelOptions;
 
 enum class LayerKind {
   kAttention,      // softmax attention with a KV cache (qwen35moe: gated; qwen3moe: plain)
@@ -114,6 +120,11 @@ struct ArchInfo {
   // Bytes of recurrent state one sequence needs in one layer of this kind (conv state +
   // DeltaNet state, f32), 0 for attention layers.
   int64_t (*recurrent_state_bytes)(const HParams& hp, LayerKind kind);
+
+  // Bind the file's weights and build the runnable model (the forward pass); nullptr for
+  // architectures that can be described but not run yet. Added by the engine work.
+  Result<std::unique_ptr<Model>> (*create_model)(const gguf::ModelFile& file, const HParams& hp,
+                                                 const ModelOptions& options) = nullptr;
 };
 
 // Registry filled by the architecture files' static registrars.
@@ -124,5 +135,12 @@ std::vector<std::string_view> registered_arch_names();
 // Reads general.architecture and dispatches to the registered ArchInfo; an unknown
 // architecture is a kBadInput error listing the supported ones.
 Result<HParams> read_hparams(const gguf::GgufFile& file);
+
+// general.architecture of a file ("" when absent or not a string).
+std::string architecture_of(const gguf::GgufFile& file);
+
+// Block index of a per-layer tensor name ("blk.12.ffn_up_exps.weight" -> 12), or -1 for
+// names outside the "blk.N." scheme (token_embd, output, output_norm, ...).
+int tensor_layer_index(std::string_view tensor_name);
 
 }  // namespace moetier

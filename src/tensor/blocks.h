@@ -31,8 +31,12 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 34);
 
 // Q4_K: 256 values in 8 sub-blocks of 32; x = d * sc[j] * q - dmin * m[j], q in [0, 15],
-// sc/m 6-bit, packed into `scales` (see get_scale_min_k4 in the implementation).
-// qs: 4 groups of 32 bytes; group g holds sub-block 2g in low nibbles, 2g+1 in high.
+// sc[j] and m[j] 6-bit, packed into the 12 `scales` bytes as:
+//   bytes 0..3 : sc[0..3] in bits 0-5; bits 6-7 hold the high 2 bits of sc[4..7]
+//   bytes 4..7 : m[0..3]  in bits 0-5; bits 6-7 hold the high 2 bits of m[4..7]
+//   bytes 8..11: low 4 bits of sc[4..7] in bits 0-3, low 4 bits of m[4..7] in bits 4-7
+// qs: 4 groups of 32 bytes; group g holds sub-block 2g in low nibbles, 2g+1 in high
+// (element i of the sub-block in byte i of the group).
 struct BlockQ4_K {
   fp16_t d;
   fp16_t dmin;
@@ -41,8 +45,9 @@ struct BlockQ4_K {
 };
 static_assert(sizeof(BlockQ4_K) == 144);
 
-// Q5_K: as Q4_K plus a fifth bit per value in qh (bit j of qh[l] is the high bit of
-// element l of sub-block j... see the implementation), q in [0, 31].
+// Q5_K: as Q4_K (same d, dmin, scales packing and qs layout for the low 4 bits), plus a
+// fifth bit per value: bit j of qh[i] is the high bit of element i of sub-block j;
+// q in [0, 31].
 struct BlockQ5_K {
   fp16_t d;
   fp16_t dmin;
@@ -53,7 +58,10 @@ struct BlockQ5_K {
 static_assert(sizeof(BlockQ5_K) == 176);
 
 // Q6_K: 256 values in 16 sub-blocks of 16; x = d * scales[j] * (q - 32), q in [0, 63],
-// low 4 bits in ql, high 2 bits in qh, int8 scales.
+// int8 scales (sub-block j = elements 16j..16j+15). Two halves of 128 values; in half h,
+// element 32k + i (k = 0..3, i = 0..31) has its low 4 bits in ql[64h + 32(k % 2) + i]
+// (low nibble for k < 2, high nibble for k >= 2) and its high 2 bits in bits 2k, 2k+1
+// of qh[32h + i].
 struct BlockQ6_K {
   uint8_t ql[kQK_K / 2];
   uint8_t qh[kQK_K / 4];

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string_view>
 
+#include "core/status.h"
+
 namespace moetier {
 
 enum class DType : uint32_t {
@@ -67,6 +69,10 @@ std::optional<DType> dtype_from_name(std::string_view name);
 // Bytes of one row of `n_elems` elements. `n_elems` must be a multiple of the block size
 // (callers validate user-provided shapes with dtype_row_bytes_checked first).
 int64_t dtype_row_bytes(DType type, int64_t n_elems);
+// The same for lengths that come from a file or a user: a bad_input error (not a CHECK) for a
+// type id without traits, a negative length, a length that is not a whole number of blocks,
+// or a byte count that overflows int64.
+Result<int64_t> dtype_row_bytes_checked(DType type, int64_t n_elems);
 
 // llama.cpp's `general.file_type` (enum llama_ftype) names, e.g. 15 -> "MOSTLY_Q4_K_M".
 // Returns an empty view for unknown values.

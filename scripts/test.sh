@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test, as CI does:
+#   1. the unit, kernel and end-to-end tests (ctest) on a Release build;
+#   2. the GGUF robustness corpus and parser tests again under AddressSanitizer +
+#      UndefinedBehaviorSanitizer;
+#   3. the libFuzzer target for the GGUF parser (clang), for a bounded time
+#      (MOETIER_FUZZ_SECONDS, default 60).
+# Reference data is read from ../shared/ref (override with MOETIER_REF_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+ref_dir="${MOETIER_REF_DIR:-$(cd .. && pwd)/shared/ref}"
+if [ ! -f "$ref_dir/README.md" ]; then
+  echo "test: reference data not found at $ref_dir (set MOETIER_REF_DIR)" >&2
+  exit 1
+fi
+
+echo "== 1/3 release build and tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOETIER_REF_DIR="$ref_dir" >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build -j"$jobs" --output-on-failure
+
+echo "== 2/3 parser and robustness tests under ASan+UBSan"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOETIER_SANITIZE=ON -DMOETIER_REF_DIR="$ref_dir" >/dev/null
+cmake --build build-asan -j"$jobs" --target moetier_unit_tests moetier
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ./build-asan/tests/moetier_unit_tests --gtest_filter='Gguf*:TensorTypes*:KQuants*:Inspect*:Arch*'
+
+echo "== 3/3 libFuzzer on the GGUF parser (${MOETIER_FUZZ_SECONDS:-60} s)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOETIER_FUZZ=ON \
+  -DMOETIER_SANITIZE=ON -DMOETIER_TESTS=ON -DMOETIER_REF_DIR="$ref_dir" >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_gguf
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+cp "$ref_dir"/models/qwen35moe-tiny-mixed.gguf "$corpus"/seed.gguf
+./build-fuzz/tests/fuzz_gguf -max_total_time="${MOETIER_FUZZ_SECONDS:-60}" -max_len=65536 -rss_limit_mb=2048 \
+  -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 20
+echo "test: all stages passed"

@@ -1,0 +1,53 @@
+// Dot products between one weight row and one activation row, the inner loop of every
+// matmul. Weights stay in their GGUF block format; activations are first converted to
+// the weight type's activation type (ggml's "vec_dot_type"): Q8_K for the K-quants and
+// IQ4_XS, Q8_0 for Q8_0 and Q4_0, F16 / BF16 for F16 / BF16, F32 for F32. Converting the
+// activations the way ggml's CPU backend does is what lets moetier match llama.cpp's
+// logits to float precision (see ../shared/ref/README.md, "refaq").
+//
+// Kernels are organised as family (weight type) × ISA, one translation unit each under
+// cpu/dot/, each ISA variant tested against the scalar reference of its family.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "core/cpu_features.h"
+#include "tensor/dtype.h"
+
+namespace moetier::cpu {
+
+// n: elements in the row (a multiple of both types' block sizes). Returns Σ w[i] · a[i].
+using VecDotFn = float (*)(int64_t n, const void* weight_row, const void* activation_row);
+
+struct DotKernel {
+  DType weight_type;
+  DType activation_type;
+  VecDotFn fn;
+  std::string_view isa;  // "scalar", "avx2", "avx512", ...
+};
+
+// The activation type a weight type's dot product consumes; nullopt if moetier cannot
+// compute with the weight type.
+std::optional<DType> activation_type_for(DType weight_type);
+
+// The scalar reference kernel for a weight type (nullptr if unsupported).
+const DotKernel* scalar_dot_kernel(DType weight_type);
+// The fastest kernel the CPU supports for a weight type (falls back to scalar).
+const DotKernel* best_dot_kernel(DType weight_type, const CpuFeatures& cpu);
+
+namespace dot {
+// Scalar references, one per family (cpu/dot/<family>_scalar.cpp).
+float f32_f32_scalar(int64_t n, const void* w, const void* a);
+float f16_f16_scalar(int64_t n, const void* w, const void* a);
+float bf16_bf16_scalar(int64_t n, const void* w, const void* a);
+float q4_0_q8_0_scalar(int64_t n, const void* w, const void* a);
+float q8_0_q8_0_scalar(int64_t n, const void* w, const void* a);
+float q4_k_q8_k_scalar(int64_t n, const void* w, const void* a);
+float q5_k_q8_k_scalar(int64_t n, const void* w, const void* a);
+float q6_k_q8_k_scalar(int64_t n, const void* w, const void* a);
+float iq4_xs_q8_k_scalar(int64_t n, const void* w, const void* a);
+}  // namespace dot
+
+}  // namespace moetier::cpu

@@ -1,0 +1,99 @@
+#include "cpu/matmul.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/status.h"
+#include "cpu/dot.h"
+#include "tensor/blocks.h"
+#include "tensor/fp16.h"
+#include "tensor/type_ops.h"
+
+namespace moetier::cpu {
+
+namespace {
+
+// ggml CPU's x86 activation quantizer for Q8_0: d = amax/127 stored as fp16, and the codes
+// use the multiplier 127/amax (not 1/fp16(d)) rounded to nearest even.
+void quantize_row_q8_0_activation(const float* x, BlockQ8_0* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* xb = x + b * kQK8_0;
+    float amax = 0;
+    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[b].d = f32_to_fp16(d);
+    for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+  }
+}
+
+void quantize_row(DType type, const float* x, uint8_t* out, int64_t n) {
+  switch (type) {
+    case DType::F32:
+      std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16: {
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_fp16(x[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* o = reinterpret_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(x[i]);
+      return;
+    }
+    case DType::Q8_0:
+      quantize_row_q8_0_activation(x, reinterpret_cast<BlockQ8_0*>(out), n);
+      return;
+    case DType::Q8_K:
+      type_ops(DType::Q8_K)->quantize_row(x, out, n);
+      return;
+    default:
+      CHECK_MSG(false, "no activation quantizer for {}", dtype_name(type));
+  }
+}
+
+}  // namespace
+
+void quantize_activations(DType type, const float* x, int64_t n_rows, int64_t n_in, QuantizedActivations& out,
+                          ThreadPool& pool) {
+  out.type = type;
+  out.n_in = n_in;
+  out.n_rows = n_rows;
+  out.row_bytes = dtype_row_bytes(type, n_in);
+  const size_t need = static_cast<size_t>(out.row_bytes * n_rows);
+  if (out.bytes.size() < need) out.bytes.resize(need);
+  if (type == DType::F32) {
+    std::memcpy(out.bytes.data(), x, need);
+    return;
+  }
+  pool.parallel_for(n_rows, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) quantize_row(type, x + r * n_in, out.bytes.data() + r * out.row_bytes, n_in);
+  });
+}
+
+void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, float* y, ThreadPool& pool) {
+  const DotKernel* kernel = best_dot_kernel(w.type, cpu_features());
+  CHECK_MSG(kernel && kernel->activation_type == xq.type, "matmul: {} weights with {} activations",
+            dtype_name(w.type), dtype_name(xq.type));
+  CHECK(xq.n_in == w.n_in);
+  const int64_t n_out = w.n_out;
+  // Split output rows across threads: every thread streams a disjoint slice of the
+  // weights once, which is what bounds decode speed (weights >> activations).
+  pool.parallel_for(n_out, 16, [&](int64_t begin, int64_t end, int) {
+    for (int64_t o = begin; o < end; ++o) {
+      const uint8_t* wrow = w.row(mat, o);
+      for (int64_t t = 0; t < xq.n_rows; ++t) y[t * n_out + o] = kernel->fn(w.n_in, wrow, xq.row(t));
+    }
+  });
+}
+
+void matmul_f32(const WeightMatrix& w, int64_t mat, const float* x, int64_t n_rows, float* y,
+                QuantizedActivations& scratch, ThreadPool& pool) {
+  const auto act = activation_type_for(w.type);
+  CHECK_MSG(act.has_value(), "no kernels for weight type {}", dtype_name(w.type));
+  quantize_activations(*act, x, n_rows, w.n_in, scratch, pool);
+  matmul(w, mat, scratch, y, pool);
+}
+
+}  // namespace moetier::cpu

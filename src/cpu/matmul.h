@@ -1,0 +1,51 @@
+// Matrix products of GGUF weight matrices (kept in their block format) with f32
+// activations. Activations are converted once per call to the weight type's activation
+// type (see dot.h), then every (output row, token) pair is one dot product.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "tensor/dtype.h"
+
+namespace moetier::cpu {
+
+// A view of a 2-D weight matrix, or of a stack of them (3-D expert tensors).
+// ggml order: n_in = ne0 (row length, blocks run along it), n_out = ne1, n_mat = ne2.
+struct WeightMatrix {
+  DType type = DType::F32;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  int64_t n_mat = 1;
+  int64_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+
+  const uint8_t* row(int64_t mat, int64_t r) const { return data + (mat * n_out + r) * row_bytes; }
+};
+
+// Activation rows converted to one activation type; reused across calls (grows, never
+// shrinks) so steady-state decoding does not allocate.
+struct QuantizedActivations {
+  DType type = DType::F32;
+  int64_t n_in = 0;
+  int64_t n_rows = 0;
+  int64_t row_bytes = 0;
+  std::vector<uint8_t> bytes;
+  const uint8_t* row(int64_t r) const { return bytes.data() + r * row_bytes; }
+};
+
+// Convert x[n_rows][n_in] (f32, row-major) to `type` rows, as ggml's CPU backend does:
+// Q8_K and Q8_0 round to nearest even with scale 127/amax, F16/BF16 round to nearest even.
+void quantize_activations(DType type, const float* x, int64_t n_rows, int64_t n_in, QuantizedActivations& out,
+                          ThreadPool& pool);
+
+// y[t][o] = Σ_i W[mat][o][i] · x[t][i] for t < xq.n_rows, o < n_out; y is row-major
+// [n_rows][n_out]. xq must have been made with activation_type_for(w.type).
+void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, float* y, ThreadPool& pool);
+
+// Convenience: quantize x then matmul (uses `scratch` for the converted activations).
+void matmul_f32(const WeightMatrix& w, int64_t mat, const float* x, int64_t n_rows, float* y,
+                QuantizedActivations& scratch, ThreadPool& pool);
+
+}  // namespace moetier::cpu

@@ -1,0 +1,29 @@
+// Element-wise and row-wise f32 operations of the forward pass (scalar, vectorised by
+// the compiler). Shapes are given per call; rows are contiguous.
+#pragma once
+
+#include <cstdint>
+
+namespace moetier::cpu {
+
+// out[i] = x[i] / sqrt(mean(x²) + eps) * w[i]   (one row of n; out may alias x)
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
+// x / max(‖x‖₂, eps), in place
+void l2_norm(float* x, int64_t n, float eps);
+// NEOX rotation of the first n_rot dims of one head (pairs i and i + n_rot/2):
+// θ_i = pos · base^(−2i/n_rot).
+void rope_neox(float* head, int64_t n_rot, int64_t pos, float base);
+// Softmax over n values in place (max-subtracted, accumulated in double).
+void softmax(float* x, int64_t n);
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
+inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+// log(1 + e^x), with ggml's overflow guard (x > 20 returns x).
+inline float softplus(float x) { return x > 20.0f ? x : __builtin_log1pf(__builtin_expf(x)); }
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+// y[i] += a * x[i]
+void axpy(float a, const float* x, int64_t n, float* y);
+
+}  // namespace moetier::cpu

@@ -1,0 +1,112 @@
+// Architecture registry and the architecture-independent parts of arch.h.
+//
+// The registry is the one process-wide table in moetier: it is written only by the static
+// registrars of src/model/arch/*.cpp before main() runs and is read-only afterwards, so it
+// holds no mutable state a caller could depend on. It lives in a function-local static to
+// be constructed before the first registrar uses it (static initialisation order across
+// translation units is unspecified).
+#include "model/arch.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/status.h"
+
+namespace moetier {
+
+namespace {
+std::vector<const ArchInfo*>& registry() {
+  static std::vector<const ArchInfo*> archs;
+  return archs;
+}
+}  // namespace
+
+std::string_view layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kAttention: return "attention";
+    case LayerKind::kDeltaNet: return "deltanet";
+  }
+  return "?";
+}
+
+std::string_view tensor_role_name(TensorRole role) {
+  switch (role) {
+    case TensorRole::kTokenEmbedding: return "token_embedding";
+    case TensorRole::kOutput: return "output";
+    case TensorRole::kNorm: return "norm";
+    case TensorRole::kAttention: return "attention";
+    case TensorRole::kDeltaNet: return "deltanet";
+    case TensorRole::kRouter: return "router";
+    case TensorRole::kExpertGate: return "expert_gate";
+    case TensorRole::kExpertUp: return "expert_up";
+    case TensorRole::kExpertDown: return "expert_down";
+    case TensorRole::kSharedExpert: return "shared_expert";
+    case TensorRole::kDenseFfn: return "dense_ffn";
+    case TensorRole::kOther: return "other";
+  }
+  return "?";
+}
+
+int64_t HParams::n_attention_layers() const {
+  return std::count(layer_kinds.begin(), layer_kinds.end(), LayerKind::kAttention);
+}
+
+int64_t HParams::n_deltanet_layers() const {
+  return std::count(layer_kinds.begin(), layer_kinds.end(), LayerKind::kDeltaNet);
+}
+
+void register_arch(const ArchInfo* info) {
+  CHECK(info != nullptr);
+  CHECK_MSG(find_arch(info->name) == nullptr, "architecture '{}' registered twice", info->name);
+  registry().push_back(info);
+}
+
+const ArchInfo* find_arch(std::string_view name) {
+  for (const ArchInfo* a : registry()) {
+    if (a->name == name) return a;
+  }
+  return nullptr;
+}
+
+std::vector<std::string_view> registered_arch_names() {
+  std::vector<std::string_view> names;
+  for (const ArchInfo* a : registry()) names.push_back(a->name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string architecture_of(const gguf::GgufFile& file) { return file.get_string_or("general.architecture", ""); }
+
+Result<HParams> read_hparams(const gguf::GgufFile& file) {
+  const gguf::Value* v = file.find("general.architecture");
+  if (v == nullptr) return Status::bad_input("missing metadata key 'general.architecture'");
+  const auto arch = v->as_string();
+  if (!arch) {
+    return Status::bad_input(fmt::format("metadata key 'general.architecture' is a {}, expected a string",
+                                         gguf::value_type_name(v->type)));
+  }
+  const ArchInfo* info = find_arch(*arch);
+  if (info == nullptr) {
+    std::string supported;
+    for (std::string_view n : registered_arch_names()) {
+      if (!supported.empty()) supported += ", ";
+      supported += n;
+    }
+    return Status::bad_input(
+        fmt::format("unsupported architecture '{}' (supported: {})", *arch, supported.empty() ? "none" : supported));
+  }
+  return info->read_hparams(file);
+}
+
+int tensor_layer_index(std::string_view name) {
+  constexpr std::string_view kPrefix = "blk.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return -1;
+  const char* begin = name.data() + kPrefix.size();
+  const char* end = name.data() + name.size();
+  int layer = -1;
+  const auto [ptr, ec] = std::from_chars(begin, end, layer);
+  if (ec != std::errc() || ptr == begin || ptr == end || *ptr != '.' || layer < 0) return -1;
+  return layer;
+}
+
+}  // namespace moetier

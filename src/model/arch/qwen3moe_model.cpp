@@ -1,0 +1,133 @@
+// Qwen3 MoE (GGUF arch "qwen3moe"): the forward pass. Every layer is softmax attention
+// (per-head q/k RMSNorm, full NEOX rotary, no output gate) followed by a routed MoE.
+//
+//   x = x + attn_output · attention(rope(qnorm(q)), rope(knorm(k)), v),  q,k,v from rmsnorm(x)*attn_norm
+//   x = x + MoE(rmsnorm(x) * ffn_norm)
+//   logits = output · (rmsnorm(x) * output_norm)
+#include <deque>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cpu/ops.h"
+#include "gguf/model_file.h"
+#include "model/arch.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/embedding.h"
+#include "model/blocks/moe.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace moetier {
+
+namespace {
+
+struct Layer {
+  const float* attn_norm;
+  const float* ffn_norm;
+  AttentionWeights attention;
+  MoeWeights moe;
+};
+
+class Qwen3MoeModel final : public Model {
+ public:
+  const HParams& hparams() const override { return hp_; }
+
+  static Result<std::unique_ptr<Model>> create(const gguf::ModelFile& file, const HParams& hp,
+                                               const std::vector<TensorSpec>& specs) {
+    auto m = std::unique_ptr<Qwen3MoeModel>(new Qwen3MoeModel());
+    m->hp_ = hp;
+    WeightBinder b(file, specs, m->converted_);
+    m->token_embd_ = b.matrix("token_embd.weight");
+    m->output_ = b.matrix("output.weight");
+    m->output_norm_ = b.f32("output_norm.weight");
+    for (int il = 0; il < hp.n_layer; ++il) {
+      const std::string p = fmt::format("blk.{}.", il);
+      m->layers_.push_back(Layer{
+          .attn_norm = b.f32(p + "attn_norm.weight"),
+          .ffn_norm = b.f32(p + "ffn_norm.weight"),
+          .attention = {.q = b.matrix(p + "attn_q.weight"),
+                        .k = b.matrix(p + "attn_k.weight"),
+                        .v = b.matrix(p + "attn_v.weight"),
+                        .out = b.matrix(p + "attn_output.weight"),
+                        .q_norm = b.f32(p + "attn_q_norm.weight"),
+                        .k_norm = b.f32(p + "attn_k_norm.weight")},
+          .moe = {.router = b.matrix(p + "ffn_gate_inp.weight"),
+                  .gate_exps = b.matrix(p + "ffn_gate_exps.weight"),
+                  .up_exps = b.matrix(p + "ffn_up_exps.weight"),
+                  .down_exps = b.matrix(p + "ffn_down_exps.weight")}});
+    }
+    if (!b.status().is_ok()) return b.status();
+    m->attention_shape_ = AttentionShape{.n_embd = hp.n_embd,
+                                         .n_head = hp.n_head,
+                                         .n_head_kv = hp.n_head_kv,
+                                         .head_dim = hp.head_dim_k,
+                                         .n_rot = hp.n_rot,
+                                         .rope_base = hp.rope_base,
+                                         .rms_eps = hp.rms_eps,
+                                         .output_gate = false};
+    m->moe_shape_ = MoeShape{.n_embd = hp.n_embd,
+                             .n_expert = hp.n_expert,
+                             .n_expert_used = hp.n_expert_used,
+                             .n_ff_exp = hp.n_ff_exp};
+    return std::unique_ptr<Model>(std::move(m));
+  }
+
+  Result<SequenceState> new_sequence(const KvCacheOptions& options) const override {
+    std::vector<LayerStateSpec> specs(
+        layers_.size(), {.k_row_elems = hp_.n_head_kv * hp_.head_dim_k, .v_row_elems = hp_.n_head_kv * hp_.head_dim_v});
+    return SequenceState::create(specs, options);
+  }
+
+ protected:
+  void forward_ubatch(std::span<const int32_t> tokens, SequenceState& seq, LogitRows rows, float* logits_out,
+                      ThreadPool& pool) override {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    const int64_t d = hp_.n_embd;
+    x_.resize(static_cast<size_t>(n * d));
+    h_.resize(static_cast<size_t>(n * d));
+    mix_.resize(static_cast<size_t>(n * d));
+    embed_tokens(token_embd_, tokens, x_.data());
+    for (int il = 0; il < hp_.n_layer; ++il) {
+      const Layer& l = layers_[static_cast<size_t>(il)];
+      for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], l.attn_norm, d, hp_.rms_eps, &h_[t * d]);
+      attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
+      for (int64_t i = 0; i < n * d; ++i) x_[i] += mix_[i];
+      for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], l.ffn_norm, d, hp_.rms_eps, &h_[t * d]);
+      moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool);
+      for (int64_t i = 0; i < n * d; ++i) x_[i] += mix_[i];
+    }
+    if (rows == LogitRows::kAll) {
+      lm_head(output_, output_norm_, hp_.rms_eps, x_.data(), n, logits_out, lm_head_scratch_, pool);
+    } else if (rows == LogitRows::kLast) {
+      lm_head(output_, output_norm_, hp_.rms_eps, x_.data() + (n - 1) * d, 1, logits_out, lm_head_scratch_, pool);
+    }
+  }
+
+ private:
+  Qwen3MoeModel() = default;
+  HParams hp_;
+  std::deque<std::vector<float>> converted_;
+  cpu::WeightMatrix token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  std::vector<Layer> layers_;
+  AttentionShape attention_shape_;
+  MoeShape moe_shape_;
+  std::vector<float> x_, h_, mix_;
+  AttentionScratch attention_scratch_;
+  MoeScratch moe_scratch_;
+  LmHeadScratch lm_head_scratch_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> create_qwen3moe_model(const gguf::ModelFile& file, const HParams& hp,
+                                                     const ModelOptions& options) {
+  const ArchInfo* info = find_arch(hp.arch);
+  auto model = Qwen3MoeModel::create(file, hp, info->tensor_specs(hp));
+  if (model.is_ok()) (*model)->set_n_ubatch(options.n_ubatch);
+  return model;
+}
+
+}  // namespace moetier

@@ -1,0 +1,90 @@
+#include "model/blocks/delta_net.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "cpu/ops.h"
+
+namespace moetier {
+
+void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const float* x, int64_t n, int layer,
+                     SequenceState& seq, float* out, DeltaNetScratch& scratch, ThreadPool& pool) {
+  const int64_t ch = s.channels();
+  const int64_t taps = s.d_conv;
+  const int64_t dk = s.d_state, dv = s.d_state;
+  scratch.qkv.resize(static_cast<size_t>(n * ch));
+  scratch.z.resize(static_cast<size_t>(n * s.value_dim()));
+  scratch.beta.resize(static_cast<size_t>(n * s.n_v_heads));
+  scratch.alpha.resize(static_cast<size_t>(n * s.n_v_heads));
+  cpu::matmul_f32(w.qkv, 0, x, n, scratch.qkv.data(), scratch.act, pool);
+  cpu::matmul_f32(w.gate, 0, x, n, scratch.z.data(), scratch.act, pool);
+  cpu::matmul_f32(w.beta, 0, x, n, scratch.beta.data(), scratch.act, pool);
+  cpu::matmul_f32(w.alpha, 0, x, n, scratch.alpha.data(), scratch.act, pool);
+
+  // Causal depthwise conv over time: the input sequence is [carried d_conv−1 rows | n new
+  // rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1 input rows
+  // become the new carried state.
+  float* conv_state = seq.conv_state(layer);
+  scratch.conv_in.resize(static_cast<size_t>((n + taps - 1) * ch));
+  std::memcpy(scratch.conv_in.data(), conv_state, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
+  std::memcpy(scratch.conv_in.data() + (taps - 1) * ch, scratch.qkv.data(), static_cast<size_t>(n * ch) * sizeof(float));
+  scratch.conv_out.resize(static_cast<size_t>(n * ch));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t c = 0; c < ch; ++c) {
+      float acc = 0;
+      for (int64_t j = 0; j < taps; ++j) acc += w.conv[c * taps + j] * scratch.conv_in[(t + j) * ch + c];
+      scratch.conv_out[t * ch + c] = cpu::silu(acc);
+    }
+  }
+  std::memcpy(conv_state, scratch.conv_in.data() + n * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
+
+  // Delta rule per V head j (Q/K head j mod n_k — the tiled mapping), token by token:
+  //   S ← exp(g)·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  o = Sᵀq / sqrt(d_k)
+  // S is d_k × d_v, stored row-major S[i][c] (i over d_k).
+  float* state = seq.ssm_state(layer);
+  scratch.y.resize(static_cast<size_t>(n * s.value_dim()));
+  const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  // Normalise q and k heads once per token (in place in conv_out).
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = scratch.conv_out.data() + t * ch;
+    for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
+  }
+  pool.parallel_for(s.n_v_heads, 1, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> delta(static_cast<size_t>(dv));
+    for (int64_t j = begin; j < end; ++j) {
+      float* S = state + j * dk * dv;
+      const int64_t i_head = j % s.n_k_heads;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = scratch.conv_out.data() + t * ch;
+        const float* q = row + i_head * dk;
+        const float* k = row + s.key_dim() + i_head * dk;
+        const float* v = row + 2 * s.key_dim() + j * dv;
+        const float beta = cpu::sigmoid(scratch.beta[t * s.n_v_heads + j]);
+        const float g = cpu::softplus(scratch.alpha[t * s.n_v_heads + j] + w.dt_bias[j]) * w.a[j];
+        const float decay = std::exp(g);
+        for (int64_t e = 0; e < dk * dv; ++e) S[e] *= decay;
+        for (int64_t c = 0; c < dv; ++c) {
+          float sk = 0;
+          for (int64_t i = 0; i < dk; ++i) sk += S[i * dv + c] * k[i];
+          delta[c] = beta * (v[c] - sk);
+        }
+        for (int64_t i = 0; i < dk; ++i) {
+          for (int64_t c = 0; c < dv; ++c) S[i * dv + c] += k[i] * delta[c];
+        }
+        float* o = scratch.y.data() + t * s.value_dim() + j * dv;
+        for (int64_t c = 0; c < dv; ++c) {
+          float sq = 0;
+          for (int64_t i = 0; i < dk; ++i) sq += S[i * dv + c] * q[i];
+          o[c] = sq * q_scale;
+        }
+        // Gated RMSNorm: rmsnorm(o) · norm · SiLU(z)
+        cpu::rms_norm(o, w.norm, dv, s.rms_eps, o);
+        const float* z = scratch.z.data() + t * s.value_dim() + j * dv;
+        for (int64_t c = 0; c < dv; ++c) o[c] *= cpu::silu(z[c]);
+      }
+    }
+  });
+  cpu::matmul_f32(w.out, 0, scratch.y.data(), n, out, scratch.act, pool);
+}
+
+}  // namespace moetier

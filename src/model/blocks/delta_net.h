@@ -1,0 +1,52 @@
+// Gated DeltaNet (linear attention with a delta-rule recurrent state), for one micro-batch
+// of consecutive tokens of one sequence. Used by qwen35moe's non-attention layers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "cpu/matmul.h"
+#include "runtime/sequence_state.h"
+
+namespace moetier {
+
+struct DeltaNetWeights {
+  cpu::WeightMatrix qkv;    // {n_embd, 2·key_dim + value_dim}, channels q | k | v
+  cpu::WeightMatrix gate;   // {n_embd, value_dim}  (z)
+  cpu::WeightMatrix beta;   // {n_embd, n_v_heads}
+  cpu::WeightMatrix alpha;  // {n_embd, n_v_heads}
+  cpu::WeightMatrix out;    // {value_dim, n_embd}
+  const float* conv = nullptr;     // [channels][d_conv]; tap d_conv−1 multiplies the current token
+  const float* dt_bias = nullptr;  // [n_v_heads]
+  const float* a = nullptr;        // [n_v_heads], = −exp(A_log)
+  const float* norm = nullptr;     // [d_state], gated RMSNorm weight shared by heads
+};
+
+struct DeltaNetShape {
+  int64_t n_embd = 0;
+  int64_t d_conv = 4;
+  int64_t d_state = 0;     // d_k = d_v
+  int64_t n_k_heads = 0;
+  int64_t n_v_heads = 0;
+  float rms_eps = 1e-6f;
+
+  int64_t key_dim() const { return n_k_heads * d_state; }
+  int64_t value_dim() const { return n_v_heads * d_state; }
+  int64_t channels() const { return 2 * key_dim() + value_dim(); }
+  // Per sequence: the last d_conv − 1 conv inputs, and one d_k × d_v state per V head.
+  int64_t conv_state_elems() const { return (d_conv - 1) * channels(); }
+  int64_t ssm_state_elems() const { return n_v_heads * d_state * d_state; }
+};
+
+struct DeltaNetScratch {
+  std::vector<float> qkv, z, beta, alpha, conv_in, conv_out, y;
+  cpu::QuantizedActivations act;
+};
+
+// x: [n][n_embd] (normalised); writes out: [n][n_embd]; updates the conv and recurrent
+// state of `seq` layer `layer`.
+void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& shape, const float* x, int64_t n, int layer,
+                     SequenceState& seq, float* out, DeltaNetScratch& scratch, ThreadPool& pool);
+
+}  // namespace moetier

@@ -1,0 +1,151 @@
+#include "runtime/plan.h"
+
+#include <algorithm>
+
+namespace moetier {
+
+const DevicePlan* Plan::device(std::string_view name) const {
+  for (const auto& d : devices) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+Result<int64_t> kv_row_bytes(DType type, int64_t n, std::string_view flag) {
+  const DTypeTraits& t = dtype_traits(type);
+  if (n % t.block_elems != 0) {
+    return Status::bad_input(fmt::format("{} {}: the head width {} is not a multiple of its block size {}", flag,
+                                         t.name, n, t.block_elems));
+  }
+  return n / t.block_elems * t.block_bytes;
+}
+
+// Compute scratch, an estimate. Per token of a ubatch, the f32 activations alive at once
+// in the widest part of a block:
+//   3 * n_embd                      residual, normed input, block output
+//   + the widest of
+//     attention: 2*n_head*hd (q|gate) + 2*n_head_kv*hd (k, v) + n_head*hd (attention out)
+//     DeltaNet:  2*(2*key_dim + value_dim) (qkv before/after conv) + 2*value_dim (z, out)
+//                + 2*n_v (beta, alpha)
+//     MoE:       n_expert (router) + n_used*3*n_ff_exp (gate, up, product)
+//                + n_used*n_embd (expert outputs) + 3*n_ff_shexp (shared expert)
+//   + n_vocab (logits) on the device holding the output layer.
+// Attention is assumed fused (no n_ctx x n_head score matrix is materialised), and the
+// activation-quantization copies (~1 byte/element) are not counted: the headroom margin of
+// a fit (issue 6's --fit-margin) covers them.
+int64_t estimate_scratch_bytes(const HParams& hp, int64_t n_ubatch, bool holds_output) {
+  const int64_t attention = 2 * hp.n_head * hp.head_dim_k + 2 * hp.n_head_kv * hp.head_dim_k + hp.n_head * hp.head_dim_v;
+  const int64_t key_dim = hp.ssm_n_group * hp.ssm_d_state;
+  const int64_t deltanet =
+      hp.n_deltanet_layers() > 0 ? 2 * (2 * key_dim + hp.ssm_d_inner) + 2 * hp.ssm_d_inner + 2 * hp.ssm_dt_rank : 0;
+  const int64_t moe = hp.n_expert + hp.n_expert_used * (3 * hp.n_ff_exp + hp.n_embd) + 3 * hp.n_ff_shexp;
+  const int64_t per_token = 3 * hp.n_embd + std::max({attention, deltanet, moe}) + (holds_output ? hp.n_vocab : 0);
+  return n_ubatch * per_token * static_cast<int64_t>(sizeof(float));
+}
+
+namespace {
+
+Status validate(const PlanParams& p) {
+  if (p.n_ctx < 1) return Status::bad_input(fmt::format("-c must be at least 1 (got {})", p.n_ctx));
+  if (p.n_ctx > (int64_t{1} << 32)) return Status::bad_input(fmt::format("-c {} is too large", p.n_ctx));
+  if (p.n_seq < 1 || p.n_seq > 4096) return Status::bad_input(fmt::format("-np must be in [1, 4096] (got {})", p.n_seq));
+  if (p.n_gpu_layers < -1) return Status::bad_input(fmt::format("-ngl must be -1 (all) or >= 0 (got {})", p.n_gpu_layers));
+  if (p.n_cpu_moe < 0) return Status::bad_input(fmt::format("-ncmoe must be >= 0 (got {})", p.n_cpu_moe));
+  if (p.n_ubatch < 1 || p.n_ubatch > (1 << 20)) {
+    return Status::bad_input(fmt::format("-ub must be in [1, 1048576] (got {})", p.n_ubatch));
+  }
+  if (p.vram_budget_bytes < 0) return Status::bad_input("--vram-budget must be >= 0");
+  if (p.ram_budget_bytes < 0) return Status::bad_input("--ram-budget must be >= 0");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
+                       const PlanParams& params) {
+  RETURN_IF_ERROR(validate(params));
+  CHECK_MSG(static_cast<int64_t>(hp.layer_kinds.size()) == hp.n_layer, "HParams: {} layer kinds for {} layers",
+            hp.layer_kinds.size(), hp.n_layer);
+  ASSIGN_OR_RETURN(const int64_t k_row, kv_row_bytes(params.type_k, hp.head_dim_k, "-ctk"));
+  ASSIGN_OR_RETURN(const int64_t v_row, kv_row_bytes(params.type_v, hp.head_dim_v, "-ctv"));
+
+  Plan plan;
+  const int64_t n_layer_all = hp.n_layer + hp.n_layer_mtp;
+  // llama.cpp's numbering: blocks 0..n_layer_all-1, then the output layer as n_layer_all;
+  // -ngl N offloads the last N of these n_layer_all + 1 layers.
+  const int64_t n_gpu = params.n_gpu_layers < 0 ? n_layer_all + 1 : std::min(params.n_gpu_layers, n_layer_all + 1);
+  const int64_t first_gpu_layer = n_layer_all + 1 - n_gpu;
+  const auto layer_device = [&](int64_t il) -> std::string { return il >= first_gpu_layer ? kGpuDevice : kCpuDevice; };
+  const bool use_gpu = n_gpu > 0 || params.vram_budget_bytes > 0;
+
+  plan.devices.push_back({.name = kCpuDevice, .budget_bytes = params.ram_budget_bytes});
+  if (use_gpu) plan.devices.push_back({.name = kGpuDevice, .budget_bytes = params.vram_budget_bytes});
+  const auto dev = [&plan](const std::string& name) -> DevicePlan& {
+    for (auto& d : plan.devices) {
+      if (d.name == name) return d;
+    }
+    CHECK_MSG(false, "device {} not in plan", name);
+    return plan.devices.front();
+  };
+  plan.output_device = layer_device(n_layer_all);
+
+  // Per layer: devices, KV cache and recurrent state.
+  plan.kv_bytes_per_layer = params.n_ctx * hp.n_head_kv * (k_row + v_row);
+  for (int64_t il = 0; il < n_layer_all; ++il) {
+    LayerPlan lp;
+    lp.layer = static_cast<int>(il);
+    lp.mtp = il >= hp.n_layer;
+    lp.kind = lp.mtp ? LayerKind::kAttention : hp.layer_kinds[static_cast<size_t>(il)];
+    lp.dense = layer_device(il);
+    lp.experts = (params.cpu_moe || il < params.n_cpu_moe) ? kCpuDevice : lp.dense;
+    if (!lp.mtp) {
+      // MTP blocks are not run by the decoder, so they get no cache or state.
+      lp.kv_bytes = lp.kind == LayerKind::kAttention ? plan.kv_bytes_per_layer : 0;
+      const int64_t per_seq = arch.recurrent_state_bytes(hp, lp.kind);
+      plan.state_bytes_per_seq += per_seq;
+      lp.state_bytes = per_seq * params.n_seq;
+    }
+    plan.kv_bytes += lp.kv_bytes;
+    plan.state_bytes += lp.state_bytes;
+    dev(lp.dense).kv_bytes += lp.kv_bytes;
+    dev(lp.dense).state_bytes += lp.state_bytes;
+    plan.layers.push_back(std::move(lp));
+  }
+
+  // Per tensor.
+  plan.tensor_devices.reserve(tensors.size());
+  for (const PlanTensor& t : tensors) {
+    std::string where;
+    const bool routed = is_routed_expert(t.role);
+    if (t.layer < 0) {
+      where = t.role == TensorRole::kTokenEmbedding ? kCpuDevice : plan.output_device;
+    } else if (t.layer >= n_layer_all) {
+      where = kCpuDevice;  // a block the hyper-parameters do not know; never offloaded
+    } else {
+      LayerPlan& lp = plan.layers[static_cast<size_t>(t.layer)];
+      where = routed ? lp.experts : lp.dense;
+      (routed ? lp.expert_bytes : lp.dense_bytes) += t.bytes;
+    }
+    dev(where).weight_bytes += t.bytes;
+    plan.weight_bytes += t.bytes;
+    plan.tensor_devices.push_back(std::move(where));
+  }
+
+  // Scratch on every device that computes something.
+  for (auto& d : plan.devices) {
+    if (d.weight_bytes == 0) continue;
+    d.scratch_bytes = estimate_scratch_bytes(hp, params.n_ubatch, d.name == plan.output_device);
+  }
+
+  if (const DevicePlan* gpu = plan.device(kGpuDevice); gpu != nullptr && gpu->budget_bytes > 0) {
+    plan.gpu_free_bytes = gpu->budget_bytes - gpu->total_bytes();
+    plan.fits = *plan.gpu_free_bytes >= 0;
+  }
+  if (const DevicePlan& cpu = plan.devices.front(); cpu.budget_bytes > 0) {
+    plan.ram_free_bytes = cpu.budget_bytes - cpu.total_bytes();
+    plan.fits_ram = *plan.ram_free_bytes >= 0;
+  }
+  return plan;
+}
+
+}  // namespace moetier

@@ -1,0 +1,114 @@
+// Memory plan: where every weight, the KV cache and the recurrent state would live, and
+// whether the GPU part fits its budget. A pure function of the model's hyper-parameters,
+// its tensor sizes and the placement flags (no I/O, no device queries), so `inspect --plan`
+// can answer "does this fit a 6 GB GPU?" from the header alone and the loader can follow
+// the same plan later.
+//
+// Placement follows llama.cpp (src/llama-model.cpp, load_tensors, at the commit in
+// ../shared/ref/README.md):
+//   * The repeating blocks and the output layer form n_layer_all + 1 "layers"; the output
+//     layer (output_norm, output) counts as the last one. -ngl N offloads the LAST N of
+//     them: -ngl 1 puts only the output layer on the GPU, -ngl N puts the output layer and
+//     blocks [n_layer_all + 1 - N, n_layer_all) there, and -ngl >= n_layer_all + 1 (or
+//     -1 / "all") puts everything there. n_layer_all includes trailing MTP blocks.
+//   * token_embd always stays on the CPU (llama.cpp: "very little benefit to offloading the
+//     input layer"); a row lookup per token is cheap on the CPU.
+//   * -ncmoe N keeps the routed experts (ffn_{gate,up,down}_exps) of blocks 0..N-1 on the
+//     CPU; -cmoe keeps all of them there. The router (ffn_gate_inp) and the shared expert
+//     stay with the block's dense weights.
+//   * KV cache and recurrent state of a block live on the device of its dense weights
+//     (llama.cpp's default offload_kqv). The KV cache has n_ctx cells in total, shared by
+//     all sequences (llama.cpp's unified cache; -c is the total context); recurrent state
+//     is per sequence, so it scales with -np. llama.cpp pads n_ctx to 256 cells; the plan
+//     does not.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/arch.h"
+#include "tensor/dtype.h"
+
+namespace moetier {
+
+inline constexpr const char* kCpuDevice = "CPU";
+inline constexpr const char* kGpuDevice = "GPU0";
+
+// One weight tensor as the planner sees it.
+struct PlanTensor {
+  std::string name;
+  TensorRole role = TensorRole::kOther;
+  int layer = -1;      // block index, -1 for global tensors
+  int64_t bytes = 0;   // bytes of its data in the file
+};
+
+struct PlanParams {
+  int64_t n_ctx = 4096;             // -c: KV cells in total (all sequences)
+  DType type_k = DType::F16;        // -ctk
+  DType type_v = DType::F16;        // -ctv
+  int64_t n_seq = 1;                // -np: parallel sequences (recurrent state copies)
+  int64_t n_gpu_layers = -1;        // -ngl: -1 = all; 0 = CPU only
+  int64_t n_cpu_moe = 0;            // -ncmoe: routed experts of blocks 0..N-1 on the CPU
+  bool cpu_moe = false;             // -cmoe: all routed experts on the CPU
+  int64_t n_ubatch = 512;           // -ub: tokens per compute batch (drives scratch)
+  int64_t vram_budget_bytes = 0;    // --vram-budget; 0 = unknown (fit not judged)
+  int64_t ram_budget_bytes = 0;     // --ram-budget; 0 = unknown
+};
+
+struct DevicePlan {
+  std::string name;            // "CPU" or "GPU0"
+  int64_t weight_bytes = 0;
+  int64_t kv_bytes = 0;
+  int64_t state_bytes = 0;     // recurrent state, all sequences
+  int64_t scratch_bytes = 0;   // estimated compute buffers (see estimate in plan.cpp)
+  int64_t budget_bytes = 0;    // 0 = unknown
+  int64_t total_bytes() const { return weight_bytes + kv_bytes + state_bytes + scratch_bytes; }
+};
+
+struct LayerPlan {
+  int layer = 0;
+  LayerKind kind = LayerKind::kAttention;
+  bool mtp = false;            // a trailing MTP (nextn) block
+  std::string dense;           // device of everything but the routed experts (+ KV/state)
+  std::string experts;         // device of the routed experts
+  int64_t dense_bytes = 0;
+  int64_t expert_bytes = 0;
+  int64_t kv_bytes = 0;
+  int64_t state_bytes = 0;     // all sequences
+};
+
+struct Plan {
+  std::vector<DevicePlan> devices;          // CPU first; GPU0 when -ngl != 0 or a VRAM budget is set
+  std::vector<LayerPlan> layers;            // compute blocks, then MTP blocks
+  std::vector<std::string> tensor_devices;  // parallel to the input tensor list
+  std::string output_device;                // device of output_norm/output
+  int64_t weight_bytes = 0;
+  int64_t kv_bytes = 0;                     // all attention layers
+  int64_t kv_bytes_per_layer = 0;           // one attention layer
+  int64_t state_bytes = 0;                  // all DeltaNet layers, all sequences
+  int64_t state_bytes_per_seq = 0;          // all DeltaNet layers, one sequence
+  std::optional<bool> fits;                 // GPU part within --vram-budget; nullopt when unknown
+  std::optional<int64_t> gpu_free_bytes;    // budget - GPU total (negative: short by that much)
+  std::optional<bool> fits_ram;             // CPU part within --ram-budget; nullopt when unknown
+  std::optional<int64_t> ram_free_bytes;
+
+  const DevicePlan* device(std::string_view name) const;
+};
+
+// Bytes of one KV-cache row of `n` elements of `type` (quantized types by whole blocks).
+// kBadInput when `n` is not a multiple of the type's block size.
+Result<int64_t> kv_row_bytes(DType type, int64_t n, std::string_view flag);
+
+// Estimated compute scratch of one device holding some blocks (and the output layer when
+// `holds_output`), in bytes. See plan.cpp for the derivation.
+int64_t estimate_scratch_bytes(const HParams& hp, int64_t n_ubatch, bool holds_output);
+
+// Plan the placement. kBadInput for invalid parameters (n_ctx < 1, a KV type whose block
+// does not divide the head width, ...). `arch` supplies recurrent_state_bytes.
+Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
+                       const PlanParams& params);
+
+}  // namespace moetier

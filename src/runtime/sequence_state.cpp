@@ -1,0 +1,71 @@
+#include "runtime/sequence_state.h"
+
+#include <algorithm>
+#include <new>
+
+#include <fmt/format.h>
+
+namespace moetier {
+
+Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& layers,
+                                            const KvCacheOptions& options) {
+  if (options.type_k != DType::F32 && options.type_k != DType::F16) {
+    return Status::bad_input(fmt::format("KV cache type '{}' is not supported yet (use f32 or f16)",
+                                         dtype_name(options.type_k)));
+  }
+  if (options.type_v != DType::F32 && options.type_v != DType::F16) {
+    return Status::bad_input(fmt::format("KV cache type '{}' is not supported yet (use f32 or f16)",
+                                         dtype_name(options.type_v)));
+  }
+  if (options.n_ctx <= 0) return Status::bad_input("context size must be positive");
+  SequenceState s;
+  s.options_ = options;
+  try {
+    for (const auto& spec : layers) {
+      Layer l;
+      l.spec = spec;
+      l.k_row_bytes = dtype_row_bytes(options.type_k, spec.k_row_elems);
+      l.v_row_bytes = dtype_row_bytes(options.type_v, spec.v_row_elems);
+      l.k.resize(static_cast<size_t>(l.k_row_bytes * options.n_ctx));
+      l.v.resize(static_cast<size_t>(l.v_row_bytes * options.n_ctx));
+      l.conv.assign(static_cast<size_t>(spec.conv_state_elems), 0.0f);
+      l.ssm.assign(static_cast<size_t>(spec.ssm_state_elems), 0.0f);
+      s.layers_.push_back(std::move(l));
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::runtime(fmt::format("out of memory allocating the KV cache for {} tokens", options.n_ctx));
+  }
+  return s;
+}
+
+void SequenceState::clear() {
+  n_past_ = 0;
+  for (auto& l : layers_) {
+    std::fill(l.conv.begin(), l.conv.end(), 0.0f);
+    std::fill(l.ssm.begin(), l.ssm.end(), 0.0f);
+  }
+}
+
+uint8_t* SequenceState::k_row(int layer, int64_t pos) {
+  auto& l = layers_[static_cast<size_t>(layer)];
+  return l.k.data() + pos * l.k_row_bytes;
+}
+
+uint8_t* SequenceState::v_row(int layer, int64_t pos) {
+  auto& l = layers_[static_cast<size_t>(layer)];
+  return l.v.data() + pos * l.v_row_bytes;
+}
+
+uint64_t SequenceState::kv_bytes() const {
+  uint64_t b = 0;
+  for (const auto& l : layers_) b += l.k.size() + l.v.size();
+  return b;
+}
+
+uint64_t SequenceState::recurrent_bytes() const {
+  uint64_t b = 0;
+  for (const auto& l : layers_) b += (l.conv.size() + l.ssm.size()) * sizeof(float);
+  return b;
+}
+
+}  // namespace moetier

@@ -1,0 +1,65 @@
+// Per-sequence memory of the forward pass: a KV cache for each attention layer and the
+// conv + recurrent state for each Gated DeltaNet layer. The model file decides what each
+// layer needs (via LayerStateSpec); this file only owns the bytes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "tensor/dtype.h"
+
+namespace moetier {
+
+struct LayerStateSpec {
+  // attention layers: one K row and one V row per position
+  int64_t k_row_elems = 0;   // n_head_kv · head_dim_k
+  int64_t v_row_elems = 0;   // n_head_kv · head_dim_v
+  // recurrent layers (f32)
+  int64_t conv_state_elems = 0;  // (d_conv − 1) · channels
+  int64_t ssm_state_elems = 0;   // n_v_heads · d_k · d_v
+};
+
+struct KvCacheOptions {
+  int64_t n_ctx = 4096;
+  DType type_k = DType::F16;  // F32 or F16 (q8_0/q4_0 later)
+  DType type_v = DType::F16;
+};
+
+class SequenceState {
+ public:
+  // Allocates (zeroed) state for every layer. Fails with a clear error for unsupported
+  // cache types or when the allocation fails.
+  static Result<SequenceState> create(const std::vector<LayerStateSpec>& layers, const KvCacheOptions& options);
+
+  int64_t n_past() const { return n_past_; }
+  void set_n_past(int64_t n) { n_past_ = n; }
+  int64_t n_ctx() const { return options_.n_ctx; }
+  const KvCacheOptions& options() const { return options_; }
+  // Forget everything (n_past = 0, recurrent state zeroed); KV rows are overwritten on use.
+  void clear();
+
+  // KV rows of attention layer `layer` at position `pos` (raw bytes of type_k / type_v).
+  uint8_t* k_row(int layer, int64_t pos);
+  uint8_t* v_row(int layer, int64_t pos);
+  float* conv_state(int layer) { return layers_[static_cast<size_t>(layer)].conv.data(); }
+  float* ssm_state(int layer) { return layers_[static_cast<size_t>(layer)].ssm.data(); }
+  const LayerStateSpec& spec(int layer) const { return layers_[static_cast<size_t>(layer)].spec; }
+
+  // Bytes held, for reporting.
+  uint64_t kv_bytes() const;
+  uint64_t recurrent_bytes() const;
+
+ private:
+  struct Layer {
+    LayerStateSpec spec;
+    int64_t k_row_bytes = 0, v_row_bytes = 0;
+    std::vector<uint8_t> k, v;
+    std::vector<float> conv, ssm;
+  };
+  KvCacheOptions options_;
+  std::vector<Layer> layers_;
+  int64_t n_past_ = 0;
+};
+
+}  // namespace moetier

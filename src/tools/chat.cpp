@@ -1,0 +1,150 @@
+// moetier chat: an interactive conversation using the model's chat template. Ctrl-C stops
+// the current reply (not the program); Ctrl-D or /exit ends the chat.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/generate.h"
+#include "text/template/chat_template.h"
+#include "tools/commands.h"
+#include "tools/prompt_input.h"
+#include "tools/session.h"
+
+namespace moetier {
+
+namespace {
+std::atomic<bool> g_stop_reply{false};  // SIGINT: stop the reply in progress
+void on_sigint(int) { g_stop_reply.store(true); }
+
+// Qwen-style default when a file has no template (ChatML), as llama-server falls back to.
+constexpr const char* kChatMlTemplate =
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+}  // namespace
+
+int cmd_chat(int argc, char** argv) {
+  EngineFlags flags;
+  SamplerParams sampling = kQwenThinkingSampling;
+  std::string system_prompt, reasoning = "auto", kwargs_text, template_file;
+  int64_t n_predict = -1;
+  ArgParser p("chat", "Chat interactively with a model, using its chat template.");
+  p.option({"-sys", "--system-prompt"}, "TEXT", "system message", &system_prompt);
+  p.option({"-n", "--n-predict"}, "N", "max tokens per reply (default -1: until end of turn)", &n_predict);
+  p.option({"--reasoning"}, "on|off|auto", "thinking: sets enable_thinking in the template (default auto)",
+           &reasoning);
+  p.option({"--chat-template-kwargs"}, "JSON", "extra template variables, e.g. '{\"enable_thinking\":false}'",
+           &kwargs_text);
+  p.option({"--chat-template-file"}, "FILE", "use this Jinja template instead of the model's", &template_file);
+  add_engine_flags(p, flags);
+  add_sampling_flags(p, sampling);
+  p.epilog("Sampling defaults follow Qwen's thinking-mode advice: --temp 0.6 --top-k 20 --top-p 0.95 --min-p 0.\n"
+           "Type a message and press Enter. Ctrl-C stops a reply; Ctrl-D or /exit quits.");
+  if (auto st = p.parse(argc, argv); !st) return report_error(st);
+  if (p.help_requested()) {
+    std::fputs(p.help_text().c_str(), stdout);
+    return 0;
+  }
+  if (reasoning != "on" && reasoning != "off" && reasoning != "auto") {
+    return report_error(Status::bad_input(fmt::format("--reasoning: '{}' is not one of on, off, auto", reasoning)));
+  }
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  if (!kwargs_text.empty()) {
+    kwargs = nlohmann::ordered_json::parse(kwargs_text, nullptr, false);
+    if (kwargs.is_discarded() || !kwargs.is_object()) {
+      return report_error(Status::bad_input("--chat-template-kwargs: not a JSON object"));
+    }
+  }
+  if (auto st = validate(sampling); !st) return report_error(st);
+  auto session = open_session(flags, {});
+  if (!session) return report_error(session.status());
+
+  std::string template_source;
+  if (!template_file.empty()) {
+    auto text = read_text_file(template_file);
+    if (!text) return report_error(text.status());
+    template_source = *text;
+  } else {
+    template_source = session->file->header().get_string_or("tokenizer.chat_template", "");
+    if (template_source.empty()) {
+      std::fprintf(stderr, "moetier: the model has no chat template; using ChatML\n");
+      template_source = kChatMlTemplate;
+    }
+  }
+  auto tmpl = text::ChatTemplate::parse(template_source);
+  if (!tmpl) return report_error(tmpl.status());
+  auto sampler = Sampler::create(sampling);
+  if (!sampler) return report_error(sampler.status());
+
+  const text::Tokenizer& tok = *session->tokenizer;
+  auto token_text = [&](std::optional<int32_t> id) -> std::optional<std::string> {
+    if (!id || *id < 0) return std::nullopt;
+    return std::string(tok.token_text(*id));
+  };
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
+  std::string rendered_so_far;  // the prompt text already in the sequence
+  const bool interactive = isatty(STDIN_FILENO);
+
+  std::signal(SIGINT, on_sigint);
+  for (;;) {
+    if (interactive) std::fputs("\n> ", stdout);
+    std::fflush(stdout);
+    std::string line;
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/exit" || line == "/quit") break;
+    if (line.empty()) continue;
+    messages.push_back({{"role", "user"}, {"content", line}});
+    text::ChatContextParams ctx_params{.messages = messages, .add_generation_prompt = true,
+                                       .eos_token = token_text(tok.special_ids().eos),
+                                       .pad_token = token_text(tok.special_ids().pad),
+                                       .kwargs = kwargs};
+    if (reasoning != "auto") ctx_params.enable_thinking = reasoning == "on";
+    auto context = text::build_chat_context(ctx_params);
+    if (!context) return report_error(context.status());
+    auto rendered = tmpl->render(*context);
+    if (!rendered) return report_error(rendered.status());
+    // Feed only what is new since the last turn when the history renders as a prefix;
+    // otherwise (e.g. the template rewrites earlier turns) start the sequence over.
+    std::string delta;
+    if (rendered->compare(0, rendered_so_far.size(), rendered_so_far) == 0) {
+      delta = rendered->substr(rendered_so_far.size());
+    } else {
+      session->sequence->clear();
+      sampler->reset();
+      delta = *rendered;
+    }
+    const auto tokens = tok.encode(delta, {.parse_special = true, .add_special = rendered_so_far.empty()});
+    if (session->sequence->n_past() + static_cast<int64_t>(tokens.size()) >= session->sequence->n_ctx()) {
+      std::fprintf(stderr, "moetier: the conversation no longer fits the context (-c %lld); start a new chat\n",
+                   static_cast<long long>(session->sequence->n_ctx()));
+      break;
+    }
+    g_stop_reply.store(false);
+    std::string reply;
+    auto stats = generate(*session->model, *session->sequence, tok, *sampler, tokens,
+                          {.n_predict = n_predict, .cancel = &g_stop_reply}, *session->pool,
+                          [&](std::string_view text) {
+                            reply += text;
+                            std::fwrite(text.data(), 1, text.size(), stdout);
+                            std::fflush(stdout);
+                          });
+    if (!stats) return report_error(stats.status());
+    std::fprintf(stderr, "\n[%lld tokens, %.2f t/s; prompt %lld tokens, %.2f t/s%s]\n",
+                 static_cast<long long>(stats->n_generated), stats->generation_tokens_per_second(),
+                 static_cast<long long>(stats->n_prompt), stats->prompt_tokens_per_second(),
+                 stats->stop == StopReason::kCancelled ? ", stopped" : "");
+    messages.push_back({{"role", "assistant"}, {"content", reply}});
+    // The sequence now holds the prompt and the reply (without the end-of-turn token,
+    // which the next render supplies); next turn feeds only what follows this text.
+    rendered_so_far = *rendered + reply;
+  }
+  std::signal(SIGINT, SIG_DFL);
+  return 0;
+}
+
+}  // namespace moetier

@@ -1,0 +1,79 @@
+// moetier run: prompt in, generated text streamed to stdout; speeds on stderr at the end.
+#include <csignal>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "runtime/generate.h"
+#include "tools/commands.h"
+#include "tools/prompt_input.h"
+#include "tools/session.h"
+
+namespace moetier {
+
+namespace {
+std::atomic<bool> g_interrupted{false};  // set by SIGINT: stop generating, print the summary
+void on_sigint(int) { g_interrupted.store(true); }
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  EngineFlags flags;
+  SamplerParams sampling;
+  std::string prompt, prompt_file;
+  int64_t n_predict = 128;
+  bool display_prompt = false, no_parse_special = false, ignore_eos = false;
+  ArgParser p("run", "Generate text from a prompt (raw completion, no chat template; see 'moetier chat').");
+  p.option({"-p", "--prompt"}, "TEXT", "prompt text", &prompt);
+  p.option({"-f", "--file"}, "FILE", "prompt from a file (exact bytes)", &prompt_file);
+  p.option({"-n", "--n-predict"}, "N", "tokens to generate (default 128; -1 = until end of text or context)",
+           &n_predict);
+  p.flag({"--display-prompt"}, &display_prompt, "print the prompt before the generated text");
+  p.flag({"--no-parse-special"}, &no_parse_special, "tokenize control-token text as plain text");
+  p.flag({"--ignore-eos"}, &ignore_eos, "do not stop at end-of-generation tokens");
+  add_engine_flags(p, flags);
+  add_sampling_flags(p, sampling);
+  p.epilog("example: moetier run -m model.gguf -p \"The capital of France is\" -n 32 --temp 0");
+  if (auto st = p.parse(argc, argv); !st) return report_error(st);
+  if (p.help_requested()) {
+    std::fputs(p.help_text().c_str(), stdout);
+    return 0;
+  }
+  if (!prompt_file.empty()) {
+    if (!prompt.empty()) return report_error(Status::bad_input("give -p or -f, not both"));
+    auto text = read_text_file(prompt_file);
+    if (!text) return report_error(text.status());
+    prompt = *text;
+  }
+  if (prompt.empty()) return report_error(Status::bad_input("no prompt given (-p TEXT or -f FILE)"));
+  if (auto st = validate(sampling); !st) return report_error(st);
+
+  auto session = open_session(flags, {});
+  if (!session) return report_error(session.status());
+  auto sampler = Sampler::create(sampling);
+  if (!sampler) return report_error(sampler.status());
+  const auto tokens = session->tokenizer->encode(prompt, {.parse_special = !no_parse_special});
+  if (tokens.empty()) return report_error(Status::bad_input("the prompt has no tokens"));
+  if (static_cast<int64_t>(tokens.size()) > session->sequence->n_ctx()) {
+    return report_error(Status::bad_input(fmt::format("the prompt has {} tokens, more than the context (-c {})",
+                                                      tokens.size(), session->sequence->n_ctx())));
+  }
+  if (display_prompt) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+
+  std::signal(SIGINT, on_sigint);
+  auto stats = generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
+                        {.n_predict = n_predict, .stop_at_eog = !ignore_eos, .cancel = &g_interrupted},
+                        *session->pool, [](std::string_view text) {
+                          std::fwrite(text.data(), 1, text.size(), stdout);
+                          std::fflush(stdout);
+                        });
+  std::signal(SIGINT, SIG_DFL);
+  std::fputc('\n', stdout);
+  if (!stats) return report_error(stats.status());
+  std::fprintf(stderr, "\nmoetier: prompt %lld tokens in %.2f s (%.2f t/s), generated %lld tokens in %.2f s (%.2f t/s)\n",
+               static_cast<long long>(stats->n_prompt), stats->prompt_seconds, stats->prompt_tokens_per_second(),
+               static_cast<long long>(stats->n_generated), stats->generation_seconds,
+               stats->generation_tokens_per_second());
+  return 0;
+}
+
+}  // namespace moetier

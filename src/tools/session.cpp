@@ -1,0 +1,115 @@
+#include "tools/session.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "core/cpu_features.h"
+#include "core/progress.h"
+
+namespace moetier {
+
+void add_engine_flags(ArgParser& p, EngineFlags& f) {
+  p.section("model and context");
+  p.option({"-m", "--model"}, "FILE", "GGUF model file", &f.model_path);
+  p.option({"-c", "--ctx-size"}, "N", "context size in tokens (default 4096; 0 = the model's own)", &f.n_ctx);
+  p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)", &f.n_threads);
+  p.option({"-b", "--batch-size"}, "N", "logical batch size (default 2048)", &f.n_batch);
+  p.option({"-ub", "--ubatch-size"}, "N", "tokens per forward micro-batch (default 512)", &f.n_ubatch);
+  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f32 or f16 (default f16)", &f.cache_type_k);
+  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32 or f16 (default f16)", &f.cache_type_v);
+  p.flag({"--no-mmap"}, &f.no_mmap, "read the model into RAM instead of mapping it (recommended with CPU experts)");
+  p.flag({"--mlock"}, &f.mlock, "lock the model in RAM");
+  p.option({"-fa", "--flash-attn"}, "on|off|auto", "accepted for compatibility; CPU attention is exact either way",
+           &f.flash_attn);
+  p.flag({"-v", "--verbose"}, &f.verbose, "more detail on stderr");
+  p.section("placement (llama.cpp spelling; no GPU backend yet: everything runs on the CPU)");
+  p.option({"-ngl", "--n-gpu-layers", "--gpu-layers"}, "N|all", "layers on the GPU", &f.n_gpu_layers);
+  p.option({"-ncmoe", "--n-cpu-moe"}, "N", "keep the routed experts of the first N layers on the CPU", &f.n_cpu_moe);
+  p.flag({"-cmoe", "--cpu-moe"}, &f.cpu_moe, "keep all routed experts on the CPU");
+  p.option({"-ot", "--override-tensor"}, "REGEX=DEV", "place tensors matching REGEX on DEV (repeatable)",
+           &f.override_tensor);
+}
+
+void add_sampling_flags(ArgParser& p, SamplerParams& s) {
+  p.section("sampling (llama.cpp's order: penalties, top-k, top-p, min-p, temperature)");
+  p.option({"--temp", "--temperature"}, "T", "temperature; 0 = greedy (default 0.8)", &s.temperature);
+  p.option({"--top-k"}, "N", "top-k; 0 = off (default 40)", [&s](std::string_view v) {
+    auto r = parse_int(v, "flag '--top-k'");
+    if (!r) return r.status();
+    s.top_k = static_cast<int32_t>(*r);
+    return Status::ok();
+  });
+  p.option({"--top-p"}, "P", "top-p; 1 = off (default 0.95)", &s.top_p);
+  p.option({"--min-p"}, "P", "min-p; 0 = off (default 0.05)", &s.min_p);
+  p.option({"--repeat-penalty"}, "X", "repeat penalty; 1 = off (default 1.0)", &s.repeat_penalty);
+  p.option({"--repeat-last-n"}, "N", "penalty window in tokens (default 64)", [&s](std::string_view v) {
+    auto r = parse_int(v, "flag '--repeat-last-n'");
+    if (!r) return r.status();
+    s.repeat_last_n = static_cast<int32_t>(*r);
+    return Status::ok();
+  });
+  p.option({"--presence-penalty"}, "X", "presence penalty (default 0)", &s.presence_penalty);
+  p.option({"--frequency-penalty"}, "X", "frequency penalty (default 0)", &s.frequency_penalty);
+  p.option({"-s", "--seed"}, "N", "RNG seed (default: random)", [&s](std::string_view v) {
+    auto r = parse_int(v, "flag '--seed'");
+    if (!r) return r.status();
+    s.seed = static_cast<uint32_t>(*r);
+    return Status::ok();
+  });
+}
+
+Result<DType> parse_cache_type(const std::string& name, const char* flag) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  return Status::bad_input(fmt::format("{}: KV cache type '{}' is not supported (supported: f32, f16)", flag, name));
+}
+
+Result<Session> open_session(const EngineFlags& flags, const SessionOptions& options) {
+  if (flags.model_path.empty()) return Status::bad_input("no model given (-m FILE)");
+  if (flags.n_ubatch <= 0) return Status::bad_input("-ub must be positive");
+  if (flags.n_ctx < 0) return Status::bad_input("-c must not be negative");
+  ASSIGN_OR_RETURN(DType type_k, parse_cache_type(flags.cache_type_k, "-ctk"));
+  ASSIGN_OR_RETURN(DType type_v, parse_cache_type(flags.cache_type_v, "-ctv"));
+  if (flags.flash_attn != "on" && flags.flash_attn != "off" && flags.flash_attn != "auto") {
+    return Status::bad_input(fmt::format("-fa: '{}' is not one of on, off, auto", flags.flash_attn));
+  }
+
+  Session s;
+  const gguf::LoadOptions load{.mode = flags.no_mmap ? gguf::LoadMode::kRead : gguf::LoadMode::kMmap,
+                               .mlock = flags.mlock,
+                               .progress = !options.quiet,
+                               .verbose = !options.quiet && options.need_model};
+  ASSIGN_OR_RETURN(s.file, gguf::ModelFile::open(flags.model_path, load));
+  auto tok = text::Tokenizer::from_gguf(s.file->header());
+  if (!tok) return tok.status().with_context(flags.model_path);
+  s.tokenizer = std::move(tok).value();
+  if (!options.need_model) return s;
+
+  auto model = load_model(*s.file, {.n_ubatch = flags.n_ubatch});
+  if (!model) return model.status().with_context(flags.model_path);
+  s.model = std::move(model).value();
+  const HParams& hp = s.model->hparams();
+  if (s.tokenizer->n_vocab() != hp.n_vocab) {
+    return Status::bad_input(fmt::format("{}: the tokenizer has {} tokens but the model's output has {}",
+                                         flags.model_path, s.tokenizer->n_vocab(), hp.n_vocab));
+  }
+  const int64_t n_ctx = flags.n_ctx == 0 ? hp.n_ctx_train : flags.n_ctx;
+  if (hp.n_ctx_train > 0 && n_ctx > hp.n_ctx_train) {
+    return Status::bad_input(fmt::format("-c {} exceeds the model's context length {}", n_ctx, hp.n_ctx_train));
+  }
+  ASSIGN_OR_RETURN(SequenceState seq, s.model->new_sequence({.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v}));
+  s.sequence = std::move(seq);
+  const int threads = flags.n_threads > 0 ? flags.n_threads : cpu_features().physical_cores;
+  s.pool = std::make_unique<ThreadPool>(threads);
+  if (!options.quiet) {
+    const bool placement = !flags.n_gpu_layers.empty() || flags.n_cpu_moe > 0 || flags.cpu_moe ||
+                           !flags.override_tensor.empty();
+    std::fprintf(stderr, "moetier: %s (%s, %lld layers), ctx %lld, %d threads, cpu %s%s\n", hp.name.c_str(),
+                 hp.arch.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(n_ctx), threads,
+                 cpu_features().describe().c_str(), placement ? "; no GPU backend: all on CPU" : "");
+  }
+  return s;
+}
+
+}  // namespace moetier

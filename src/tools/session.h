@@ -1,0 +1,68 @@
+// What the engine commands (run, chat, logits, tokenize) share: the llama.cpp-compatible
+// model, context, threading, placement and sampling flags, and loading a model with its
+// tokenizer into a ready-to-run session.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/args.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "gguf/model_file.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "text/tokenizer.h"
+
+namespace moetier {
+
+struct EngineFlags {
+  std::string model_path;
+  int64_t n_ctx = 4096;        // -c; 0 = the model's training context
+  int n_threads = 0;           // -t; 0 = physical cores
+  int64_t n_batch = 2048;      // -b (logical batch; accepted for compatibility)
+  int64_t n_ubatch = 512;      // -ub: tokens per forward micro-batch
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
+  bool no_mmap = false;
+  bool mlock = false;
+  std::string flash_attn = "auto";  // -fa on|off|auto (CPU attention is always exact)
+  // Placement flags, accepted as llama.cpp spells them; without a GPU backend everything
+  // runs on the CPU and the session says so.
+  std::string n_gpu_layers;
+  int64_t n_cpu_moe = 0;
+  bool cpu_moe = false;
+  std::vector<std::string> override_tensor;
+  bool verbose = false;
+};
+
+// -m, -c, -t, -b, -ub, -ctk, -ctv, --no-mmap, --mlock, -fa, -ngl, -ncmoe, -cmoe, -ot, -v
+void add_engine_flags(ArgParser& parser, EngineFlags& flags);
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
+// --presence-penalty, --frequency-penalty, --seed
+void add_sampling_flags(ArgParser& parser, SamplerParams& params);
+
+struct Session {
+  std::unique_ptr<gguf::ModelFile> file;
+  std::optional<text::Tokenizer> tokenizer;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ThreadPool> pool;
+  std::optional<SequenceState> sequence;
+};
+
+struct SessionOptions {
+  bool need_model = true;      // false: tokenizer only (works on vocab-only files)
+  bool quiet = false;          // no load summary on stderr
+};
+
+// Opens the file (mmap or --no-mmap), builds the tokenizer, binds the model, allocates one
+// sequence of -c tokens. Errors name the file and the problem.
+Result<Session> open_session(const EngineFlags& flags, const SessionOptions& options);
+
+// Parses "f32" / "f16" (and names the supported ones in the error).
+Result<DType> parse_cache_type(const std::string& name, const char* flag);
+
+}  // namespace moetier

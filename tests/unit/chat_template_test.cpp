@@ -1,0 +1,400 @@
+// Chat-template engine: the Qwen3 golden renderings in MOETIER_REF_DIR/chat, and the pieces of
+// the Jinja subset one by one (whitespace control, loops, scoping, filters, errors).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "text/template/chat_template.h"
+
+namespace moetier::text {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::filesystem::path chat_ref_dir() { return std::filesystem::path(MOETIER_REF_DIR) / "chat"; }
+
+// Renders `source` with `context` (a JSON object literal); returns the output or "ERROR: msg".
+std::string render(std::string_view source, const std::string& context_json = "{}") {
+  Result<ChatTemplate> tmpl = ChatTemplate::parse(source);
+  if (!tmpl.is_ok()) return "ERROR: " + tmpl.status().message();
+  Result<std::string> out = tmpl->render(ordered_json::parse(context_json));
+  if (!out.is_ok()) return "ERROR: " + out.status().message();
+  return *out;
+}
+
+// The context Hugging Face's apply_chat_template builds for a reference case (README "Case format").
+ChatContextParams case_params(const ordered_json& c) {
+  ChatContextParams params{
+      .messages = c.at("messages"),
+      .add_generation_prompt = c.at("add_generation_prompt").get<bool>(),
+      .eos_token = "<|im_end|>",
+      .pad_token = "<|endoftext|>",
+  };
+  if (c.contains("tools")) params.tools = c.at("tools");
+  if (c.contains("enable_thinking")) params.enable_thinking = c.at("enable_thinking").get<bool>();
+  return params;
+}
+
+struct RefCase {
+  std::string file;
+  ordered_json data;
+};
+
+std::vector<RefCase> load_cases() {
+  std::vector<RefCase> cases;
+  for (const auto& entry : std::filesystem::directory_iterator(chat_ref_dir() / "cases")) {
+    if (entry.path().extension() != ".json") continue;
+    cases.push_back({entry.path().filename().string(), ordered_json::parse(read_file(entry.path()))});
+  }
+  std::sort(cases.begin(), cases.end(), [](const RefCase& a, const RefCase& b) { return a.file < b.file; });
+  return cases;
+}
+
+ChatTemplate qwen3_template() {
+  Result<ChatTemplate> tmpl = ChatTemplate::parse(read_file(chat_ref_dir() / "qwen3-chat-template.jinja"));
+  EXPECT_TRUE(tmpl.is_ok()) << tmpl.status().message();
+  return std::move(tmpl).value();
+}
+
+// Every case renders byte-identically to the reference renderer (@huggingface/jinja), or fails
+// where it fails (cases 18-19: the template itself cannot handle null / list content).
+TEST(ChatTemplateCases, Qwen3ReferenceRenderings) {
+  const ChatTemplate tmpl = qwen3_template();
+  const std::vector<RefCase> cases = load_cases();
+  ASSERT_EQ(cases.size(), 19u);
+  int matched = 0;
+  for (const RefCase& c : cases) {
+    SCOPED_TRACE(c.file);
+    Result<ordered_json> context = build_chat_context(case_params(c.data));
+    ASSERT_TRUE(context.is_ok()) << context.status().message();
+    Result<std::string> out = tmpl.render(*context);
+    if (c.data.at("expected_prompt").is_null()) {
+      ASSERT_FALSE(out.is_ok()) << "rendered: " << *out;
+      EXPECT_EQ(out.status().exit_code(), 2);
+      // Our own wording, but always the template position (line:col) of the failing construct.
+      EXPECT_NE(out.status().message().find("chat template "), std::string::npos) << out.status().message();
+      ++matched;
+      continue;
+    }
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    EXPECT_EQ(*out, c.data.at("expected_prompt").get<std::string>());
+    matched += *out == c.data.at("expected_prompt").get<std::string>();
+  }
+  EXPECT_EQ(matched, 19);
+}
+
+// Case 18's null content fails inside the template at `'</think>' in message.content` (line 34),
+// case 19's list content at `message.content.startswith(...)` (line 20).
+TEST(ChatTemplateCases, DivergentCaseErrorsNameTheConstruct) {
+  const ChatTemplate tmpl = qwen3_template();
+  for (const RefCase& c : load_cases()) {
+    if (c.data.at("expected_prompt").is_string()) continue;
+    Result<std::string> out = tmpl.render(*build_chat_context(case_params(c.data)));
+    ASSERT_FALSE(out.is_ok());
+    if (c.file.rfind("18-", 0) == 0) {
+      EXPECT_NE(out.status().message().find("chat template 34:31:"), std::string::npos) << out.status().message();
+      EXPECT_NE(out.status().message().find("'in'"), std::string::npos) << out.status().message();
+    } else {
+      EXPECT_NE(out.status().message().find("chat template 20:"), std::string::npos) << out.status().message();
+      EXPECT_NE(out.status().message().find("startswith"), std::string::npos) << out.status().message();
+    }
+  }
+}
+
+// With llama.cpp's message normalization, the divergent cases match llama.cpp's prompts, and
+// the other cases are unchanged.
+TEST(ChatTemplateCases, LlamaCppNormalizationMatchesLlamaCppPrompts) {
+  const ChatTemplate tmpl = qwen3_template();
+  int divergent = 0;
+  for (const RefCase& c : load_cases()) {
+    SCOPED_TRACE(c.file);
+    ChatContextParams params = case_params(c.data);
+    params.normalization = MessageNormalization::llamacpp_compatible();
+    Result<ordered_json> context = build_chat_context(params);
+    ASSERT_TRUE(context.is_ok()) << context.status().message();
+    Result<std::string> out = tmpl.render(*context);
+    ASSERT_TRUE(out.is_ok()) << out.status().message();
+    if (c.data.contains("llamacpp_prompt")) {
+      ++divergent;
+      EXPECT_EQ(*out, c.data.at("llamacpp_prompt").get<std::string>());
+    } else {
+      EXPECT_EQ(*out, c.data.at("expected_prompt").get<std::string>());
+    }
+  }
+  EXPECT_EQ(divergent, 3);
+}
+
+TEST(ChatTemplateWhitespace, DashStripsAllWhitespace) {
+  EXPECT_EQ(render("a  \n {%- if true -%} \n b \n {%- endif -%}\n  c"), "abc");
+  EXPECT_EQ(render("a\n  {{- 'x' -}}  \n b"), "axb");
+  EXPECT_EQ(render("a {#- note -#} b"), "ab");
+}
+
+TEST(ChatTemplateWhitespace, TrimAndLstripBlocks) {
+  // lstrip_blocks removes the indentation before a block tag, trim_blocks the newline after it.
+  EXPECT_EQ(render("x\n  {% if true %}\n  y\n  {% endif %}\nz"), "x\n  y\nz");
+  // Not for output tags.
+  EXPECT_EQ(render("  {{ 'v' }}\nx"), "  v\nx");
+  // Not when the tag does not start its line.
+  EXPECT_EQ(render("a  {% if true %}b{% endif %}"), "a  b");
+  // `+` turns both off for one tag.
+  EXPECT_EQ(render("x\n  {%+ if true +%}\ny{% endif %}"), "x\n  \ny");
+  // Comments count as blocks.
+  EXPECT_EQ(render("a\n  {# c #}\nb"), "a\nb");
+  // Options off: the source text is kept.
+  Result<ChatTemplate> plain = ChatTemplate::parse("x\n  {% if true %}\ny\n{% endif %}",
+                                                   {.trim_blocks = false, .lstrip_blocks = false});
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(*plain->render(ordered_json::object()), "x\n  \ny\n");
+}
+
+TEST(ChatTemplateWhitespace, NewlinesNormalizedAndFinalNewlineDropped) {
+  // As Jinja2: \r\n and \r become \n, and one trailing newline of the template is dropped.
+  EXPECT_EQ(render("a\r\nb\rc{{ 'x\r\ny' }}\n"), "a\nb\ncx\ny");
+  EXPECT_EQ(render("a\n\n"), "a\n");
+  Result<ChatTemplate> keep = ChatTemplate::parse("a\n", {.keep_trailing_newline = true});
+  ASSERT_TRUE(keep.is_ok());
+  EXPECT_EQ(*keep->render(ordered_json::object()), "a\n");
+}
+
+TEST(ChatTemplateWhitespace, RawBlock) {
+  EXPECT_EQ(render("{% raw %}{{ not parsed }} {% if %}{% endraw %}!"), "{{ not parsed }} {% if %}!");
+}
+
+TEST(ChatTemplateLoops, LoopVariables) {
+  EXPECT_EQ(render("{% for x in xs %}{{ loop.index0 }}{{ loop.index }}{{ loop.revindex0 }}{{ loop.length }}"
+                   "{{ 'F' if loop.first }}{{ 'L' if loop.last }};{% endfor %}",
+                   R"({"xs": ["a", "b", "c"]})"),
+            "0123F;1213;2303L;");
+  EXPECT_EQ(render("{% for x in xs %}{{ loop.previtem }}<{{ x }}>{{ loop.nextitem }}|{% endfor %}",
+                   R"({"xs": [1, 2, 3]})"),
+            "<1>2|1<2>3|2<3>|");
+  EXPECT_EQ(render("{% for x in xs %}{{ loop.cycle('a', 'b') }}{% endfor %}", R"({"xs": [1, 2, 3]})"), "aba");
+}
+
+TEST(ChatTemplateLoops, ElseBreakContinueFilterUnpack) {
+  EXPECT_EQ(render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
+  EXPECT_EQ(render("{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}"
+                   "{% endif %}{{ x }}{% endfor %}"),
+            "013");
+  EXPECT_EQ(render("{% for x in range(6) if x is odd %}{{ x }}{{ loop.length }} {% endfor %}"), "13 33 53 ");
+  EXPECT_EQ(render("{% for k, v in d|items %}{{ k }}={{ v }},{% endfor %}", R"({"d": {"b": 1, "a": [2]}})"),
+            "b=1,a=[2],");
+  EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}{{ v }}{% endfor %}", R"({"d": {"x": 1}})"), "x1");
+  EXPECT_EQ(render("{% for k in d %}{{ k }}{% endfor %}", R"({"d": {"x": 1, "y": 2}})"), "xy");
+  EXPECT_EQ(render("{% for c in 'añ😀' %}[{{ c }}]{% endfor %}"), "[a][ñ][😀]");
+}
+
+TEST(ChatTemplateLoops, ScopingAndNamespace) {
+  // `set` inside a loop does not leak out of it; a namespace attribute does.
+  EXPECT_EQ(render("{% set x = 1 %}{% for i in [1, 2] %}{% set x = x + i %}{% endfor %}{{ x }}"), "1");
+  EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}"),
+            "4");
+  // `if` has no scope.
+  EXPECT_EQ(render("{% if true %}{% set y = 5 %}{% endif %}{{ y }}"), "5");
+  EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ b }}{{ a }}"), "21");
+  EXPECT_EQ(render("{% set block %}in {{ 'side' }}{% endset %}[{{ block }}]"), "[in side]");
+}
+
+TEST(ChatTemplateMacros, DefaultsKeywordsAndGlobals) {
+  const std::string tmpl =
+      "{% set counter = namespace(n=0) %}"
+      "{% macro item(name, sep=', ', upper=false) %}{% set counter.n = counter.n + 1 %}"
+      "{{ name|upper if upper else name }}{{ sep }}{% endmacro %}"
+      "{{ item('a') }}{{ item('b', upper=true) }}{{ item('c', '.') }}{{ counter.n }}";
+  EXPECT_EQ(render(tmpl), "a, B, c.3");
+  EXPECT_EQ(render("{% macro f(x) %}{{ x }}{% endmacro %}{{ f(1)|trim ~ '!' }}"), "1!");
+  const std::string recursive = "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}";
+  EXPECT_NE(render(recursive).find("nested deeper"), std::string::npos) << render(recursive);
+  EXPECT_NE(render("{% macro f(x) %}{% endmacro %}{{ f(1, 2) }}").find("takes 1 arguments"), std::string::npos);
+}
+
+TEST(ChatTemplateFilters, ToJsonMatchesPythonJsonDumps) {
+  // Key order kept, ", " and ": " separators, non-ASCII kept, control characters escaped.
+  EXPECT_EQ(render("{{ v|tojson }}", R"({"v": {"b": 1, "a": [true, null, 1.5, "é\"\\\n\t\u0001"], "c": {}}})"),
+            R"({"b": 1, "a": [true, null, 1.5, "é\"\\\n\t\u0001"], "c": {}})");
+  EXPECT_EQ(render("{{ v|tojson(indent=2) }}", R"({"v": {"a": [1, 2], "b": []}})"),
+            "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": []\n}");
+  EXPECT_EQ(render("{{ [1e-05, 1e16, 100.0, 0.1]|tojson }}"), "[1e-05, 1e+16, 100.0, 0.1]");
+  EXPECT_NE(render("{{ missing|tojson }}").find("undefined"), std::string::npos);
+  // The json.dumps options templates pass (GLM, Kimi, MiniMax use ensure_ascii=False).
+  EXPECT_EQ(render("{{ v|tojson(ensure_ascii=true) }}", R"({"v": ["é😀\u007f"]})"), R"(["\u00e9\ud83d\ude00\u007f"])");
+  EXPECT_EQ(render("{{ v|tojson(ensure_ascii=false, sort_keys=true) }}", R"({"v": {"b": "é", "a": 1}})"),
+            R"({"a": 1, "b": "é"})");
+  EXPECT_EQ(render("{{ v|tojson(separators=(',', ':')) }}", R"({"v": {"a": [1, 2]}})"), R"({"a":[1,2]})");
+}
+
+TEST(ChatTemplateFilters, CommonFilters) {
+  EXPECT_EQ(render("{{ 'añ😀'|length }} {{ [1, 2]|length }} {{ missing|length }}"), "3 2 0");
+  EXPECT_EQ(render("{{ '  x \n'|trim }}|{{ [1, 'a']|join('-') }}|{{ missing|default('d') }}|{{ ''|default('e', true) }}"),
+            "x|1-a|d|e");
+  EXPECT_EQ(render("{{ 'Hello'|upper }}{{ 'Hello'|lower }}{{ 'hello world'|title }}{{ 3|string ~ 'x' }}"),
+            "HELLOhelloHello World3x");
+  EXPECT_EQ(render("{{ [3, 1, 2]|sort|list }}{{ [1, 2]|reverse|list }}{{ 'abc'|reverse }}{{ [1, 2]|first }}{{ [1, 2]|last }}"),
+            "[1, 2, 3][2, 1]cba12");
+  EXPECT_EQ(render("{{ xs|map(attribute='n')|join(',') }} {{ xs|selectattr('n', 'gt', 1)|map(attribute='n')|list }}",
+                   R"({"xs": [{"n": 1}, {"n": 2}, {"n": 3}]})"),
+            "1,2,3 [2, 3]");
+  EXPECT_EQ(render("{{ 'a-b-c'|replace('-', '+') }} {{ '42'|int + 1 }} {{ 2.5|int }} {{ -3|abs }}"), "a+b+c 43 2 3");
+  EXPECT_EQ(render("{{ 'a\nb'|indent(2, true) }}"), "  a\n  b");
+}
+
+TEST(ChatTemplateExpressions, PythonSemantics) {
+  EXPECT_EQ(render("{{ none }} {{ true }} {{ 1.0 }} {{ [1, 'a', none] }} {{ {'k': 'v'} }}"),
+            "None True 1.0 [1, 'a', None] {'k': 'v'}");
+  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 / 2 }} {{ -7 % 3 }} {{ 2 ** 10 }} {{ 'ab' * 2 }}"),
+            "3 -4 3.5 2 1024 abab");
+  EXPECT_EQ(render("{{ 1 ~ 'a' ~ none }} {{ 'x' + 'y' }} {{ [1] + [2] }}"), "1aNone xy [1, 2]");
+  EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 3 not in [1] }}"),
+            "True True True True");
+  EXPECT_EQ(render("{{ 0 or 'x' }} {{ 1 and 'y' }} {{ not 0 }} {{ 'a' if false else 'b' }} {{ 1 == 1.0 }}"),
+            "x y True b True");
+  EXPECT_EQ(render("{{ 'abcdef'[::-1] }} {{ 'abcdef'[1:3] }} {{ [1, 2, 3][-1] }} {{ [1, 2, 3][::-1] }} {{ 'añb'[1] }}"),
+            "fedcba bc 3 [3, 2, 1] ñ");
+  EXPECT_EQ(render("{{ x.a.b }} {{ x['a']['b'] }} {{ xs.0 }}", R"({"x": {"a": {"b": 5}}, "xs": [9]})"), "5 5 9");
+  EXPECT_EQ(render("{{ 'x' 'y' }}{{ \"\\u00e9\\n\" }}"), "xyé\n");
+  EXPECT_EQ(render("{{ -1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ xs|length - 1 }}", R"({"xs": [1, 2]})"), "5 9 1");
+}
+
+TEST(ChatTemplateExpressions, StringMethods) {
+  EXPECT_EQ(render("{{ s.split('</think>')[-1].lstrip('\\n') }}|{{ s.split('</think>')[0].rstrip('\\n').split('<think>')[-1] }}",
+                   R"({"s": "<think>\nr\n</think>\n\nanswer"})"),
+            "answer|\nr");
+  EXPECT_EQ(render("{{ '\\n x \\n'.strip('\\n') }}|{{ '  a b  '.split() }}|{{ 'a,b,,c'.split(',', 1) }}"),
+            " x |['a', 'b']|['a', 'b,,c']");
+  EXPECT_EQ(render("{{ 'abc'.startswith('ab') }}{{ 'abc'.endswith(('x', 'bc')) }}{{ 'abc'.startswith('b') }}"),
+            "TrueTrueFalse");
+  EXPECT_EQ(render("{{ 'aXbX'.replace('X', '-') }} {{ 'héllo'.find('l') }} {{ ', '.join(['a', 'b']) }} {{ 'ab'.upper() }}"),
+            "a-b- 2 a, b AB");
+  EXPECT_EQ(render("{{ d.get('a') }} {{ d.get('z', 0) }} {{ d.keys()|list }} {{ d.values()|list }}", R"({"d": {"a": 1}})"),
+            "1 0 ['a'] [1]");
+  EXPECT_EQ(render("{{ d.items()|list }} {{ (1,) }} {{ ('a', 2) }}", R"({"d": {"a": 1}})"), "[('a', 1)] (1,) ('a', 2)");
+  EXPECT_EQ(render("{{ '  a b  c  '.split(none, 1) }}"), "['a', 'b  c  ']");
+  EXPECT_EQ(render("{{ '<{}|{name}|{0}>'.format('x', name='n') }}"), "<x|n|x>");
+  EXPECT_NE(render("{{ '{:>4}'.format(1) }}").find("format specs"), std::string::npos);
+  // Case mappings cover non-ASCII letters.
+  EXPECT_EQ(render("{{ 'ÄöÿĀßΣσ Жж'|lower }} {{ 'äöÿāßσς жж'|upper }} {{ 'élan vital'|title }}"),
+            "äöÿāßσσ жж ÄÖŸĀßΣΣ ЖЖ Élan Vital");
+}
+
+TEST(ChatTemplateExpressions, Tests) {
+  const std::string ctx = R"({"s": "x", "n": null, "f": false, "d": {"a": 1}, "l": [1], "i": 3, "r": 1.5})";
+  EXPECT_EQ(render("{{ s is string }}{{ d is mapping }}{{ l is sequence }}{{ l is iterable }}{{ d is not string }}", ctx),
+            "TrueTrueTrueTrueTrue");
+  EXPECT_EQ(render("{{ n is none }}{{ f is false }}{{ f is true }}{{ n is false }}{{ i is integer }}{{ r is float }}", ctx),
+            "TrueTrueFalseFalseTrueTrue");
+  EXPECT_EQ(render("{{ missing is defined }}{{ missing is undefined }}{{ s is defined }}{{ d.zz is defined }}", ctx),
+            "FalseTrueTrueFalse");
+  EXPECT_EQ(render("{{ i is divisibleby 3 }}{{ i is odd }}{{ i is eq(3) }}{{ 2 is in([1, 2]) }}", ctx), "TrueTrueTrueTrue");
+}
+
+TEST(ChatTemplateUndefined, Jinja2DefaultUndefinedSemantics) {
+  // Printing, testing and iterating undefined values is fine ...
+  EXPECT_EQ(render("[{{ missing }}]{% if missing %}x{% endif %}{% for x in missing %}x{% endfor %}"), "[]");
+  EXPECT_EQ(render("[{{ d.nokey }}][{{ l[5] }}]", R"({"d": {}, "l": []})"), "[][]");
+  // ... using them as objects is an error naming the variable and the position.
+  const std::string attr = render("line1\n{{ missing.role }}");
+  EXPECT_NE(attr.find("chat template 2:"), std::string::npos) << attr;
+  EXPECT_NE(attr.find("'missing' is undefined"), std::string::npos) << attr;
+  const std::string add = render("{{ 'a' + missing }}");
+  EXPECT_NE(add.find("'missing' is undefined"), std::string::npos) << add;
+  const std::string call = render("{{ missing() }}");
+  EXPECT_NE(call.find("cannot call 'missing'"), std::string::npos) << call;
+  const std::string method = render("{{ l.startswith('x') }}", R"({"l": [1]})");
+  EXPECT_NE(method.find("list has no method 'startswith'"), std::string::npos) << method;
+  EXPECT_NE(render("{{ 'x' in n }}", R"({"n": null})").find("got none"), std::string::npos);
+}
+
+TEST(ChatTemplateErrors, UnsupportedConstructsNameThemselvesAndTheirPosition) {
+  EXPECT_EQ(render("ab\n  {% include 'other.jinja' %}"), "ERROR: chat template 2:3: unsupported statement '{% include %}'");
+  EXPECT_EQ(render("{% extends 'base' %}"), "ERROR: chat template 1:1: unsupported statement '{% extends %}'");
+  EXPECT_EQ(render("{% with x = 1 %}{% endwith %}"), "ERROR: chat template 1:1: unsupported statement '{% with %}'");
+  EXPECT_EQ(render("x\n\n{{ y | frobnicate }}"), "ERROR: chat template 3:8: unknown filter 'frobnicate'");
+  EXPECT_EQ(render("{{ y is frob }}"), "ERROR: chat template 1:9: unknown test 'frob'");
+  EXPECT_EQ(render("{% frob %}"), "ERROR: chat template 1:1: unknown statement '{% frob %}'");
+  EXPECT_EQ(render("{% if true %}x"), "ERROR: chat template 1:1: '{% if %}' is never closed (expected '{% endif %}')");
+  EXPECT_EQ(render("{% endfor %}"), "ERROR: chat template 1:1: unexpected '{% endfor %}'");
+  EXPECT_EQ(render("{% break %}"), "ERROR: chat template 1:1: '{% break %}' outside a for loop");
+  EXPECT_EQ(render("{{ 1 < 2 < 3 }}"), "ERROR: chat template 1:10: chained comparisons (a < b < c) are not supported");
+  EXPECT_EQ(render("{{ 'x' % 1 }}").rfind("ERROR: chat template 1:8: printf-style", 0), 0u);
+  EXPECT_EQ(render("{{ l.append(1) }}", R"({"l": []})").rfind("ERROR: chat template 1:12: list.append()", 0), 0u);
+}
+
+TEST(ChatTemplateErrors, MalformedTemplatesFailCleanly) {
+  for (const char* bad : {"{{", "{{ x", "{%", "{% if %}{% endif %}", "{{ 'abc }}", "{% for %}", "{{ a[ }}",
+                          "{{ (1, }}", "{# open", "{{ f(a=1, 2) }}", "{% set %}", "{% macro %}", "{{ 1 + }}",
+                          "{% for x in y %}{% endif %}", "{{ x.}}", "{% raw %}never closed", "{{ '\\x4' }}",
+                          "{{ 99999999999999999999 }}", "{{ @ }}"}) {
+    const std::string out = render(bad);
+    EXPECT_EQ(out.rfind("ERROR: chat template ", 0), 0u) << bad << " -> " << out;
+  }
+  EXPECT_EQ(render("{{ 1 // 0 }}"), "ERROR: chat template 1:6: division by zero");
+}
+
+TEST(ChatTemplateErrors, RaiseExceptionPassesTheTemplatesMessage) {
+  Result<ChatTemplate> tmpl = ChatTemplate::parse("{% if not messages %}{{ raise_exception('No messages provided.') }}{% endif %}");
+  ASSERT_TRUE(tmpl.is_ok());
+  Result<std::string> out = tmpl->render(ordered_json{{"messages", ordered_json::array()}});
+  ASSERT_FALSE(out.is_ok());
+  EXPECT_EQ(out.status().message(), "No messages provided.");
+  EXPECT_EQ(out.status().exit_code(), 2);
+}
+
+TEST(ChatTemplateContext, BuildsTheHuggingFaceContext) {
+  Result<ordered_json> ctx = build_chat_context({
+      .messages = ordered_json::parse(R"([{"role": "user", "content": "hi"}])"),
+      .add_generation_prompt = false,
+      .eos_token = "<|im_end|>",
+      .kwargs = ordered_json::parse(R"({"custom": 1})"),
+  });
+  ASSERT_TRUE(ctx.is_ok()) << ctx.status().message();
+  EXPECT_FALSE(ctx->contains("tools"));            // absent, not null
+  EXPECT_FALSE(ctx->contains("enable_thinking"));  // --reasoning auto: undefined in the template
+  EXPECT_FALSE(ctx->contains("bos_token"));
+  EXPECT_EQ((*ctx)["eos_token"], "<|im_end|>");
+  EXPECT_EQ((*ctx)["custom"], 1);
+  EXPECT_EQ((*ctx)["add_generation_prompt"], false);
+
+  // kwargs override enable_thinking (--chat-template-kwargs wins over --reasoning).
+  Result<ordered_json> both = build_chat_context({.enable_thinking = true,
+                                                  .kwargs = ordered_json::parse(R"({"enable_thinking": false})")});
+  ASSERT_TRUE(both.is_ok());
+  EXPECT_EQ((*both)["enable_thinking"], false);
+
+  Result<ordered_json> bad = build_chat_context({.kwargs = ordered_json::parse(R"({"messages": []})")});
+  EXPECT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().exit_code(), 2);
+  EXPECT_FALSE(build_chat_context({.messages = ordered_json::object()}).is_ok());
+  EXPECT_FALSE(build_chat_context({.kwargs = ordered_json::array()}).is_ok());
+
+  // Image parts cannot be flattened to text.
+  Result<ordered_json> image = build_chat_context({
+      .messages = ordered_json::parse(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])"),
+      .normalization = MessageNormalization::llamacpp_compatible(),
+  });
+  ASSERT_FALSE(image.is_ok());
+  EXPECT_NE(image.status().message().find("only text parts"), std::string::npos) << image.status().message();
+}
+
+TEST(ChatTemplateContext, EnableThinkingDefinedOnlyWhenGiven) {
+  const ChatTemplate tmpl = qwen3_template();
+  const ordered_json messages = ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  const std::string base = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(*tmpl.render(*build_chat_context({.messages = messages})), base);
+  EXPECT_EQ(*tmpl.render(*build_chat_context({.messages = messages, .enable_thinking = true})), base);
+  EXPECT_EQ(*tmpl.render(*build_chat_context({.messages = messages, .enable_thinking = false})),
+            base + "<think>\n\n</think>\n\n");
+}
+
+}  // namespace
+}  // namespace moetier::text

@@ -1,0 +1,321 @@
+// Memory plan on the Qwen3.6-35B-A3B shape, against figures computed by hand (no file).
+//
+// Shape (issue 2, synth preset qwen3.6-35b-a3b): 40 blocks, every 4th full attention
+// (10 attention, 30 Gated DeltaNet); n_embd 2048; 16 Q / 2 KV heads x 256; GDN 16 K /
+// 32 V heads x 128, conv 4; 256 experts, 8 used, expert FFN 512, shared FFN 512;
+// vocab 248,320.
+//
+// Tensor types: a UD-Q4_K_XL-like mix — routed gate/up Q4_K, routed down Q5_K, every other
+// matrix Q8_0 except ssm_alpha/ssm_beta, conv and the router (F32), token_embd and output
+// Q6_K, all 1-D tensors F32. Bytes per block: Q8_0 34 per 32, Q4_K 144 per 256, Q5_K 176
+// per 256, Q6_K 210 per 256.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/arch.h"
+#include "runtime/plan.h"
+#include "tensor/dtype.h"
+
+namespace moetier {
+namespace {
+
+HParams qwen36_35b_shape() {
+  HParams hp;
+  hp.arch = "qwen35moe";
+  hp.n_layer = 40;
+  hp.n_embd = 2048;
+  hp.n_vocab = 248320;
+  hp.n_ctx_train = 262144;
+  hp.n_head = 16;
+  hp.n_head_kv = 2;
+  hp.head_dim_k = 256;
+  hp.head_dim_v = 256;
+  hp.attn_output_gate = true;
+  hp.n_rot = 64;
+  hp.rope_base = 1e7f;
+  hp.rope_sections = {11, 11, 10, 0};
+  hp.n_expert = 256;
+  hp.n_expert_used = 8;
+  hp.n_expert_shared = 1;
+  hp.n_ff_exp = 512;
+  hp.n_ff_shexp = 512;
+  hp.ssm_d_conv = 4;
+  hp.ssm_d_state = 128;
+  hp.ssm_n_group = 16;
+  hp.ssm_dt_rank = 32;
+  hp.ssm_d_inner = 4096;
+  hp.full_attention_interval = 4;
+  for (int il = 0; il < 40; ++il) {
+    hp.layer_kinds.push_back((il + 1) % 4 == 0 ? LayerKind::kAttention : LayerKind::kDeltaNet);
+  }
+  return hp;
+}
+
+DType ud_mix_type(const TensorSpec& s) {
+  if (s.ne.size() == 1) return DType::F32;
+  switch (s.role) {
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp: return DType::Q4_K;
+    case TensorRole::kExpertDown: return DType::Q5_K;
+    case TensorRole::kTokenEmbedding:
+    case TensorRole::kOutput: return DType::Q6_K;
+    case TensorRole::kRouter: return DType::F32;
+    default: break;
+  }
+  if (s.name.find("ssm_alpha") != std::string::npos || s.name.find("ssm_beta") != std::string::npos ||
+      s.name.find("ssm_conv1d") != std::string::npos) {
+    return DType::F32;
+  }
+  return DType::Q8_0;
+}
+
+std::vector<PlanTensor> ud_mix_tensors(const HParams& hp) {
+  std::vector<PlanTensor> out;
+  for (const TensorSpec& s : find_arch("qwen35moe")->tensor_specs(hp)) {
+    int64_t rows = 1;
+    for (size_t d = 1; d < s.ne.size(); ++d) rows *= s.ne[d];
+    out.push_back({.name = s.name, .role = s.role, .layer = s.layer,
+                   .bytes = dtype_row_bytes(ud_mix_type(s), s.ne[0]) * rows});
+  }
+  return out;
+}
+
+// --- hand-computed figures -----------------------------------------------------------
+
+// Routed experts of one block:
+//   ffn_gate_exps {2048, 512, 256} Q4_K: 512*256 rows * (2048/256 * 144 B) = 131072 * 1152 = 150,994,944
+//   ffn_up_exps   same                                                                    = 150,994,944
+//   ffn_down_exps {512, 2048, 256} Q5_K: 2048*256 rows * (512/256 * 176 B) = 524288 * 352  = 184,549,376
+//   sum = 486,539,264 B per block; x 40 blocks = 19,461,570,560 B.
+constexpr int64_t kExpertBytesPerLayer = 486539264;
+constexpr int64_t kExpertBytesTotal = 40 * kExpertBytesPerLayer;
+
+// Dense weights of one DeltaNet block (Q8_0 = 1.0625 B/element):
+//   attn_norm + post_attention_norm   2 * 2048 * 4            =     16,384
+//   attn_qkv   {2048, 8192} Q8_0      16,777,216 * 1.0625     = 17,825,792
+//   attn_gate  {2048, 4096} Q8_0       8,388,608 * 1.0625     =  8,912,896
+//   ssm_conv1d {4, 8192} F32          32,768 * 4              =    131,072
+//   ssm_dt.bias, ssm_a {32} F32       2 * 128                 =        256
+//   ssm_beta, ssm_alpha {2048, 32} F32  2 * 65,536 * 4        =    524,288
+//   ssm_norm {128} F32                                        =        512
+//   ssm_out {4096, 2048} Q8_0                                 =  8,912,896
+//   ffn_gate_inp {2048, 256} F32      524,288 * 4             =  2,097,152
+//   ffn_gate_inp_shexp {2048} F32                             =      8,192
+//   shared gate/up/down {2048x512} Q8_0  3 * 1,114,112        =  3,342,336
+//   sum                                                       = 41,771,776
+constexpr int64_t kDeltaNetDenseBytes = 41771776;
+// Dense weights of one attention block:
+//   norms 16,384; attn_q {2048, 8192} 17,825,792; attn_k, attn_v {2048, 512} 2 * 1,114,112;
+//   attn_output {4096, 2048} 8,912,896; q/k norms {256} F32 2,048; router 2,097,152;
+//   shared gate 8,192; shared expert 3,342,336               sum = 34,433,024
+constexpr int64_t kAttentionDenseBytes = 34433024;
+// 30 * 41,771,776 + 10 * 34,433,024 = 1,253,153,280 + 344,330,240 = 1,597,483,520
+constexpr int64_t kDenseBytes = 1597483520;
+// token_embd / output {2048, 248320} Q6_K: 248,320 rows * (8 * 210 B) = 417,177,600 each.
+constexpr int64_t kEmbeddingBytes = 417177600;
+constexpr int64_t kOutputNormBytes = 2048 * 4;
+
+// KV cache, f16 K and V, 65,536 cells, attention blocks only:
+//   per block 65,536 * 2 KV heads * (256 * 2 B + 256 * 2 B) = 65,536 * 2 * 1,024 = 134,217,728
+//   x 10 blocks = 1,342,177,280 B (1.25 GiB)
+constexpr int64_t kKvF16PerLayer = 134217728;
+constexpr int64_t kKvF16 = 1342177280;
+
+// Recurrent state per sequence and DeltaNet block, f32:
+//   conv: (4 - 1) * (2 * 16*128 + 4096) = 3 * 8,192 = 24,576 floats =    98,304 B
+//   ssm:  32 V heads * 128 * 128        = 524,288 floats           = 2,097,152 B
+//   2,195,456 B per block; x 30 blocks = 65,863,680 B per sequence.
+constexpr int64_t kStatePerSeq = 65863680;
+
+// Scratch (plan.cpp's estimate), ubatch 512, per token in f32:
+//   3 * 2048 + max(attention 2*16*256 + 2*2*256 + 16*256 = 13,312,
+//                  DeltaNet 2*(2*2048 + 4096) + 2*4096 + 2*32 = 24,640,
+//                  MoE 256 + 8*(3*512 + 2048) + 3*512 = 30,464) = 36,608 floats
+//   without the output layer: 512 * 36,608 * 4 = 74,973,184 B
+//   with it (+ 248,320 logits): 512 * 284,928 * 4 = 583,532,544 B
+constexpr int64_t kScratchBlocks = 74973184;
+constexpr int64_t kScratchWithOutput = 583532544;
+
+constexpr int64_t kMiB = 1 << 20;
+
+class PlanQwen36 : public ::testing::Test {
+ protected:
+  HParams hp = qwen36_35b_shape();
+  const ArchInfo& arch = *find_arch("qwen35moe");
+  std::vector<PlanTensor> tensors = ud_mix_tensors(hp);
+
+  Plan plan(const PlanParams& p) {
+    auto r = make_plan(hp, arch, tensors, p);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return r.is_ok() ? std::move(r).value() : Plan{};
+  }
+};
+
+TEST_F(PlanQwen36, SyntheticTensorListHasTheHandComputedSizes) {
+  int64_t experts = 0, dense = 0, global = 0;
+  for (const auto& t : tensors) {
+    if (t.layer < 0) {
+      global += t.bytes;
+    } else if (is_routed_expert(t.role)) {
+      experts += t.bytes;
+    } else {
+      dense += t.bytes;
+    }
+  }
+  EXPECT_EQ(experts, kExpertBytesTotal);
+  EXPECT_EQ(dense, kDenseBytes);
+  EXPECT_EQ(dense, 30 * kDeltaNetDenseBytes + 10 * kAttentionDenseBytes);
+  EXPECT_EQ(global, 2 * kEmbeddingBytes + kOutputNormBytes);
+}
+
+TEST_F(PlanQwen36, KvCacheAndStateSizes) {
+  const Plan p = plan({.n_ctx = 65536});
+  EXPECT_EQ(p.kv_bytes_per_layer, kKvF16PerLayer);
+  EXPECT_EQ(p.kv_bytes, kKvF16);
+  EXPECT_EQ(p.state_bytes_per_seq, kStatePerSeq);
+  EXPECT_EQ(p.state_bytes, kStatePerSeq);
+  EXPECT_EQ(arch.recurrent_state_bytes(hp, LayerKind::kDeltaNet), 2195456);
+  for (const auto& l : p.layers) {
+    EXPECT_EQ(l.kv_bytes, l.kind == LayerKind::kAttention ? kKvF16PerLayer : 0) << l.layer;
+    EXPECT_EQ(l.state_bytes, l.kind == LayerKind::kDeltaNet ? 2195456 : 0) << l.layer;
+  }
+
+  // Quantized KV by whole blocks: a 256-wide head row is 8 blocks.
+  //   q8_0: 8 * 34 = 272 B per row -> 65,536 * 2 * (272 + 272) * 10 = 713,031,680
+  //   q4_0: 8 * 18 = 144 B per row -> 65,536 * 2 * (144 + 144) * 10 = 377,487,360
+  //   f32:  1,024 B per row        -> 2 * 1,342,177,280           = 2,684,354,560
+  //   k f16 (512 B) + v q8_0 (272 B) -> 65,536 * 2 * 784 * 10      = 1,027,604,480
+  EXPECT_EQ(plan({.n_ctx = 65536, .type_k = DType::Q8_0, .type_v = DType::Q8_0}).kv_bytes, 713031680);
+  EXPECT_EQ(plan({.n_ctx = 65536, .type_k = DType::Q4_0, .type_v = DType::Q4_0}).kv_bytes, 377487360);
+  EXPECT_EQ(plan({.n_ctx = 65536, .type_k = DType::F32, .type_v = DType::F32}).kv_bytes, 2684354560);
+  EXPECT_EQ(plan({.n_ctx = 65536, .type_k = DType::F16, .type_v = DType::Q8_0}).kv_bytes, 1027604480);
+
+  // -np 4: four state copies; the KV cache is the same n_ctx cells in total.
+  const Plan p4 = plan({.n_ctx = 65536, .n_seq = 4});
+  EXPECT_EQ(p4.state_bytes, 4 * kStatePerSeq);  // 263,454,720
+  EXPECT_EQ(p4.kv_bytes, kKvF16);
+}
+
+TEST_F(PlanQwen36, AllLayersOnGpuWithAllExpertsOnCpu) {
+  // -ngl 99 -ncmoe 40 and -ngl all --cpu-moe give the same plan.
+  for (const PlanParams& params : {PlanParams{.n_ctx = 65536, .n_gpu_layers = 99, .n_cpu_moe = 40},
+                                   PlanParams{.n_ctx = 65536, .n_gpu_layers = -1, .cpu_moe = true}}) {
+    const Plan p = plan(params);
+    ASSERT_EQ(p.devices.size(), 2u);
+    const DevicePlan& cpu = *p.device(kCpuDevice);
+    const DevicePlan& gpu = *p.device(kGpuDevice);
+    // CPU: every routed expert + token_embd (llama.cpp never offloads the input layer).
+    EXPECT_EQ(cpu.weight_bytes, kExpertBytesTotal + kEmbeddingBytes);  // 19,878,748,160
+    EXPECT_EQ(cpu.kv_bytes, 0);
+    EXPECT_EQ(cpu.state_bytes, 0);
+    EXPECT_EQ(cpu.scratch_bytes, kScratchBlocks);
+    // GPU: all dense block weights + output + output_norm, the KV cache and the state.
+    EXPECT_EQ(gpu.weight_bytes, kDenseBytes + kEmbeddingBytes + kOutputNormBytes);  // 2,014,669,312
+    EXPECT_EQ(gpu.kv_bytes, kKvF16);
+    EXPECT_EQ(gpu.state_bytes, kStatePerSeq);
+    EXPECT_EQ(gpu.scratch_bytes, kScratchWithOutput);
+    for (const auto& l : p.layers) {
+      EXPECT_EQ(l.dense, kGpuDevice) << l.layer;
+      EXPECT_EQ(l.experts, kCpuDevice) << l.layer;
+      EXPECT_EQ(l.expert_bytes, kExpertBytesPerLayer);
+    }
+    EXPECT_EQ(p.output_device, kGpuDevice);
+    EXPECT_FALSE(p.fits.has_value());  // no --vram-budget: not judged
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const std::string want = is_routed_expert(tensors[i].role) || tensors[i].role == TensorRole::kTokenEmbedding
+                                   ? kCpuDevice
+                                   : kGpuDevice;
+      EXPECT_EQ(p.tensor_devices[i], want) << tensors[i].name;
+    }
+  }
+}
+
+TEST_F(PlanQwen36, SixGigabyteBudgetFitsDenseOnGpuExpertsOnCpu) {
+  // The seeds' setup: 6 GiB GPU, 65,536 context, -ngl all -cmoe.
+  //   GPU total = 2,014,669,312 weights + 1,342,177,280 KV + 65,863,680 state
+  //             + 583,532,544 scratch = 4,006,242,816 B
+  //   free      = 6,442,450,944 - 4,006,242,816 = 2,436,208,128 B (~2323 MiB)
+  const Plan p = plan({.n_ctx = 65536, .cpu_moe = true, .vram_budget_bytes = 6144 * kMiB});
+  EXPECT_EQ(p.device(kGpuDevice)->total_bytes(), 4006242816);
+  ASSERT_TRUE(p.fits.has_value());
+  EXPECT_TRUE(*p.fits);
+  EXPECT_EQ(*p.gpu_free_bytes, 2436208128);
+
+  // Everything on the GPU does not fit: +19.5 GB of experts.
+  const Plan all = plan({.n_ctx = 65536, .vram_budget_bytes = 6144 * kMiB});
+  EXPECT_EQ(all.device(kGpuDevice)->weight_bytes, kDenseBytes + kEmbeddingBytes + kOutputNormBytes + kExpertBytesTotal);
+  EXPECT_FALSE(*all.fits);
+  EXPECT_EQ(*all.gpu_free_bytes, 2436208128 - kExpertBytesTotal);
+  EXPECT_LT(*all.gpu_free_bytes, 0);
+}
+
+TEST_F(PlanQwen36, NCpuMoeKeepsOnlyTheFirstLayersExpertsOnCpu) {
+  const Plan p = plan({.n_ctx = 65536, .n_gpu_layers = 99, .n_cpu_moe = 2});
+  for (const auto& l : p.layers) {
+    EXPECT_EQ(l.dense, kGpuDevice);
+    EXPECT_EQ(l.experts, l.layer < 2 ? kCpuDevice : kGpuDevice) << l.layer;
+  }
+  EXPECT_EQ(p.device(kCpuDevice)->weight_bytes, 2 * kExpertBytesPerLayer + kEmbeddingBytes);
+  EXPECT_EQ(p.device(kGpuDevice)->weight_bytes,
+            kDenseBytes + kEmbeddingBytes + kOutputNormBytes + 38 * kExpertBytesPerLayer);
+}
+
+TEST_F(PlanQwen36, NglCountsTheOutputLayerFirst) {
+  // llama.cpp: -ngl N offloads the last N of the 41 layers (40 blocks + output).
+  // -ngl 1: only the output layer.
+  Plan p = plan({.n_ctx = 65536, .n_gpu_layers = 1});
+  EXPECT_EQ(p.output_device, kGpuDevice);
+  for (const auto& l : p.layers) EXPECT_EQ(l.dense, kCpuDevice) << l.layer;
+  EXPECT_EQ(p.device(kGpuDevice)->weight_bytes, kEmbeddingBytes + kOutputNormBytes);
+  EXPECT_EQ(p.device(kGpuDevice)->kv_bytes, 0);
+  EXPECT_EQ(p.device(kCpuDevice)->kv_bytes, kKvF16);
+
+  // -ngl 10: output + blocks 31..39 (9 blocks: 3 attention (31, 35, 39), 6 DeltaNet).
+  p = plan({.n_ctx = 65536, .n_gpu_layers = 10, .cpu_moe = true});
+  for (const auto& l : p.layers) EXPECT_EQ(l.dense, l.layer >= 31 ? kGpuDevice : kCpuDevice) << l.layer;
+  EXPECT_EQ(p.device(kGpuDevice)->weight_bytes,
+            6 * kDeltaNetDenseBytes + 3 * kAttentionDenseBytes + kEmbeddingBytes + kOutputNormBytes);
+  EXPECT_EQ(p.device(kGpuDevice)->kv_bytes, 3 * kKvF16PerLayer);
+  EXPECT_EQ(p.device(kGpuDevice)->state_bytes, 6 * 2195456);
+
+  // -ngl 41 is the whole model, like -ngl 99 and -1.
+  p = plan({.n_ctx = 65536, .n_gpu_layers = 41});
+  EXPECT_EQ(p.device(kCpuDevice)->weight_bytes, kEmbeddingBytes);
+  // -ngl 40: block 0 stays on the CPU.
+  p = plan({.n_ctx = 65536, .n_gpu_layers = 40});
+  EXPECT_EQ(p.layers[0].dense, kCpuDevice);
+  EXPECT_EQ(p.layers[1].dense, kGpuDevice);
+}
+
+TEST_F(PlanQwen36, CpuOnly) {
+  const Plan p = plan({.n_ctx = 4096, .n_gpu_layers = 0, .ram_budget_bytes = 16384 * kMiB});
+  ASSERT_EQ(p.devices.size(), 1u);
+  const DevicePlan& cpu = p.devices[0];
+  EXPECT_EQ(cpu.weight_bytes, kDenseBytes + kExpertBytesTotal + 2 * kEmbeddingBytes + kOutputNormBytes);
+  EXPECT_EQ(cpu.weight_bytes, 21893417472);
+  // 4,096 cells: 4,096 * 2 * 1,024 * 10 = 83,886,080
+  EXPECT_EQ(cpu.kv_bytes, 83886080);
+  EXPECT_EQ(cpu.scratch_bytes, kScratchWithOutput);
+  EXPECT_FALSE(p.fits.has_value());
+  ASSERT_TRUE(p.fits_ram.has_value());
+  EXPECT_FALSE(*p.fits_ram);  // 21.9 GB of weights do not fit 16 GiB
+}
+
+TEST_F(PlanQwen36, BadParametersAreBadInput) {
+  for (const PlanParams& bad : {PlanParams{.n_ctx = 0}, PlanParams{.n_seq = 0}, PlanParams{.n_gpu_layers = -2},
+                                PlanParams{.n_cpu_moe = -1}, PlanParams{.vram_budget_bytes = -1}}) {
+    auto r = make_plan(hp, arch, tensors, bad);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().kind(), ErrorKind::kBadInput);
+  }
+  // A KV type whose block does not divide the head width.
+  HParams odd = hp;
+  odd.head_dim_k = odd.head_dim_v = 80;  // not a multiple of 32
+  auto r = make_plan(odd, arch, tensors, {.type_k = DType::Q8_0});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("-ctk"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace moetier
