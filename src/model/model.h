@@ -37,6 +37,14 @@ class Model {
   Status forward(std::span<const int32_t> tokens, SequenceState& seq, const ForwardOptions& options,
                  std::vector<float>& logits, ThreadPool& pool);
 
+  // One compute layer on the hidden states x [n][n_embd] (updated in place to the layer's
+  // output), for tokens at positions seq.n_past() ...; when after_mixer is not null it
+  // receives the residual stream after the attention/DeltaNet block. Does not advance
+  // n_past. forward() is built from this; tests use it to feed a layer llama.cpp's own
+  // input (teacher forcing).
+  virtual void forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer,
+                             ThreadPool& pool) = 0;
+
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }
 

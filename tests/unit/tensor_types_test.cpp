@@ -22,8 +22,6 @@ namespace {
 // fp16 keeps 11 significant bits, so rounding to nearest moves a value in the normal range
 // (|v| >= 2^-14) by at most half an ulp: |fp16(v) - v| <= 2^-11 |v|.
 constexpr float kHalfRelativeRounding = 1.0f / 2048.0f;
-// One f32 rounding step, relative (half an ulp of a 24-bit significand).
-constexpr float kF32Rounding = 1.0f / 16777216.0f;
 
 float bits_to_float(uint32_t bits) { return std::bit_cast<float>(bits); }
 uint32_t float_to_bits(float f) { return std::bit_cast<uint32_t>(f); }

@@ -4,6 +4,7 @@
 //   x = x + attn_output · attention(rope(qnorm(q)), rope(knorm(k)), v),  q,k,v from rmsnorm(x)*attn_norm
 //   x = x + MoE(rmsnorm(x) * ffn_norm)
 //   logits = output · (rmsnorm(x) * output_norm)
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <string>
@@ -80,24 +81,29 @@ class Qwen3MoeModel final : public Model {
     return SequenceState::create(specs, options);
   }
 
+ void forward_layer(int il, float* x, int64_t n, SequenceState& seq, float* after_mixer,
+                     ThreadPool& pool) override {
+    const int64_t d = hp_.n_embd;
+    h_.resize(static_cast<size_t>(n * d));
+    mix_.resize(static_cast<size_t>(n * d));
+    const Layer& l = layers_[static_cast<size_t>(il)];
+    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x[t * d], l.attn_norm, d, hp_.rms_eps, &h_[t * d]);
+    attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
+    for (int64_t i = 0; i < n * d; ++i) x[i] += mix_[i];
+    if (after_mixer) std::copy(x, x + n * d, after_mixer);
+    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x[t * d], l.ffn_norm, d, hp_.rms_eps, &h_[t * d]);
+    moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool);
+    for (int64_t i = 0; i < n * d; ++i) x[i] += mix_[i];
+  }
+
  protected:
   void forward_ubatch(std::span<const int32_t> tokens, SequenceState& seq, LogitRows rows, float* logits_out,
                       ThreadPool& pool) override {
     const int64_t n = static_cast<int64_t>(tokens.size());
     const int64_t d = hp_.n_embd;
     x_.resize(static_cast<size_t>(n * d));
-    h_.resize(static_cast<size_t>(n * d));
-    mix_.resize(static_cast<size_t>(n * d));
     embed_tokens(token_embd_, tokens, x_.data());
-    for (int il = 0; il < hp_.n_layer; ++il) {
-      const Layer& l = layers_[static_cast<size_t>(il)];
-      for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], l.attn_norm, d, hp_.rms_eps, &h_[t * d]);
-      attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
-      for (int64_t i = 0; i < n * d; ++i) x_[i] += mix_[i];
-      for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x_[t * d], l.ffn_norm, d, hp_.rms_eps, &h_[t * d]);
-      moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool);
-      for (int64_t i = 0; i < n * d; ++i) x_[i] += mix_[i];
-    }
+    for (int il = 0; il < hp_.n_layer; ++il) forward_layer(il, x_.data(), n, seq, nullptr, pool);
     if (rows == LogitRows::kAll) {
       lm_head(output_, output_norm_, hp_.rms_eps, x_.data(), n, logits_out, lm_head_scratch_, pool);
     } else if (rows == LogitRows::kLast) {
