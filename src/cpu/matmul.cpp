@@ -8,24 +8,11 @@
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/type_ops.h"
+#include "tensor/types/activation_quant.h"
 
 namespace moetier::cpu {
 
 namespace {
-
-// ggml CPU's x86 activation quantizer for Q8_0: d = amax/127 stored as fp16, and the codes
-// use the multiplier 127/amax (not 1/fp16(d)) rounded to nearest even.
-void quantize_row_q8_0_activation(const float* x, BlockQ8_0* y, int64_t n) {
-  for (int64_t b = 0; b < n / kQK8_0; ++b) {
-    const float* xb = x + b * kQK8_0;
-    float amax = 0;
-    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    y[b].d = f32_to_fp16(d);
-    for (int j = 0; j < kQK8_0; ++j) y[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
-  }
-}
 
 void quantize_row(DType type, const float* x, uint8_t* out, int64_t n) {
   switch (type) {
@@ -43,7 +30,7 @@ void quantize_row(DType type, const float* x, uint8_t* out, int64_t n) {
       return;
     }
     case DType::Q8_0:
-      quantize_row_q8_0_activation(x, reinterpret_cast<BlockQ8_0*>(out), n);
+      types::quantize_row_q8_0_activations(x, reinterpret_cast<BlockQ8_0*>(out), n);
       return;
     case DType::Q8_K:
       type_ops(DType::Q8_K)->quantize_row(x, out, n);

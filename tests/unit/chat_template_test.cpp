@@ -339,6 +339,13 @@ TEST(ChatTemplateErrors, MalformedTemplatesFailCleanly) {
     EXPECT_EQ(out.rfind("ERROR: chat template ", 0), 0u) << bad << " -> " << out;
   }
   EXPECT_EQ(render("{{ 1 // 0 }}"), "ERROR: chat template 1:6: division by zero");
+  // Nesting deep enough to overflow a recursive parser's stack is refused.
+  const std::string deep_expr = "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
+  EXPECT_NE(render(deep_expr).find("nested too deeply"), std::string::npos);
+  std::string deep_blocks;
+  for (int i = 0; i < 100000; ++i) deep_blocks += "{% if true %}";
+  EXPECT_NE(render(deep_blocks).find("nested too deeply"), std::string::npos);
+  EXPECT_NE(render("{{ " + std::string(100000, '-') + "1 }}").find("nested too deeply"), std::string::npos);
 }
 
 TEST(ChatTemplateErrors, RaiseExceptionPassesTheTemplatesMessage) {

@@ -8,23 +8,11 @@
 #include "cpu/dot.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
+#include "tensor/types/k_scale_min.h"
 
 namespace moetier::cpu::dot {
 
 namespace {
-
-// 6-bit scale and min of sub-block j (0..7) from Q4_K/Q5_K's 12 packed bytes: bytes 0-3
-// hold scales 0-3 (low 6 bits), bytes 4-7 mins 0-3; scales/mins 4-7 keep their low 4 bits
-// in bytes 8-11 and their top 2 bits in the top bits of bytes 0-7.
-void scale_min_k4(int j, const uint8_t* q, int* scale, int* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 // Σ over a Q8_K block's 32-element sub-block j of q_a; from the 16-element bsums.
 int32_t q8k_sum32(const BlockQ8_K& y, int j) { return int32_t{y.bsums[2 * j]} + y.bsums[2 * j + 1]; }
@@ -38,8 +26,7 @@ float q4_k_q8_k_scalar(int64_t n, const void* w, const void* a) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     int32_t scaled = 0, mins = 0;
     for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      scale_min_k4(j, x[b].scales, &sc, &m);
+      const auto [sc, m] = types::kquant::unpack_scale_min(x[b].scales, j);
       const uint8_t* qs = x[b].qs + 32 * (j / 2);
       const int shift = 4 * (j % 2);
       int32_t isum = 0;
@@ -60,8 +47,7 @@ float q5_k_q8_k_scalar(int64_t n, const void* w, const void* a) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     int32_t scaled = 0, mins = 0;
     for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      scale_min_k4(j, x[b].scales, &sc, &m);
+      const auto [sc, m] = types::kquant::unpack_scale_min(x[b].scales, j);
       const uint8_t* qs = x[b].qs + 32 * (j / 2);
       const int shift = 4 * (j % 2);
       int32_t isum = 0;

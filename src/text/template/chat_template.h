@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,7 @@ class ChatTemplate {
   Result<std::string> render(const nlohmann::ordered_json& context) const;
 
  private:
+  ChatTemplate() = default;  // only parse() makes one, so program_ is never null
   std::shared_ptr<const std::vector<std::unique_ptr<jinja::Stmt>>> program_;
 };
 

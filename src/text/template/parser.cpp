@@ -31,6 +31,22 @@ std::string describe(const Token& tok) {
   }
 }
 
+// Nesting limits: a hostile template ("((((...") must fail cleanly, not overflow the stack.
+constexpr int kMaxExpressionDepth = 256;
+constexpr int kMaxBlockDepth = 256;
+
+// Counts recursion depth for the lifetime of a parse function's frame.
+class DepthGuard {
+ public:
+  explicit DepthGuard(int& depth) : depth_(depth) { ++depth_; }
+  ~DepthGuard() { --depth_; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+
+ private:
+  int& depth_;
+};
+
 ExprPtr make_expr(ExprKind kind, SourcePos pos) {
   auto e = std::make_unique<Expr>();
   e->kind = kind;
@@ -87,6 +103,8 @@ class ExprParser {
 
   // `a if cond else b`
   Result<ExprPtr> parse_condexpr() {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxExpressionDepth) return error_here("expression nested too deeply");
     ASSIGN_OR_RETURN(ExprPtr value, parse_or());
     while (is_name("if")) {
       const SourcePos pos = next().pos;
@@ -126,6 +144,8 @@ class ExprParser {
   }
 
   Result<ExprPtr> parse_not() {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxExpressionDepth) return error_here("expression nested too deeply");
     if (is_name("not")) {
       ExprPtr e = make_expr(ExprKind::kUnary, next().pos);
       e->name = "not";
@@ -206,6 +226,8 @@ class ExprParser {
 
   // As in Jinja2, `-x | f` applies the filter to -x.
   Result<ExprPtr> parse_unary(bool with_filter) {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxExpressionDepth) return error_here("expression nested too deeply");
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       const Token& op = next();
@@ -449,6 +471,7 @@ class ExprParser {
  private:
   const std::vector<Token>& toks_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 class TemplateParser {
@@ -467,6 +490,8 @@ class TemplateParser {
   // parser is left in cur_ just after the name), or the end of the template when stop is empty.
   Result<std::string> parse_body(StmtList& body, std::initializer_list<std::string_view> stop,
                                  std::string_view opener, SourcePos opener_pos) {
+    DepthGuard guard(block_depth_);
+    if (block_depth_ > kMaxBlockDepth) return template_error(opener_pos, "blocks nested too deeply");
     while (seg_ < segs_.size()) {
       const Segment& seg = segs_[seg_++];
       auto stmt = std::make_unique<Stmt>();
@@ -649,6 +674,7 @@ class TemplateParser {
   size_t seg_ = 0;
   std::unique_ptr<ExprParser> cur_;  // parser of the statement tag being read
   int loop_depth_ = 0;
+  int block_depth_ = 0;
 };
 
 }  // namespace

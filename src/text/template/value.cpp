@@ -356,6 +356,7 @@ bool values_equal(const Value& a, const Value& b) {
     case K::kNone: return true;
     case K::kString: return a.as_string() == b.as_string();
     case K::kList: {
+      if (a.is_tuple() != b.is_tuple()) return false;  // Python: (1, 2) != [1, 2]
       const ValueList& x = a.list();
       const ValueList& y = b.list();
       if (x.size() != y.size()) return false;

@@ -1,0 +1,51 @@
+// Running the built `moetier` binary from tests: exit status, stdout and stderr.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace moetier::testing {
+
+struct CliResult {
+  int rc = -1;
+  std::string out, err;
+};
+
+inline std::string slurp_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline std::string temp_file(const std::string& stem) {
+  static int counter = 0;
+  return (std::filesystem::temp_directory_path() / fmt::format("moetier_test_{}_{}_{}", ::getpid(), ++counter, stem))
+      .string();
+}
+
+// Runs `moetier <args>` through the shell (quote paths in args); stdin from `stdin_file`
+// when given, else /dev/null.
+inline CliResult run_moetier(const std::string& args, const std::string& stdin_file = "") {
+  const std::string out = temp_file("stdout"), err = temp_file("stderr");
+  const std::string in = stdin_file.empty() ? "/dev/null" : stdin_file;
+  const std::string cmd = fmt::format("'{}' {} <'{}' >'{}' 2>'{}'", MOETIER_BINARY, args, in, out, err);
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp_file(out);
+  r.err = slurp_file(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+}  // namespace moetier::testing
