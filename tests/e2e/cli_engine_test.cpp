@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/ref_data.h"
+
 #include "gguf/gguf.h"
 #include "support/cli.h"
 #include "text/tokenizer.h"
@@ -17,18 +19,12 @@ namespace moetier {
 namespace {
 
 using moetier::testing::run_moetier;
-const std::string kRef = MOETIER_REF_DIR;
+const std::string kRef = moetier::testing::kRefDir;
+using moetier::testing::read_f32_file;
+using moetier::testing::read_json_file;
 
 std::string model(const std::string& name) { return "'" + kRef + "/models/" + name + ".gguf'"; }
 std::string prompt(const std::string& id) { return "'" + kRef + "/prompts/" + id + ".txt'"; }
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
 
 nlohmann::json continuation(const std::string& model_name, const std::string& id) {
   std::ifstream in(kRef + "/expected/" + model_name + "/" + id + ".continuation.json");
@@ -61,14 +57,14 @@ TEST(CliLogits, LastAndAllPositionsMatchReference) {
   auto r = run_moetier("logits -m " + model("qwen3moe-tiny-f32") + " -f " + prompt("p3_mixed") +
                        " -ctk f32 -ctv f32 -o '" + out + "'");
   ASSERT_EQ(r.rc, 0) << r.err;
-  const auto got = read_f32(out);
-  const auto want = read_f32(kRef + "/expected/qwen3moe-tiny-f32/p3_mixed.logits.f32.bin");
+  const auto got = read_f32_file(out);
+  const auto want = read_f32_file(kRef + "/expected/qwen3moe-tiny-f32/p3_mixed.logits.f32.bin");
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << "logit " << i;
 
   r = run_moetier("logits -m " + model("qwen3moe-tiny-f32") + " --tokens 5,6,7 --all -o '" + out + "'");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(read_f32(out).size(), 3u * 268u);
+  EXPECT_EQ(read_f32_file(out).size(), 3u * 268u);
   std::filesystem::remove(out);
 }
 
@@ -89,7 +85,9 @@ TEST(CliTokenize, IdsMatchLlamaCppAndWorkOnVocabOnlyFiles) {
     // Fall back to the manifest's prompt tokens for the case.
     std::ifstream mf(kRef + "/manifest.json");
     for (const auto& c : nlohmann::json::parse(mf)["cases"]) {
-      if (c["case_id"] == "qwen35moe-small-q4_k_m/p3_mixed") EXPECT_EQ(got, c["prompt_tokens"]);
+      if (c["case_id"] == "qwen35moe-small-q4_k_m/p3_mixed") {
+        EXPECT_EQ(got, c["prompt_tokens"]);
+      }
     }
   }
   const auto v = run_moetier("tokenize -m '" + kRef + "/tokenizer/qwen3-vocab.gguf' -p 'Hello world' --ids");

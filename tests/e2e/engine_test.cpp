@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/ref_data.h"
+
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "gguf/writer.h"
@@ -24,20 +26,9 @@
 namespace moetier {
 namespace {
 
-const std::string kRef = MOETIER_REF_DIR;
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+const std::string kRef = moetier::testing::kRefDir;
+using moetier::testing::read_f32_file;
+using moetier::testing::read_json_file;
 
 struct Loaded {
   std::unique_ptr<gguf::ModelFile> file;
@@ -57,7 +48,7 @@ Loaded load(const std::string& name, int64_t n_ubatch = 512) {
 }
 
 std::vector<int32_t> prompt_tokens(const std::string& model, const std::string& prompt_id) {
-  const auto manifest = read_json(kRef + "/manifest.json");
+  const auto manifest = read_json_file(kRef + "/manifest.json");
   for (const auto& c : manifest["cases"]) {
     if (c["case_id"] == model + "/" + prompt_id) return c["prompt_tokens"].get<std::vector<int32_t>>();
   }
@@ -84,8 +75,8 @@ class LayerDump : public ::testing::TestWithParam<std::string> {};
 TEST_P(LayerDump, TeacherForcedLayersMatchLlamaCpp) {
   const std::string name = GetParam();
   const std::string dir = kRef + "/expected/" + name + "/p3_mixed.layers/";
-  const auto index = read_json(dir + "index.json");
-  const auto tf = read_json(kRef + "/manifest.json")["models"][name]["layer_dump"]["teacher_forced"];
+  const auto index = read_json_file(dir + "index.json");
+  const auto tf = read_json_file(kRef + "/manifest.json")["models"][name]["layer_dump"]["teacher_forced"];
   Loaded l = load(name);
   ASSERT_TRUE(l.model);
   const HParams& hp = l.model->hparams();
@@ -103,7 +94,7 @@ TEST_P(LayerDump, TeacherForcedLayersMatchLlamaCpp) {
     type_ops(embd->type)->dequantize_row(l.file->tensor_data(*embd) + tokens[t] * row_bytes, &input[t * d], d);
   }
   for (int il = 0; il < hp.n_layer; ++il) {
-    if (il > 0) input = read_f32(dir + index["tensors"]["l_out-" + std::to_string(il - 1)]["file"].get<std::string>());
+    if (il > 0) input = read_f32_file(dir + index["tensors"]["l_out-" + std::to_string(il - 1)]["file"].get<std::string>());
     if (static_cast<int64_t>(input.size()) != n * d) {
       // llama.cpp dumped only the last row of this layer's input (qwen3moe's last layer
       // input is complete; a truncated input can't be teacher-forced).
@@ -114,8 +105,8 @@ TEST_P(LayerDump, TeacherForcedLayersMatchLlamaCpp) {
     std::vector<float> x = input, after_mixer(static_cast<size_t>(n * d));
     l.model->forward_layer(il, x.data(), n, *seq, after_mixer.data(), pool);
 
-    const auto expected_mixer = read_f32(dir + "attn_residual-" + std::to_string(il) + ".f32");
-    const auto expected_out = read_f32(dir + "l_out-" + std::to_string(il) + ".f32");
+    const auto expected_mixer = read_f32_file(dir + "attn_residual-" + std::to_string(il) + ".f32");
+    const auto expected_out = read_f32_file(dir + "l_out-" + std::to_string(il) + ".f32");
     const int64_t rows = static_cast<int64_t>(expected_out.size()) / d;  // n, or 1 (last row only)
     const int64_t first = n - rows;
     const auto& layer_tf = tf[std::to_string(il)];

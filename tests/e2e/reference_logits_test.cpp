@@ -27,6 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/ref_data.h"
+
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
@@ -34,20 +36,9 @@
 namespace moetier {
 namespace {
 
-const std::string kRef = MOETIER_REF_DIR;
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+const std::string kRef = moetier::testing::kRefDir;
+using moetier::testing::read_f32_file;
+using moetier::testing::read_json_file;
 
 struct Case {
   std::string id, model, prompt_id;
@@ -61,7 +52,7 @@ struct Case {
 
 std::vector<Case> load_cases() {
   std::vector<Case> cases;
-  const auto manifest = read_json(kRef + "/manifest.json");
+  const auto manifest = read_json_file(kRef + "/manifest.json");
   for (const auto& c : manifest["cases"]) {
     Case k;
     k.id = c["case_id"];
@@ -111,15 +102,18 @@ TEST_P(ReferenceLogits, PromptLogitsAndGreedyContinuation) {
   std::vector<float> logits;
   ASSERT_TRUE((*model)->forward(c.prompt_tokens, *seq, {}, logits, pool).is_ok());
   ASSERT_EQ(static_cast<int64_t>(logits.size()), c.n_vocab);
-  const auto expected = read_f32(kRef + "/" + c.logits_file);
+  const auto expected = read_f32_file(kRef + "/" + c.logits_file);
   double max_diff = 0;
   for (int64_t i = 0; i < c.n_vocab; ++i) max_diff = std::max(max_diff, std::fabs(double{logits[i]} - expected[i]));
   EXPECT_LE(max_diff, c.tolerance) << c.id << ": prompt logits";
+  if (std::getenv("MOETIER_TEST_VERBOSE")) {
+    std::fprintf(stderr, "%s prompt: max|dlogit| %.3g (bound %.3g)\n", c.id.c_str(), max_diff, c.tolerance);
+  }
 
   // Greedy continuation with teacher forcing: llama.cpp's tokens are fed back, so every
   // step's logits are compared against llama.cpp's row for that step.
-  const auto steps = read_f32(kRef + "/" + c.steps_file);
-  const auto continuation = read_json(kRef + "/" + c.continuation_file);
+  const auto steps = read_f32_file(kRef + "/" + c.steps_file);
+  const auto continuation = read_json_file(kRef + "/" + c.continuation_file);
   bool may_diverge = false;
   for (size_t s = 0; s < c.greedy_tokens.size(); ++s) {
     const double margin = continuation["steps"][s]["top1_top2_logit_margin"];
@@ -128,7 +122,9 @@ TEST_P(ReferenceLogits, PromptLogitsAndGreedyContinuation) {
     for (int64_t i = 1; i < c.n_vocab; ++i) {
       if (logits[i] > logits[argmax]) argmax = static_cast<int32_t>(i);
     }
-    if (!may_diverge) EXPECT_EQ(argmax, c.greedy_tokens[s]) << c.id << ": greedy step " << s;
+    if (!may_diverge) {
+      EXPECT_EQ(argmax, c.greedy_tokens[s]) << c.id << ": greedy step " << s;
+    }
     double step_diff = 0;
     for (int64_t i = 0; i < c.n_vocab; ++i) {
       step_diff = std::max(step_diff, std::fabs(double{logits[i]} - steps[s * c.n_vocab + i]));

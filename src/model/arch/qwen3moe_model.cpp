@@ -5,20 +5,16 @@
 //   x = x + MoE(rmsnorm(x) * ffn_norm)
 //   logits = output · (rmsnorm(x) * output_norm)
 #include <algorithm>
-#include <deque>
 #include <memory>
 #include <string>
 
 #include <fmt/format.h>
 
-#include "cpu/ops.h"
 #include "gguf/model_file.h"
 #include "model/arch.h"
 #include "model/blocks/attention.h"
-#include "model/blocks/embedding.h"
 #include "model/blocks/moe.h"
-#include "model/model.h"
-#include "model/weights.h"
+#include "model/decoder_model.h"
 
 namespace moetier {
 
@@ -31,18 +27,14 @@ struct Layer {
   MoeWeights moe;
 };
 
-class Qwen3MoeModel final : public Model {
+class Qwen3MoeModel final : public DecoderModel {
  public:
-  const HParams& hparams() const override { return hp_; }
-
   static Result<std::unique_ptr<Model>> create(const gguf::ModelFile& file, const HParams& hp,
                                                const std::vector<TensorSpec>& specs) {
     auto m = std::unique_ptr<Qwen3MoeModel>(new Qwen3MoeModel());
     m->hp_ = hp;
     WeightBinder b(file, specs, m->converted_);
-    m->token_embd_ = b.matrix("token_embd.weight");
-    m->output_ = b.matrix("output.weight");
-    m->output_norm_ = b.f32("output_norm.weight");
+    m->bind_embeddings(b);
     for (int il = 0; il < hp.n_layer; ++il) {
       const std::string p = fmt::format("blk.{}.", il);
       m->layers_.push_back(Layer{
@@ -81,49 +73,27 @@ class Qwen3MoeModel final : public Model {
     return SequenceState::create(specs, options);
   }
 
- void forward_layer(int il, float* x, int64_t n, SequenceState& seq, float* after_mixer,
+  void forward_layer(int il, float* x, int64_t n, SequenceState& seq, float* after_mixer,
                      ThreadPool& pool) override {
-    const int64_t d = hp_.n_embd;
-    h_.resize(static_cast<size_t>(n * d));
-    mix_.resize(static_cast<size_t>(n * d));
     const Layer& l = layers_[static_cast<size_t>(il)];
-    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x[t * d], l.attn_norm, d, hp_.rms_eps, &h_[t * d]);
+    h_.resize(static_cast<size_t>(n * hp_.n_embd));
+    mix_.resize(static_cast<size_t>(n * hp_.n_embd));
+    norm_rows(x, l.attn_norm, n, h_.data());
     attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
-    for (int64_t i = 0; i < n * d; ++i) x[i] += mix_[i];
-    if (after_mixer) std::copy(x, x + n * d, after_mixer);
-    for (int64_t t = 0; t < n; ++t) cpu::rms_norm(&x[t * d], l.ffn_norm, d, hp_.rms_eps, &h_[t * d]);
+    add_rows(x, mix_.data(), n);
+    if (after_mixer) std::copy(x, x + n * hp_.n_embd, after_mixer);
+    norm_rows(x, l.ffn_norm, n, h_.data());
     moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool);
-    for (int64_t i = 0; i < n * d; ++i) x[i] += mix_[i];
-  }
-
- protected:
-  void forward_ubatch(std::span<const int32_t> tokens, SequenceState& seq, LogitRows rows, float* logits_out,
-                      ThreadPool& pool) override {
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    const int64_t d = hp_.n_embd;
-    x_.resize(static_cast<size_t>(n * d));
-    embed_tokens(token_embd_, tokens, x_.data());
-    for (int il = 0; il < hp_.n_layer; ++il) forward_layer(il, x_.data(), n, seq, nullptr, pool);
-    if (rows == LogitRows::kAll) {
-      lm_head(output_, output_norm_, hp_.rms_eps, x_.data(), n, logits_out, lm_head_scratch_, pool);
-    } else if (rows == LogitRows::kLast) {
-      lm_head(output_, output_norm_, hp_.rms_eps, x_.data() + (n - 1) * d, 1, logits_out, lm_head_scratch_, pool);
-    }
+    add_rows(x, mix_.data(), n);
   }
 
  private:
   Qwen3MoeModel() = default;
-  HParams hp_;
-  std::deque<std::vector<float>> converted_;
-  cpu::WeightMatrix token_embd_, output_;
-  const float* output_norm_ = nullptr;
   std::vector<Layer> layers_;
   AttentionShape attention_shape_;
   MoeShape moe_shape_;
-  std::vector<float> x_, h_, mix_;
   AttentionScratch attention_scratch_;
   MoeScratch moe_scratch_;
-  LmHeadScratch lm_head_scratch_;
 };
 
 }  // namespace

@@ -1,0 +1,41 @@
+// The frame shared by decoder-only architectures: token embedding → compute layers →
+// final RMSNorm → LM head. An architecture file derives from it, binds its layer weights
+// and writes forward_layer() as straight-line code over the named blocks.
+#pragma once
+
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "cpu/matmul.h"
+#include "model/blocks/embedding.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace moetier {
+
+class DecoderModel : public Model {
+ public:
+  const HParams& hparams() const override { return hp_; }
+
+ protected:
+  // Binds token_embd.weight, output.weight and output_norm.weight.
+  void bind_embeddings(WeightBinder& binder);
+  // out[t] = rmsnorm(x[t]) * w for the n rows of [n][n_embd].
+  void norm_rows(const float* x, const float* w, int64_t n, float* out) const;
+  // x += y over n rows of [n][n_embd] (the residual connection).
+  void add_rows(float* x, const float* y, int64_t n) const;
+
+  void forward_ubatch(std::span<const int32_t> tokens, SequenceState& seq, LogitRows rows, float* logits_out,
+                      ThreadPool& pool) override;
+
+  HParams hp_;
+  std::deque<std::vector<float>> converted_;  // f32 copies of small tensors stored in other types
+  cpu::WeightMatrix token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  // Activations of the current micro-batch, [n][n_embd] each; reused across calls.
+  std::vector<float> x_, h_, mix_;
+  LmHeadScratch lm_head_scratch_;
+};
+
+}  // namespace moetier
