@@ -117,4 +117,30 @@ TensorRole common_tensor_role(std::string_view tensor_name) {
   return TensorRole::kOther;
 }
 
+Status read_trunk(const KeyReader& k, const gguf::GgufFile& file, HParams& hp) {
+  ASSIGN_OR_RETURN(hp.n_embd, k.positive("embedding_length"));
+  ASSIGN_OR_RETURN(hp.n_ctx_train, k.positive("context_length", kMaxContext));
+  ASSIGN_OR_RETURN(hp.rms_eps, k.positive_float("attention.layer_norm_rms_epsilon"));
+  ASSIGN_OR_RETURN(hp.n_vocab, read_vocab_size(file));
+  return Status::ok();
+}
+
+Status read_attention_heads(const KeyReader& k, HParams& hp) {
+  ASSIGN_OR_RETURN(hp.n_head, k.positive("attention.head_count"));
+  ASSIGN_OR_RETURN(hp.n_head_kv, k.positive("attention.head_count_kv"));
+  if (hp.n_head % hp.n_head_kv != 0) {
+    return k.error("attention.head_count_kv", fmt::format("({}) must divide {} ({})", hp.n_head_kv,
+                                                          k.key("attention.head_count"), hp.n_head));
+  }
+  ASSIGN_OR_RETURN(hp.head_dim_k, k.positive_or("attention.key_length", hp.n_embd / hp.n_head));
+  ASSIGN_OR_RETURN(hp.head_dim_v, k.positive_or("attention.value_length", hp.head_dim_k));
+  if (hp.head_dim_k < 1) return k.error("attention.key_length", "is missing and embedding_length / head_count is 0");
+  if (hp.head_dim_v != hp.head_dim_k) {
+    // attn_output and the KV rows are sized by one head width; llama.cpp assumes equal too.
+    return k.error("attention.value_length", fmt::format("({}) must equal {} ({})", hp.head_dim_v,
+                                                         k.key("attention.key_length"), hp.head_dim_k));
+  }
+  return Status::ok();
+}
+
 }  // namespace moetier::arch_keys

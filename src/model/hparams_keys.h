@@ -55,6 +55,13 @@ Result<int64_t> read_vocab_size(const gguf::GgufFile& file);
 // general.name (may be empty).
 std::string read_general_name(const gguf::GgufFile& file);
 
+// The keys every decoder architecture shares: embedding_length, context_length,
+// attention.layer_norm_rms_epsilon and the vocabulary size.
+Status read_trunk(const KeyReader& k, const gguf::GgufFile& file, HParams& hp);
+// Softmax attention: head counts (head_count_kv must divide head_count) and head widths
+// (key_length == value_length, defaulting to embedding_length / head_count).
+Status read_attention_heads(const KeyReader& k, HParams& hp);
+
 // Role of a tensor by the ggml naming scheme shared by llama.cpp architectures
 // ("blk.N.attn_q.weight", "blk.N.ffn_up_exps.weight", ...). Architecture files refine it
 // (qwen35moe's attn_qkv/attn_gate belong to DeltaNet layers).

@@ -32,26 +32,9 @@ Result<HParams> read(const gguf::GgufFile& file) {
   }
   hp.n_layer = block_count - hp.n_layer_mtp;
 
-  ASSIGN_OR_RETURN(hp.n_embd, k.positive("embedding_length"));
-  ASSIGN_OR_RETURN(hp.n_ctx_train, k.positive("context_length", arch_keys::kMaxContext));
-  ASSIGN_OR_RETURN(hp.rms_eps, k.positive_float("attention.layer_norm_rms_epsilon"));
-  ASSIGN_OR_RETURN(hp.n_vocab, arch_keys::read_vocab_size(file));
-
+  RETURN_IF_ERROR(arch_keys::read_trunk(k, file, hp));
   // Gated attention.
-  ASSIGN_OR_RETURN(hp.n_head, k.positive("attention.head_count"));
-  ASSIGN_OR_RETURN(hp.n_head_kv, k.positive("attention.head_count_kv"));
-  if (hp.n_head % hp.n_head_kv != 0) {
-    return k.error("attention.head_count_kv", fmt::format("({}) must divide {} ({})", hp.n_head_kv,
-                                                          k.key("attention.head_count"), hp.n_head));
-  }
-  ASSIGN_OR_RETURN(hp.head_dim_k, k.positive_or("attention.key_length", hp.n_embd / hp.n_head));
-  ASSIGN_OR_RETURN(hp.head_dim_v, k.positive_or("attention.value_length", hp.head_dim_k));
-  if (hp.head_dim_k < 1) return k.error("attention.key_length", "is missing and embedding_length / head_count is 0");
-  if (hp.head_dim_v != hp.head_dim_k) {
-    // The output gate and attn_output are sized by one head width; llama.cpp assumes equal.
-    return k.error("attention.value_length", fmt::format("({}) must equal {} ({})", hp.head_dim_v,
-                                                         k.key("attention.key_length"), hp.head_dim_k));
-  }
+  RETURN_IF_ERROR(arch_keys::read_attention_heads(k, hp));
   hp.attn_output_gate = true;
   ASSIGN_OR_RETURN(hp.n_rot, k.positive_or("rope.dimension_count", hp.head_dim_k));
   if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {

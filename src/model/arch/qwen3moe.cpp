@@ -24,24 +24,8 @@ Result<HParams> read(const gguf::GgufFile& file) {
   hp.name = arch_keys::read_general_name(file);
 
   ASSIGN_OR_RETURN(hp.n_layer, k.positive("block_count", 4096));
-  ASSIGN_OR_RETURN(hp.n_embd, k.positive("embedding_length"));
-  ASSIGN_OR_RETURN(hp.n_ctx_train, k.positive("context_length", arch_keys::kMaxContext));
-  ASSIGN_OR_RETURN(hp.rms_eps, k.positive_float("attention.layer_norm_rms_epsilon"));
-  ASSIGN_OR_RETURN(hp.n_vocab, arch_keys::read_vocab_size(file));
-
-  ASSIGN_OR_RETURN(hp.n_head, k.positive("attention.head_count"));
-  ASSIGN_OR_RETURN(hp.n_head_kv, k.positive("attention.head_count_kv"));
-  if (hp.n_head % hp.n_head_kv != 0) {
-    return k.error("attention.head_count_kv", fmt::format("({}) must divide {} ({})", hp.n_head_kv,
-                                                          k.key("attention.head_count"), hp.n_head));
-  }
-  ASSIGN_OR_RETURN(hp.head_dim_k, k.positive_or("attention.key_length", hp.n_embd / hp.n_head));
-  ASSIGN_OR_RETURN(hp.head_dim_v, k.positive_or("attention.value_length", hp.head_dim_k));
-  if (hp.head_dim_k < 1) return k.error("attention.key_length", "is missing and embedding_length / head_count is 0");
-  if (hp.head_dim_v != hp.head_dim_k) {
-    return k.error("attention.value_length", fmt::format("({}) must equal {} ({})", hp.head_dim_v,
-                                                         k.key("attention.key_length"), hp.head_dim_k));
-  }
+  RETURN_IF_ERROR(arch_keys::read_trunk(k, file, hp));
+  RETURN_IF_ERROR(arch_keys::read_attention_heads(k, hp));
   // Rotary covers the whole head (llama.cpp asserts n_rot == head width for this arch).
   ASSIGN_OR_RETURN(hp.n_rot, k.positive_or("rope.dimension_count", hp.head_dim_k));
   if (hp.n_rot != hp.head_dim_k) {
