@@ -48,6 +48,10 @@ float q4_k_q8_k_scalar(int64_t n, const void* w, const void* a);
 float q5_k_q8_k_scalar(int64_t n, const void* w, const void* a);
 float q6_k_q8_k_scalar(int64_t n, const void* w, const void* a);
 float iq4_xs_q8_k_scalar(int64_t n, const void* w, const void* a);
+// AVX2 + FMA variants (cpu/dot/<family>_avx2.cpp); only call when cpu.avx2 && cpu.fma.
+float q4_k_q8_k_avx2(int64_t n, const void* w, const void* a);
+float q6_k_q8_k_avx2(int64_t n, const void* w, const void* a);
+float q8_0_q8_0_avx2(int64_t n, const void* w, const void* a);
 }  // namespace dot
 
 }  // namespace moetier::cpu

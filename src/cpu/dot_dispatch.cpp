@@ -18,6 +18,13 @@ constexpr DotKernel kScalarKernels[] = {
     {DType::IQ4_XS, DType::Q8_K, dot::iq4_xs_q8_k_scalar, "scalar"},
 };
 
+// Families with an AVX2 + FMA kernel; the others fall back to scalar.
+constexpr DotKernel kAvx2Kernels[] = {
+    {DType::Q8_0, DType::Q8_0, dot::q8_0_q8_0_avx2, "avx2"},
+    {DType::Q4_K, DType::Q8_K, dot::q4_k_q8_k_avx2, "avx2"},
+    {DType::Q6_K, DType::Q8_K, dot::q6_k_q8_k_avx2, "avx2"},
+};
+
 }  // namespace
 
 const DotKernel* scalar_dot_kernel(DType weight_type) {
@@ -34,9 +41,11 @@ std::optional<DType> activation_type_for(DType weight_type) {
 }
 
 const DotKernel* best_dot_kernel(DType weight_type, const CpuFeatures& cpu) {
-  // SIMD variants arrive with the CPU-speed work; until then every family runs its
-  // scalar reference.
-  (void)cpu;
+  if (cpu.avx2 && cpu.fma) {
+    for (const auto& k : kAvx2Kernels) {
+      if (k.weight_type == weight_type) return &k;
+    }
+  }
   return scalar_dot_kernel(weight_type);
 }
 

@@ -79,6 +79,102 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, DotKernels,
                                            DType::Q5_K, DType::Q6_K, DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// AVX2 kernels against their scalar references, on random rows and on extreme codes.
+//
+// The AVX2 kernels form the same exact integer sum per block as the scalar ones (the
+// maddubs/madd ranges are argued in each kernel's header) and then do the scalar float
+// expression per block, in block order, without FMA contraction, so they must be
+// bit-identical to the reference: that is checked first. The documented contract that a
+// future reordering of the float work must still meet is the bound
+// |avx2 − scalar| ≤ 4·n_blocks·u·S, u = 2^-24, S = Σ_i |w_i·a_i| over the dequantized
+// elements (S bounds Σ|partial| at every level): the scalar kernel does ≤ 3 roundings per
+// block term plus n_blocks − 1 sequential additions, error ≤ (n_blocks + 3)·u·S to first
+// order; a variant accumulating FMAs in 8 lanes and summing them with a 3-level tree has
+// ≤ (n_blocks/8 + 5)·u·S; the difference ≤ (9/8·n_blocks + 8)·u·S ≤ 4·n_blocks·u·S once
+// n_blocks ≥ 3 (every Q8_0 shape below has n_blocks ≥ 8; for K-quants, with one block,
+// only bit-identity is meaningful, which is what we get).
+struct Avx2Case {
+  DType weight_type;
+  VecDotFn avx2;
+};
+
+double abs_term_sum(DType wt, DType at, const std::vector<uint8_t>& w, const std::vector<uint8_t>& a, int64_t n) {
+  std::vector<float> wv(static_cast<size_t>(n)), av(static_cast<size_t>(n));
+  type_ops(wt)->dequantize_row(w.data(), wv.data(), n);
+  type_ops(at)->dequantize_row(a.data(), av.data(), n);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(double{wv[i]} * av[i]);
+  return s;
+}
+
+void expect_avx2_matches_scalar(const Avx2Case& c, const std::vector<uint8_t>& w, const std::vector<uint8_t>& a,
+                                int64_t n, const char* what) {
+  const DotKernel* scalar = scalar_dot_kernel(c.weight_type);
+  const int64_t n_blocks = n / dtype_traits(c.weight_type).block_elems;
+  const double bound =
+      4.0 * static_cast<double>(n_blocks) * std::ldexp(1.0, -24) *
+      abs_term_sum(c.weight_type, scalar->activation_type, w, a, n);
+  const float ref = scalar->fn(n, w.data(), a.data());
+  const float got = c.avx2(n, w.data(), a.data());
+  EXPECT_EQ(got, ref) << dtype_name(c.weight_type) << " n=" << n << " " << what << " (not bit-identical)";
+  EXPECT_LE(std::fabs(double{got} - ref), bound) << dtype_name(c.weight_type) << " n=" << n << " " << what
+                                                 << " scalar=" << ref << " avx2=" << got;
+}
+
+TEST(DotKernelsAvx2, MatchScalarOnRandomAndExtremeRows) {
+  const CpuFeatures cpu = cpu_features();
+  if (!(cpu.avx2 && cpu.fma)) GTEST_SKIP() << "CPU lacks AVX2+FMA";
+  const Avx2Case cases[] = {{DType::Q4_K, dot::q4_k_q8_k_avx2},
+                            {DType::Q6_K, dot::q6_k_q8_k_avx2},
+                            {DType::Q8_0, dot::q8_0_q8_0_avx2}};
+  std::mt19937 rng(7);
+  for (const Avx2Case& c : cases) {
+    const DType at = scalar_dot_kernel(c.weight_type)->activation_type;
+    EXPECT_EQ(best_dot_kernel(c.weight_type, cpu)->fn, c.avx2) << dtype_name(c.weight_type);
+    // 2816 = 11 super-blocks (odd), 11264 = 44; for Q8_0 also 96 and 2080 (3 and 65 blocks:
+    // not a multiple of the kernel's 4-block step, so its tail loop runs).
+    std::vector<int64_t> shapes = {256, 512, 2816, 4096, 11264};
+    if (c.weight_type == DType::Q8_0) shapes.insert(shapes.end(), {96, 2080});
+    for (int64_t n : shapes) {
+      const size_t wbytes = static_cast<size_t>(dtype_row_bytes(c.weight_type, n));
+      const size_t abytes = static_cast<size_t>(dtype_row_bytes(at, n));
+      std::vector<uint8_t> w(wbytes), a(abytes);
+      // Random bytes are valid weight rows (every bit pattern decodes) once the fp16 scales
+      // are finite; quantize real activations so Q8_K's bsums are consistent.
+      std::normal_distribution<float> gauss(0.0f, 1.0f);
+      std::vector<float> wf(static_cast<size_t>(n)), af(static_cast<size_t>(n));
+      for (auto& v : wf) v = gauss(rng) * 0.05f;
+      for (auto& v : af) v = gauss(rng);
+      type_ops(c.weight_type)->quantize_row(wf.data(), w.data(), n);
+      QuantizedActivations q;
+      ThreadPool pool(1);
+      quantize_activations(at, af.data(), 1, n, q, pool);
+      std::copy(q.bytes.begin(), q.bytes.begin() + static_cast<int64_t>(abytes), a.begin());
+      expect_avx2_matches_scalar(c, w, a, n, "random");
+
+      // Extreme rows: weights from ±max inputs (largest codes/scales); activations of ±max
+      // magnitude (codes ±127) with alternating and equal signs; all zeros.
+      for (auto& v : wf) v = 1.0f;
+      type_ops(c.weight_type)->quantize_row(wf.data(), w.data(), n);
+      for (int64_t i = 0; i < n; ++i) af[static_cast<size_t>(i)] = (i % 3 == 0) ? -1.0f : 1.0f;
+      quantize_activations(at, af.data(), 1, n, q, pool);
+      std::copy(q.bytes.begin(), q.bytes.begin() + static_cast<int64_t>(abytes), a.begin());
+      expect_avx2_matches_scalar(c, w, a, n, "max codes, ±127");
+      for (auto& v : af) v = -1.0f;
+      quantize_activations(at, af.data(), 1, n, q, pool);
+      std::copy(q.bytes.begin(), q.bytes.begin() + static_cast<int64_t>(abytes), a.begin());
+      expect_avx2_matches_scalar(c, w, a, n, "max codes, all -127");
+      for (int64_t i = 0; i < n; ++i) wf[static_cast<size_t>(i)] = (i % 2) ? -1.0f : 1.0f;
+      type_ops(c.weight_type)->quantize_row(wf.data(), w.data(), n);
+      expect_avx2_matches_scalar(c, w, a, n, "±max weights");
+      std::fill(af.begin(), af.end(), 0.0f);
+      quantize_activations(at, af.data(), 1, n, q, pool);
+      std::copy(q.bytes.begin(), q.bytes.begin() + static_cast<int64_t>(abytes), a.begin());
+      EXPECT_EQ(c.avx2(n, w.data(), a.data()), 0.0f) << dtype_name(c.weight_type) << " zero activations";
+    }
+  }
+}
+
 TEST(DotKernels, ActivationTypesFollowGgml) {
   EXPECT_EQ(*activation_type_for(DType::Q4_K), DType::Q8_K);
   EXPECT_EQ(*activation_type_for(DType::Q5_K), DType::Q8_K);
