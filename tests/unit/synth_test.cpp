@@ -244,7 +244,9 @@ TEST(SynthQuantMix, UdMixOfTheFullModel) {
       EXPECT_EQ(plan.types[i], DType::F32) << t.name;
     }
     if (t.name.find("attn_qkv") != std::string::npos || t.name.find("_shexp.weight") != std::string::npos) {
-      if (t.name.find("ffn_gate_inp_shexp") == std::string::npos) EXPECT_EQ(plan.types[i], DType::Q8_0) << t.name;
+      if (t.name.find("ffn_gate_inp_shexp") == std::string::npos) {
+        EXPECT_EQ(plan.types[i], DType::Q8_0) << t.name;
+      }
     }
   }
 }
@@ -362,7 +364,9 @@ TEST(SynthVocab, CopiedFromAVocabGguf) {
     EXPECT_TRUE(keys.count(k)) << k;
   }
   for (const auto& t : plan.tensors) {
-    if (t.name == "token_embd.weight" || t.name == "output.weight") EXPECT_EQ(t.ne[1], 151936);
+    if (t.name == "token_embd.weight" || t.name == "output.weight") {
+      EXPECT_EQ(t.ne[1], 151936);
+    }
   }
   // A GGUF without a token list is rejected as bad input.
   auto bad = plan_synth(SynthOptions{.preset = "tiny", .vocab_path = ref_path("models/nonexistent.gguf")});
