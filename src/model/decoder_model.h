@@ -38,4 +38,15 @@ class DecoderModel : public Model {
   LmHeadScratch lm_head_scratch_;
 };
 
+// create_model for a DecoderModel subclass M with
+//   static Result<std::unique_ptr<Model>> M::create(file, hp, tensor_specs):
+// binds the weights against the architecture's expected tensors and applies the options.
+template <class M>
+Result<std::unique_ptr<Model>> create_decoder_model(const gguf::ModelFile& file, const HParams& hp,
+                                                    const ModelOptions& options) {
+  auto model = M::create(file, hp, find_arch(hp.arch)->tensor_specs(hp));
+  if (model.is_ok()) (*model)->set_n_ubatch(options.n_ubatch);
+  return model;
+}
+
 }  // namespace moetier

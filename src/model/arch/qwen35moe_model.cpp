@@ -144,10 +144,7 @@ class Qwen35MoeModel final : public DecoderModel {
 
 Result<std::unique_ptr<Model>> create_qwen35moe_model(const gguf::ModelFile& file, const HParams& hp,
                                                       const ModelOptions& options) {
-  const ArchInfo* info = find_arch(hp.arch);
-  auto model = Qwen35MoeModel::create(file, hp, info->tensor_specs(hp));
-  if (model.is_ok()) (*model)->set_n_ubatch(options.n_ubatch);
-  return model;
+  return create_decoder_model<Qwen35MoeModel>(file, hp, options);
 }
 
 }  // namespace moetier

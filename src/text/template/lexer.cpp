@@ -1,4 +1,5 @@
 #include "text/template/lexer.h"
+#include "text/utf8.h"
 
 #include <algorithm>
 #include <array>
@@ -49,24 +50,6 @@ struct Piece {
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class Lexer {
  public:
@@ -298,7 +281,7 @@ class Lexer {
             cp = cp * 16 + static_cast<uint32_t>(digit);
           }
           if (cp > 0x10FFFF) return template_error(tok.pos, "escape beyond U+10FFFF in string literal");
-          append_utf8(tok.text, cp);
+          text::append_utf8(static_cast<char32_t>(cp), tok.text);
           p += n;
           break;
         }

@@ -1,4 +1,5 @@
 #include "text/template/string_ops.h"
+#include "text/utf8.h"
 
 namespace moetier::text::jinja {
 
@@ -151,24 +152,6 @@ std::string python_replace(std::string_view s, std::string_view old_text, std::s
 
 namespace {
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 // Blocks where upper and lower case alternate: `upper_is_even` tells which of a pair is upper.
 struct PairRange {
   uint32_t first, last;
@@ -237,7 +220,7 @@ std::string map_codepoints(std::string_view s, Fn fn) {
     const uint32_t cp = decode_at(s, pos);
     const uint32_t mapped = fn(cp);
     if (mapped == cp) out.append(s.substr(start, pos - start));  // keeps invalid bytes as they were
-    else append_utf8(out, mapped);
+    else text::append_utf8(static_cast<char32_t>(mapped), out);
   }
   return out;
 }
