@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "core/cpu_features.h"
@@ -21,12 +22,38 @@ namespace moetier::cpu {
 // n: elements in the row (a multiple of both types' block sizes). Returns Σ w[i] · a[i].
 using VecDotFn = float (*)(int64_t n, const void* weight_row, const void* activation_row);
 
+// One weight row against n_act activation rows (1 ≤ n_act ≤ kMaxDotRows) that start
+// activation_stride bytes apart: out[j] = Σ_i w[i] · a_j[i]. The weight blocks are loaded
+// and unpacked once for all n_act rows (the point of tiling prompt matmuls over tokens);
+// every out[j] must be bit-identical to the family's VecDotFn on row j, so results never
+// depend on how tokens were tiled.
+inline constexpr int kMaxDotRows = 4;
+using MultiDotFn = void (*)(int64_t n, const void* weight_row, const void* activation_rows,
+                            int64_t activation_stride, int n_act, float* out);
+
 struct DotKernel {
   DType weight_type;
   DType activation_type;
   VecDotFn fn;
-  std::string_view isa;  // "scalar", "avx2", "avx512", ...
+  std::string_view isa;      // "scalar", "avx2", "avx512vnni", ...
+  MultiDotFn multi = nullptr;  // nullptr: callers loop over fn
 };
+
+// Calls k.multi when present, else k.fn per activation row.
+inline void dot_rows(const DotKernel& k, int64_t n, const void* weight_row, const void* activation_rows,
+                     int64_t activation_stride, int n_act, float* out) {
+  if (k.multi) {
+    k.multi(n, weight_row, activation_rows, activation_stride, n_act, out);
+    return;
+  }
+  const auto* a = static_cast<const uint8_t*>(activation_rows);
+  for (int j = 0; j < n_act; ++j) out[j] = k.fn(n, weight_row, a + j * activation_stride);
+}
+
+// ISA kernel tables (cpu/dot/<isa>_table.cpp, compiled without ISA flags so they are safe
+// to read on any CPU); best_dot_kernel picks from them after checking the CPU features.
+std::span<const DotKernel> avx2_dot_kernels();    // needs avx2 && fma && f16c
+std::span<const DotKernel> avx512_dot_kernels();  // needs avx512f/bw/vl/vnni (+ avx2 set)
 
 // The activation type a weight type's dot product consumes; nullopt if moetier cannot
 // compute with the weight type.

@@ -18,13 +18,6 @@ constexpr DotKernel kScalarKernels[] = {
     {DType::IQ4_XS, DType::Q8_K, dot::iq4_xs_q8_k_scalar, "scalar"},
 };
 
-// Families with an AVX2 + FMA kernel; the others fall back to scalar.
-constexpr DotKernel kAvx2Kernels[] = {
-    {DType::Q8_0, DType::Q8_0, dot::q8_0_q8_0_avx2, "avx2"},
-    {DType::Q4_K, DType::Q8_K, dot::q4_k_q8_k_avx2, "avx2"},
-    {DType::Q6_K, DType::Q8_K, dot::q6_k_q8_k_avx2, "avx2"},
-};
-
 }  // namespace
 
 const DotKernel* scalar_dot_kernel(DType weight_type) {
@@ -41,8 +34,14 @@ std::optional<DType> activation_type_for(DType weight_type) {
 }
 
 const DotKernel* best_dot_kernel(DType weight_type, const CpuFeatures& cpu) {
-  if (cpu.avx2 && cpu.fma) {
-    for (const auto& k : kAvx2Kernels) {
+  const bool avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
+  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni) {
+    for (const auto& k : avx512_dot_kernels()) {
+      if (k.weight_type == weight_type) return &k;
+    }
+  }
+  if (avx2) {
+    for (const auto& k : avx2_dot_kernels()) {
       if (k.weight_type == weight_type) return &k;
     }
   }

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/arch.h"
@@ -48,6 +49,11 @@ class Model {
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }
 
+  // Time the forward pass per block type into `profiler` (nullptr: off, the default).
+  // The profiler must outlive its use; the caller reads and resets it.
+  void set_profiler(Profiler* profiler) { profiler_ = profiler; }
+  Profiler* profiler() const { return profiler_; }
+
  protected:
   enum class LogitRows { kNone, kLast, kAll };
   // One micro-batch of consecutive tokens of `seq` (positions seq.n_past() ...). Writes
@@ -58,6 +64,7 @@ class Model {
 
  private:
   int64_t n_ubatch_ = 512;
+  Profiler* profiler_ = nullptr;
 };
 
 // Loads the model in `file` with the architecture registered for it (validates every

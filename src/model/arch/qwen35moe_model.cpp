@@ -118,14 +118,16 @@ class Qwen35MoeModel final : public DecoderModel {
     mix_.resize(static_cast<size_t>(n * hp_.n_embd));
     norm_rows(x, l.attn_norm, n, h_.data());
     if (l.kind == LayerKind::kAttention) {
+      ScopedProfile p(profiler(), ProfileBlock::kAttention);
       attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
     } else {
+      ScopedProfile p(profiler(), ProfileBlock::kDeltaNet);
       delta_net_block(l.delta_net, delta_net_shape_, h_.data(), n, il, seq, mix_.data(), delta_net_scratch_, pool);
     }
     add_rows(x, mix_.data(), n);
     if (after_mixer) std::copy(x, x + n * hp_.n_embd, after_mixer);
     norm_rows(x, l.post_attention_norm, n, h_.data());
-    moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool);
+    moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool, profiler());
     add_rows(x, mix_.data(), n);
   }
 

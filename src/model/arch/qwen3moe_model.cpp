@@ -79,11 +79,14 @@ class Qwen3MoeModel final : public DecoderModel {
     h_.resize(static_cast<size_t>(n * hp_.n_embd));
     mix_.resize(static_cast<size_t>(n * hp_.n_embd));
     norm_rows(x, l.attn_norm, n, h_.data());
-    attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
+    {
+      ScopedProfile p(profiler(), ProfileBlock::kAttention);
+      attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
+    }
     add_rows(x, mix_.data(), n);
     if (after_mixer) std::copy(x, x + n * hp_.n_embd, after_mixer);
     norm_rows(x, l.ffn_norm, n, h_.data());
-    moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool);
+    moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool, profiler());
     add_rows(x, mix_.data(), n);
   }
 

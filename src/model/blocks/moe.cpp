@@ -58,46 +58,53 @@ void expert_ffn(const cpu::WeightMatrix& gate, const cpu::WeightMatrix& up, cons
 }  // namespace
 
 void moe_block(const MoeWeights& w, const MoeShape& s, const float* h, int64_t n, float* out, MoeScratch& sc,
-               ThreadPool& pool) {
+               ThreadPool& pool, Profiler* profiler) {
   const int64_t d = s.n_embd;
-  sc.router_logits.resize(static_cast<size_t>(n * s.n_expert));
-  cpu::matmul_f32(w.router, 0, h, n, sc.router_logits.data(), sc.act_q, pool);
-  route(s, n, sc);
+  {
+    ScopedProfile p(profiler, ProfileBlock::kMoeRouter);
+    sc.router_logits.resize(static_cast<size_t>(n * s.n_expert));
+    cpu::matmul_f32(w.router, 0, h, n, sc.router_logits.data(), sc.act_q, pool);
+    route(s, n, sc);
+  }
+  {
+    ScopedProfile experts_profile(profiler, ProfileBlock::kMoeExperts);
 
-  std::memset(out, 0, static_cast<size_t>(n * d) * sizeof(float));
-  // Group (token, slot) pairs by expert, then run each used expert once over its tokens.
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(s.n_expert));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t k = 0; k < s.n_expert_used; ++k) {
-      by_expert[static_cast<size_t>(sc.selected[static_cast<size_t>(t * s.n_expert_used + k)])].push_back(
-          {static_cast<int32_t>(t), static_cast<int32_t>(k)});
+    std::memset(out, 0, static_cast<size_t>(n * d) * sizeof(float));
+    // Group (token, slot) pairs by expert, then run each used expert once over its tokens.
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(s.n_expert));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t k = 0; k < s.n_expert_used; ++k) {
+        by_expert[static_cast<size_t>(sc.selected[static_cast<size_t>(t * s.n_expert_used + k)])].push_back(
+            {static_cast<int32_t>(t), static_cast<int32_t>(k)});
+      }
     }
-  }
-  // Per-token expert outputs are accumulated in top-k order (as llama.cpp sums them), so
-  // results do not depend on the grouping: stage them per (token, slot) first.
-  std::vector<float> staged(static_cast<size_t>(n * s.n_expert_used * d));
-  for (int64_t e = 0; e < s.n_expert; ++e) {
-    const auto& items = by_expert[static_cast<size_t>(e)];
-    if (items.empty()) continue;
-    const int64_t rows = static_cast<int64_t>(items.size());
-    sc.gathered.resize(static_cast<size_t>(rows * d));
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(sc.gathered.data() + r * d, h + items[static_cast<size_t>(r)].first * d, d * sizeof(float));
+    // Per-token expert outputs are accumulated in top-k order (as llama.cpp sums them), so
+    // results do not depend on the grouping: stage them per (token, slot) first.
+    std::vector<float> staged(static_cast<size_t>(n * s.n_expert_used * d));
+    for (int64_t e = 0; e < s.n_expert; ++e) {
+      const auto& items = by_expert[static_cast<size_t>(e)];
+      if (items.empty()) continue;
+      const int64_t rows = static_cast<int64_t>(items.size());
+      sc.gathered.resize(static_cast<size_t>(rows * d));
+      for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(sc.gathered.data() + r * d, h + items[static_cast<size_t>(r)].first * d, d * sizeof(float));
+      }
+      expert_ffn(w.gate_exps, w.up_exps, w.down_exps, e, sc.gathered.data(), rows, s.n_ff_exp, sc, pool);
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto [t, k] = items[static_cast<size_t>(r)];
+        std::memcpy(staged.data() + (t * s.n_expert_used + k) * d, sc.down.data() + r * d, d * sizeof(float));
+      }
     }
-    expert_ffn(w.gate_exps, w.up_exps, w.down_exps, e, sc.gathered.data(), rows, s.n_ff_exp, sc, pool);
-    for (int64_t r = 0; r < rows; ++r) {
-      const auto [t, k] = items[static_cast<size_t>(r)];
-      std::memcpy(staged.data() + (t * s.n_expert_used + k) * d, sc.down.data() + r * d, d * sizeof(float));
-    }
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t k = 0; k < s.n_expert_used; ++k) {
-      cpu::axpy(sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)],
-                staged.data() + (t * s.n_expert_used + k) * d, d, out + t * d);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t k = 0; k < s.n_expert_used; ++k) {
+        cpu::axpy(sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)],
+                  staged.data() + (t * s.n_expert_used + k) * d, d, out + t * d);
+      }
     }
   }
 
   if (w.has_shared) {
+    ScopedProfile p(profiler, ProfileBlock::kSharedExpert);
     sc.shared_gate.resize(static_cast<size_t>(n));
     cpu::matmul_f32(w.shared_gate_inp, 0, h, n, sc.shared_gate.data(), sc.tmp_q, pool);
     expert_ffn(w.gate_shexp, w.up_shexp, w.down_shexp, 0, h, n, s.n_ff_shexp, sc, pool);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/thread_pool.h"
 #include "cpu/matmul.h"
 
@@ -41,8 +42,8 @@ struct MoeScratch {
   cpu::QuantizedActivations act_q, tmp_q;
 };
 
-// h: [n][n_embd] (normalised); writes out: [n][n_embd].
+// h: [n][n_embd] (normalised); writes out: [n][n_embd]. profiler may be null.
 void moe_block(const MoeWeights& w, const MoeShape& shape, const float* h, int64_t n, float* out,
-               MoeScratch& scratch, ThreadPool& pool);
+               MoeScratch& scratch, ThreadPool& pool, Profiler* profiler);
 
 }  // namespace moetier

@@ -1,0 +1,72 @@
+// Wall-time split of the forward pass by block type, for `bench --profile` and
+// `run --profile`. A Profiler is passed explicitly (Model::set_profiler); a null profiler
+// costs one branch per block. Times are wall-clock nanoseconds of the calling thread
+// around each block (the block's worker threads run inside that span).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+namespace moetier {
+
+enum class ProfileBlock : int {
+  kEmbedding,
+  kNorm,          // RMSNorms and residual adds between blocks
+  kAttention,     // gated softmax attention incl. its projections
+  kDeltaNet,      // Gated DeltaNet incl. its projections
+  kMoeRouter,     // router matmul, softmax, top-k
+  kMoeExperts,    // routed experts (gate, up, SwiGLU, down, weighted sum)
+  kSharedExpert,  // shared expert and its gate
+  kLmHead,        // output norm + output matmul
+  kCount,
+};
+
+std::string_view profile_block_name(ProfileBlock block);
+
+class Profiler {
+ public:
+  struct Entry {
+    int64_t ns = 0;
+    int64_t calls = 0;
+  };
+  void add(ProfileBlock block, int64_t ns) {
+    auto& e = entries_[static_cast<size_t>(block)];
+    e.ns += ns;
+    e.calls += 1;
+  }
+  const Entry& entry(ProfileBlock block) const { return entries_[static_cast<size_t>(block)]; }
+  int64_t total_ns() const {
+    int64_t t = 0;
+    for (const auto& e : entries_) t += e.ns;
+    return t;
+  }
+  void reset() { entries_ = {}; }
+
+ private:
+  std::array<Entry, static_cast<size_t>(ProfileBlock::kCount)> entries_{};
+};
+
+// Adds the time from construction to destruction to `profiler` (if not null).
+class ScopedProfile {
+ public:
+  ScopedProfile(Profiler* profiler, ProfileBlock block) : profiler_(profiler), block_(block) {
+    if (profiler_) start_ = std::chrono::steady_clock::now();
+  }
+  ~ScopedProfile() {
+    if (profiler_) {
+      profiler_->add(block_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - start_).count());
+    }
+  }
+  ScopedProfile(const ScopedProfile&) = delete;
+  ScopedProfile& operator=(const ScopedProfile&) = delete;
+
+ private:
+  Profiler* profiler_;
+  ProfileBlock block_;
+  std::chrono::steady_clock::time_point start_{};
+};
+
+}  // namespace moetier
