@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"logits", "write the f32 logits of a prompt to a file (verification against other engines)",
      moetier::cmd_logits},
     {"tokenize", "show the token ids of a text (works on vocab-only files)", moetier::cmd_tokenize},
+    {"bench", "measure prompt and generation speed (llama-bench's flags and output formats)", moetier::cmd_bench},
 };
 
 void print_usage(std::FILE* out) {

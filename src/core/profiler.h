@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace moetier {
@@ -24,6 +25,9 @@ enum class ProfileBlock : int {
 };
 
 std::string_view profile_block_name(ProfileBlock block);
+class Profiler;
+// A table of the blocks with time: name, ms, share of the total, calls.
+std::string format_profile(const Profiler& profiler);
 
 class Profiler {
  public:

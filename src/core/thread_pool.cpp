@@ -1,10 +1,46 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/status.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MOETIER_CPU_RELAX() _mm_pause()
+#else
+#define MOETIER_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace moetier {
+
+namespace {
+
+// Spins until pred() holds; after kSpinNanoseconds yields the core on every check, so a
+// long wait does not starve other processes.
+template <class Pred>
+void spin_until(Pred pred) {
+  for (int i = 0; i < 256; ++i) {
+    if (pred()) return;
+    MOETIER_CPU_RELAX();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  bool yielding = false;
+  for (int i = 0;; ++i) {
+    if (pred()) return;
+    if (yielding) {
+      std::this_thread::yield();
+    } else {
+      MOETIER_CPU_RELAX();
+      if ((i & 63) == 0 && std::chrono::steady_clock::now() - start >
+                               std::chrono::nanoseconds(ThreadPool::kSpinNanoseconds)) {
+        yielding = true;
+      }
+    }
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
@@ -12,30 +48,29 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  start_cv_.notify_all();
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int)>* job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
+    // Spin briefly for the next job (decode issues them back to back), then sleep.
+    const auto start = std::chrono::steady_clock::now();
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 0; gen == seen; ++i) {
+      MOETIER_CPU_RELAX();
+      if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(kSpinNanoseconds)) {
+        generation_.wait(seen, std::memory_order_acquire);
+      }
+      gen = generation_.load(std::memory_order_acquire);
     }
-    (*job)(index);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    seen = gen;
+    if (stop_.load()) return;
+    (*job_)(index);
+    pending_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -44,18 +79,25 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    CHECK(pending_ == 0);
-    job_ = &fn;
-    pending_ = n_threads_ - 1;
-    ++generation_;
-  }
-  start_cv_.notify_all();
+  CHECK(pending_.load() == 0);
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   fn(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   job_ = nullptr;
+}
+
+void ThreadPool::barrier() {
+  if (n_threads_ == 1) return;
+  const uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
+  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
+    barrier_count_.store(0, std::memory_order_relaxed);
+    barrier_phase_.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  spin_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase; });
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,

@@ -75,10 +75,46 @@ float q4_k_q8_k_scalar(int64_t n, const void* w, const void* a);
 float q5_k_q8_k_scalar(int64_t n, const void* w, const void* a);
 float q6_k_q8_k_scalar(int64_t n, const void* w, const void* a);
 float iq4_xs_q8_k_scalar(int64_t n, const void* w, const void* a);
-// AVX2 + FMA variants (cpu/dot/<family>_avx2.cpp); only call when cpu.avx2 && cpu.fma.
+// AVX2 + FMA + F16C variants (cpu/dot/<family>_avx2.cpp); only call when
+// cpu.avx2 && cpu.fma && cpu.f16c. The _multi ones are the families' MultiDotFn.
 float q4_k_q8_k_avx2(int64_t n, const void* w, const void* a);
 float q6_k_q8_k_avx2(int64_t n, const void* w, const void* a);
 float q8_0_q8_0_avx2(int64_t n, const void* w, const void* a);
+float q5_k_q8_k_avx2(int64_t n, const void* w, const void* a);
+float iq4_xs_q8_k_avx2(int64_t n, const void* w, const void* a);
+float q4_0_q8_0_avx2(int64_t n, const void* w, const void* a);
+float f32_f32_avx2(int64_t n, const void* w, const void* a);
+float f16_f16_avx2(int64_t n, const void* w, const void* a);
+float bf16_bf16_avx2(int64_t n, const void* w, const void* a);
+void q4_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q5_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q6_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void iq4_xs_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q8_0_q8_0_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q4_0_q8_0_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void f32_f32_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void f16_f16_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void bf16_bf16_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+// AVX-512 F/BW/VL/VNNI variants (cpu/dot/<family>_avx512.cpp, table in avx512_table.cpp);
+// only call when best_dot_kernel would pick the AVX-512 table. *_multi are MultiDotFn.
+float f32_f32_avx512(int64_t n, const void* w, const void* a);
+float f16_f16_avx512(int64_t n, const void* w, const void* a);
+float bf16_bf16_avx512(int64_t n, const void* w, const void* a);
+float q4_0_q8_0_avx512(int64_t n, const void* w, const void* a);
+float q8_0_q8_0_avx512(int64_t n, const void* w, const void* a);
+float q4_k_q8_k_avx512(int64_t n, const void* w, const void* a);
+float q5_k_q8_k_avx512(int64_t n, const void* w, const void* a);
+float q6_k_q8_k_avx512(int64_t n, const void* w, const void* a);
+float iq4_xs_q8_k_avx512(int64_t n, const void* w, const void* a);
+void f32_f32_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void f16_f16_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void bf16_bf16_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q4_0_q8_0_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q8_0_q8_0_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q4_k_q8_k_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q5_k_q8_k_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q6_k_q8_k_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void iq4_xs_q8_k_avx512_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
 }  // namespace dot
 
 }  // namespace moetier::cpu

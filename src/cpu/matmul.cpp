@@ -1,5 +1,6 @@
 #include "cpu/matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,8 +21,7 @@ void quantize_row(DType type, const float* x, uint8_t* out, int64_t n) {
       std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
       return;
     case DType::F16: {
-      auto* o = reinterpret_cast<uint16_t*>(out);
-      for (int64_t i = 0; i < n; ++i) o[i] = f32_to_fp16(x[i]);
+      f32_to_fp16_row(x, reinterpret_cast<uint16_t*>(out), n);
       return;
     }
     case DType::BF16: {
@@ -59,20 +59,72 @@ void quantize_activations(DType type, const float* x, int64_t n_rows, int64_t n_
   });
 }
 
+void prepare_activations(DType type, int64_t n_rows, int64_t n_in, QuantizedActivations& out) {
+  out.type = type;
+  out.n_in = n_in;
+  out.n_rows = n_rows;
+  out.row_bytes = dtype_row_bytes(type, n_in);
+  const size_t need = static_cast<size_t>(out.row_bytes * n_rows);
+  if (out.bytes.size() < need) out.bytes.resize(need);
+}
+
+void quantize_activation_row(const float* x_row, QuantizedActivations& out, int64_t r) {
+  quantize_row(out.type, x_row, out.bytes.data() + r * out.row_bytes, out.n_in);
+}
+
 void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, float* y, ThreadPool& pool) {
   const DotKernel* kernel = best_dot_kernel(w.type, cpu_features());
   CHECK_MSG(kernel && kernel->activation_type == xq.type, "matmul: {} weights with {} activations",
             dtype_name(w.type), dtype_name(xq.type));
   CHECK(xq.n_in == w.n_in);
-  const int64_t n_out = w.n_out;
+  const int64_t n_out = w.n_out, n_tokens = xq.n_rows;
   // Split output rows across threads: every thread streams a disjoint slice of the
-  // weights once, which is what bounds decode speed (weights >> activations).
+  // weights once, which is what bounds decode speed (weights >> activations). For several
+  // tokens, rows are taken kRowTile at a time (their weights stay in L1) against tiles of
+  // kMaxDotRows tokens, so each weight block is unpacked once per token tile; every
+  // (row, token) value is the same dot product whatever the tiling.
+  constexpr int64_t kRowTile = 16;
   pool.parallel_for(n_out, 16, [&](int64_t begin, int64_t end, int) {
-    for (int64_t o = begin; o < end; ++o) {
-      const uint8_t* wrow = w.row(mat, o);
-      for (int64_t t = 0; t < xq.n_rows; ++t) y[t * n_out + o] = kernel->fn(w.n_in, wrow, xq.row(t));
+    if (n_tokens == 1) {
+      for (int64_t o = begin; o < end; ++o) y[o] = kernel->fn(w.n_in, w.row(mat, o), xq.row(0));
+      return;
+    }
+    float tile[kMaxDotRows];
+    for (int64_t o0 = begin; o0 < end; o0 += kRowTile) {
+      const int64_t o1 = std::min(end, o0 + kRowTile);
+      for (int64_t t = 0; t < n_tokens; t += kMaxDotRows) {
+        const int m = static_cast<int>(std::min<int64_t>(kMaxDotRows, n_tokens - t));
+        for (int64_t o = o0; o < o1; ++o) {
+          dot_rows(*kernel, w.n_in, w.row(mat, o), xq.row(t), xq.row_bytes, m, tile);
+          for (int j = 0; j < m; ++j) y[(t + j) * n_out + o] = tile[j];
+        }
+      }
     }
   });
+}
+
+void ActivationCache::reset(const float* x, int64_t n_rows, int64_t n_in) {
+  x_ = x;
+  n_rows_ = n_rows;
+  n_in_ = n_in;
+  for (auto& slot : slots_) slot.valid = false;
+}
+
+const QuantizedActivations& ActivationCache::get(DType weight_type, ThreadPool& pool) {
+  const auto act = activation_type_for(weight_type);
+  CHECK_MSG(act.has_value(), "no kernels for weight type {}", dtype_name(weight_type));
+  const auto index = static_cast<size_t>(*act);
+  if (slots_.size() <= index) slots_.resize(index + 1);
+  Slot& slot = slots_[index];
+  if (!slot.valid) {
+    quantize_activations(*act, x_, n_rows_, n_in_, slot.q, pool);
+    slot.valid = true;
+  }
+  return slot.q;
+}
+
+void matmul_cached(const WeightMatrix& w, int64_t mat, ActivationCache& x, float* y, ThreadPool& pool) {
+  matmul(w, mat, x.get(w.type, pool), y, pool);
 }
 
 void matmul_f32(const WeightMatrix& w, int64_t mat, const float* x, int64_t n_rows, float* y,

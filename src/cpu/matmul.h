@@ -40,9 +40,41 @@ struct QuantizedActivations {
 void quantize_activations(DType type, const float* x, int64_t n_rows, int64_t n_in, QuantizedActivations& out,
                           ThreadPool& pool);
 
+// Shapes `out` for n_rows rows of n_in elements of `type` without converting anything, so
+// that rows can then be filled from inside a parallel region (quantize_activation_row).
+void prepare_activations(DType type, int64_t n_rows, int64_t n_in, QuantizedActivations& out);
+// Converts one f32 row (out.n_in elements) into row r of a prepared `out`.
+void quantize_activation_row(const float* x_row, QuantizedActivations& out, int64_t r);
+
 // y[t][o] = Σ_i W[mat][o][i] · x[t][i] for t < xq.n_rows, o < n_out; y is row-major
 // [n_rows][n_out]. xq must have been made with activation_type_for(w.type).
 void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, float* y, ThreadPool& pool);
+
+// One f32 input x[n_rows][n_in] converted lazily to each activation type its consumers
+// need, so projections that read the same input (q/k/v; qkv/z/β/α; the router and the
+// experts) convert it once per type instead of once per matmul. Buffers are reused across
+// calls (no allocation once warm).
+class ActivationCache {
+ public:
+  // A new input; forgets previous conversions. x must stay valid while the cache is used.
+  void reset(const float* x, int64_t n_rows, int64_t n_in);
+  // x converted to the activation type of `weight_type` (converted on first request).
+  const QuantizedActivations& get(DType weight_type, ThreadPool& pool);
+  const float* x() const { return x_; }
+  int64_t n_rows() const { return n_rows_; }
+
+ private:
+  const float* x_ = nullptr;
+  int64_t n_rows_ = 0, n_in_ = 0;
+  struct Slot {
+    bool valid = false;
+    QuantizedActivations q;
+  };
+  std::vector<Slot> slots_;  // indexed by activation DType id
+};
+
+// matmul of w with the cached input converted to w's activation type.
+void matmul_cached(const WeightMatrix& w, int64_t mat, ActivationCache& x, float* y, ThreadPool& pool);
 
 // Convenience: quantize x then matmul (uses `scratch` for the converted activations).
 void matmul_f32(const WeightMatrix& w, int64_t mat, const float* x, int64_t n_rows, float* y,

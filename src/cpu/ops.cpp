@@ -19,12 +19,18 @@ void l2_norm(float* x, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
-void rope_neox(float* head, int64_t n_rot, int64_t pos, float base) {
+void rope_angles(int64_t n_rot, int64_t pos, float base, float* cos_sin) {
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const double theta = static_cast<double>(pos) * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
+    cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void rope_neox_with(float* head, int64_t n_rot, const float* cos_sin) {
   const int64_t half = n_rot / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const double theta = static_cast<double>(pos) * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
     const float a = head[i];
     const float b = head[i + half];
     head[i] = a * c - b * s;

@@ -10,9 +10,12 @@ namespace moetier::cpu {
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 // x / max(‖x‖₂, eps), in place
 void l2_norm(float* x, int64_t n, float eps);
-// NEOX rotation of the first n_rot dims of one head (pairs i and i + n_rot/2):
-// θ_i = pos · base^(−2i/n_rot).
-void rope_neox(float* head, int64_t n_rot, int64_t pos, float base);
+// NEOX rotary embedding of the first n_rot dims of a head at position pos (pairs i and
+// i + n_rot/2 rotated by θ_i = pos · base^(−2i/n_rot)), in two steps so that the angles of
+// one position are computed once for all heads: rope_angles fills cos_sin[2 · (n_rot/2)]
+// (cos, sin pairs), rope_neox_with rotates one head with them.
+void rope_angles(int64_t n_rot, int64_t pos, float base, float* cos_sin);
+void rope_neox_with(float* head, int64_t n_rot, const float* cos_sin);
 // Softmax over n values in place (max-subtracted, accumulated in double).
 void softmax(float* x, int64_t n);
 

@@ -40,6 +40,49 @@ uint64_t used_data_bytes(const GgufFile& h) {
   return end;
 }
 
+// MemAvailable from /proc/meminfo in bytes (0 when unknown).
+uint64_t available_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemAvailable: %lu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+// Maps every page of [data, data + bytes) in 64 MiB steps with a progress bar:
+// MADV_POPULATE_READ (Linux 5.14+) fills the page tables in bulk; where it is missing,
+// touching one byte per page does the same one fault at a time.
+void prefault(const uint8_t* data, uint64_t bytes, bool progress) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first_page = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end_addr = reinterpret_cast<uintptr_t>(data) + bytes;
+  ::madvise(reinterpret_cast<void*>(first_page), end_addr - first_page, MADV_WILLNEED);
+  ProgressBar bar({.label = "prefault", .total = bytes, .bytes = true, .enabled = progress && bytes >= (1ull << 30)});
+  volatile uint8_t sink = 0;
+  constexpr uintptr_t kStep = 64ull << 20;
+  bool populate = true;
+  for (uintptr_t addr = first_page; addr < end_addr;) {
+    const uintptr_t next = std::min(end_addr, addr + kStep);
+#ifdef MADV_POPULATE_READ
+    if (populate && ::madvise(reinterpret_cast<void*>(addr), next - addr, MADV_POPULATE_READ) != 0) populate = false;
+#else
+    populate = false;
+#endif
+    if (!populate) {
+      for (uintptr_t a = std::max(addr, reinterpret_cast<uintptr_t>(data)); a < next; a += page) {
+        sink = sink + *reinterpret_cast<const uint8_t*>(a);
+      }
+    }
+    addr = next;
+    bar.update(std::min<uint64_t>(bytes, next - reinterpret_cast<uintptr_t>(data)));
+  }
+  bar.finish();
+}
+
 std::string memlock_limit_text() {
   struct rlimit lim {};
   if (::getrlimit(RLIMIT_MEMLOCK, &lim) != 0) return "unknown";
@@ -95,10 +138,17 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
     }
     mf->map_ = map;
     mf->map_bytes_ = header.file_size;
+    uint8_t* data = static_cast<uint8_t*>(map) + header.data_offset;
     if (options.mlock) {
       // Locking faults every page in: this is the actual read of the file.
-      RETURN_IF_ERROR(lock_range(path, static_cast<uint8_t*>(map) + header.data_offset, data_bytes));
+      RETURN_IF_ERROR(lock_range(path, data, data_bytes));
       mf->locked_ = true;
+    } else if (options.prefault && data_bytes > 0 && data_bytes < available_memory_bytes()) {
+      // Map every page now (reading the file through the page cache) so that decoding does
+      // not take a page fault each time a token first routes to an expert. Skipped when
+      // the data cannot fit in free memory: then paging on demand is the only option.
+      prefault(data, data_bytes, options.progress);
+      mf->prefaulted_ = true;
     }
   } else if (data_bytes > 0) {
     void* buf = ::mmap(nullptr, data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -108,6 +158,9 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
     }
     mf->buffer_ = static_cast<uint8_t*>(buf);
     mf->buffer_bytes_ = data_bytes;
+    // Ask for transparent huge pages: 2 MiB pages cut page faults while reading and TLB
+    // misses when experts are read at random (ignored where THP is off).
+    if (options.huge_pages) ::madvise(buf, data_bytes, MADV_HUGEPAGE);
     if (options.mlock) {
       RETURN_IF_ERROR(lock_range(path, buf, data_bytes));
       mf->locked_ = true;
@@ -117,6 +170,11 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
     uint64_t done = 0;
     while (done < data_bytes) {
       const size_t want = static_cast<size_t>(std::min(kReadChunkBytes, data_bytes - done));
+#ifdef MADV_POPULATE_WRITE
+      // Fault the chunk's pages in with one call: far cheaper than pread taking one page
+      // fault per 4 KiB page of fresh anonymous memory (harmless when unsupported).
+      ::madvise(mf->buffer_ + done, want, MADV_POPULATE_WRITE);
+#endif
       const ssize_t got = ::pread(fd, mf->buffer_ + done, want, static_cast<off_t>(header.data_offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) {
@@ -138,7 +196,9 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
                    mf->locked_ ? ", mlock" : "");
     } else {
       std::fprintf(stderr, "%s: mapped %s of tensor data (mmap%s)\n", path.c_str(), format_bytes(data_bytes).c_str(),
-                   mf->locked_ ? ", mlock: all pages resident" : "; pages load on first use");
+                   mf->locked_       ? ", mlock: all pages resident"
+                   : mf->prefaulted_ ? fmt::format(", prefaulted in {:.2f} s", mf->stats_.seconds).c_str()
+                                     : "; pages load on first use");
     }
   }
   mf->header_ = std::move(header);

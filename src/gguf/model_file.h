@@ -19,7 +19,9 @@ enum class LoadMode {
 struct LoadOptions {
   LoadMode mode = LoadMode::kMmap;
   bool mlock = false;     // --mlock: lock the tensor data in RAM (failure is an error)
-  bool progress = true;   // progress bar on stderr for kRead
+  bool progress = true;   // progress bar on stderr for kRead and prefaulting
+  bool prefault = true;   // kMmap: map every page at load (when it fits in free memory)
+  bool huge_pages = true; // kRead: madvise(MADV_HUGEPAGE) the buffer
   bool verbose = true;    // one summary line (mode, bytes, GB/s) on stderr
 };
 
@@ -54,6 +56,7 @@ class ModelFile {
   uint8_t* buffer_ = nullptr;
   size_t buffer_bytes_ = 0;
   bool locked_ = false;
+  bool prefaulted_ = false;
 };
 
 }  // namespace moetier::gguf

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/profiler.h"
 #include "runtime/generate.h"
 #include "tools/commands.h"
 #include "tools/prompt_input.h"
@@ -21,7 +22,7 @@ int cmd_run(int argc, char** argv) {
   SamplerParams sampling;
   std::string prompt, prompt_file;
   int64_t n_predict = 128;
-  bool display_prompt = false, no_parse_special = false, ignore_eos = false;
+  bool display_prompt = false, no_parse_special = false, ignore_eos = false, profile = false;
   ArgParser p("run", "Generate text from a prompt (raw completion, no chat template; see 'moetier chat').");
   p.option({"-p", "--prompt"}, "TEXT", "prompt text", &prompt);
   p.option({"-f", "--file"}, "FILE", "prompt from a file (exact bytes)", &prompt_file);
@@ -30,6 +31,7 @@ int cmd_run(int argc, char** argv) {
   p.flag({"--display-prompt"}, &display_prompt, "print the prompt before the generated text");
   p.flag({"--no-parse-special"}, &no_parse_special, "tokenize control-token text as plain text");
   p.flag({"--ignore-eos"}, &ignore_eos, "do not stop at end-of-generation tokens");
+  p.flag({"--profile"}, &profile, "print the forward pass's time split by block type at the end");
   add_engine_flags(p, flags);
   add_sampling_flags(p, sampling);
   p.epilog("example: moetier run -m model.gguf -p \"The capital of France is\" -n 32 --temp 0");
@@ -59,6 +61,8 @@ int cmd_run(int argc, char** argv) {
   }
   if (display_prompt) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
 
+  Profiler profiler;
+  if (profile) session->model->set_profiler(&profiler);
   std::signal(SIGINT, on_sigint);
   auto stats = generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
                         {.n_predict = n_predict, .stop_at_eog = !ignore_eos, .cancel = &g_interrupted},
@@ -73,6 +77,7 @@ int cmd_run(int argc, char** argv) {
                static_cast<long long>(stats->n_prompt), stats->prompt_seconds, stats->prompt_tokens_per_second(),
                static_cast<long long>(stats->n_generated), stats->generation_seconds,
                stats->generation_tokens_per_second());
+  if (profile) std::fputs(format_profile(profiler).c_str(), stderr);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 // 8 · n_terms · 2^-24 · Σ|w_i·a_i|, with n_terms the number of blocks (or elements).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -130,7 +131,10 @@ TEST(DotKernelsAvx2, MatchScalarOnRandomAndExtremeRows) {
   std::mt19937 rng(7);
   for (const Avx2Case& c : cases) {
     const DType at = scalar_dot_kernel(c.weight_type)->activation_type;
-    EXPECT_EQ(best_dot_kernel(c.weight_type, cpu)->fn, c.avx2) << dtype_name(c.weight_type);
+    // The AVX2 table serves this family (best_dot_kernel may prefer AVX-512 here).
+    const auto table = avx2_dot_kernels();
+    EXPECT_TRUE(std::any_of(table.begin(), table.end(), [&](const DotKernel& k) { return k.fn == c.avx2; }))
+        << dtype_name(c.weight_type);
     // 2816 = 11 super-blocks (odd), 11264 = 44; for Q8_0 also 96 and 2080 (3 and 65 blocks:
     // not a multiple of the kernel's 4-block step, so its tail loop runs).
     std::vector<int64_t> shapes = {256, 512, 2816, 4096, 11264};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -105,6 +106,42 @@ TEST(TensorTypesFp16, EveryHalfRoundTripsExactly) {
       EXPECT_EQ(f32_to_fp16(f) & 0x7FFF, 0x7E00) << std::hex << h;
     } else {
       EXPECT_EQ(f32_to_fp16(f), half) << std::hex << h;
+    }
+  }
+}
+
+TEST(TensorTypesFp16, RowConversionsMatchScalar) {
+  // fp16_to_f32_row: every half, bit for bit (NaNs: NaN). f32_to_fp16_row: random floats
+  // over the whole half range incl. subnormals, overflow, ties, inf; NaN stays NaN.
+  std::vector<uint16_t> halves(65536 + 5);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(halves.size());
+  fp16_to_f32_row(halves.data(), wide.data(), static_cast<int64_t>(halves.size()));
+  for (size_t i = 0; i < halves.size(); ++i) {
+    const float ref = fp16_to_f32(halves[i]);
+    if (std::isnan(ref)) {
+      EXPECT_TRUE(std::isnan(wide[i])) << i;
+    } else {
+      EXPECT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(ref)) << std::hex << halves[i];
+    }
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> exponent(-27.0f, 17.0f);
+  std::vector<float> in(40003);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::exp2(exponent(rng)) * ((i & 1) ? -1.0f : 1.0f);
+  in[0] = 65520.0f;  // rounds to inf
+  in[1] = 65519.0f;  // rounds to the largest half
+  in[2] = std::ldexp(1.0f, -25);  // tie between 0 and the smallest subnormal: to even (0)
+  in[3] = std::numeric_limits<float>::infinity();
+  in[4] = std::numeric_limits<float>::quiet_NaN();
+  in[5] = 1.0f + std::ldexp(1.0f, -11);  // tie: to even
+  std::vector<uint16_t> out(in.size());
+  f32_to_fp16_row(in.data(), out.data(), static_cast<int64_t>(in.size()));
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (std::isnan(in[i])) {
+      EXPECT_EQ(out[i] & 0x7E00, 0x7E00) << i;
+    } else {
+      EXPECT_EQ(out[i], f32_to_fp16(in[i])) << in[i];
     }
   }
 }

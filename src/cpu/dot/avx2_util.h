@@ -5,6 +5,11 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
+
+#include "core/status.h"
+#include "cpu/dot.h"
+#include "tensor/blocks.h"
 
 // The float scaling must not be contracted into FMAs (this unit is built with -mfma), so
 // that the result stays bit-identical to the scalar reference, which the end-to-end logit
@@ -21,9 +26,111 @@ inline int32_t hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// 16 int16 lanes whose low 8 lanes are `lo` and high 8 lanes are `hi`.
-inline __m256i halves_i16(int16_t lo, int16_t hi) {
-  return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+// IEEE half -> float with F16C: exact, the same value as fp16_to_f32 for every non-NaN
+// half (subnormals included), without a function call per block.
+inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+// Exact lane sums of four int32x8 vectors: lane k of the result is Σ of v_k's 8 lanes.
+inline __m128i hsum4_i32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// Eight small integers (int32 lanes of `v32`, each in int16 range, e.g. sub-block scales)
+// prepared for splat_i16: int32 lane j holds value j in both of its 16-bit halves.
+inline __m256i i16_pairs(__m256i v32) {
+  return _mm256_or_si256(_mm256_and_si256(v32, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v32, 16));
+}
+
+// All 16 int16 lanes = value j of the i16_pairs vector (one lane-crossing permute).
+inline __m256i splat_i16(__m256i pairs, int j) { return _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(j)); }
+
+// Q4_K / Q5_K sub-block scales and mins of one super-block, unpacked once for all rows.
+struct KScaleMin {
+  __m256i scale_pairs;  // i16_pairs of sc[0..7] (0..63), for splat_i16(scale_pairs, j)
+  __m256i min_per_16;   // 16 int16: m[j] in lanes 2j and 2j+1, to madd with Q8_K bsums
+};
+
+// Word-parallel version of kquant::unpack_scale_min over the 12 packed bytes (layout in
+// tensor/blocks.h): bytes 0..3 give sc[0..3] / bits 6-7 the high bits of sc[4..7], bytes
+// 4..7 the same for the mins, bytes 8..11 the low nibbles of sc[4..7] (low) and m[4..7] (high).
+inline KScaleMin unpack_k_scale_min(const uint8_t packed[kKScaleSize]) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof(w));
+  const uint32_t sc_lo = w[0] & 0x3F3F3F3Fu;
+  const uint32_t m_lo = w[1] & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (w[2] & 0x0F0F0F0Fu) | ((w[0] >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((w[2] >> 4) & 0x0F0F0F0Fu) | ((w[1] >> 2) & 0x30303030u);
+  const __m128i sc8 = _mm_cvtsi64_si128(static_cast<int64_t>((uint64_t{sc_hi} << 32) | sc_lo));
+  const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>((uint64_t{m_hi} << 32) | m_lo));
+  return {i16_pairs(_mm256_cvtepu8_epi32(sc8)), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8))};
+}
+
+// Per-row exact totals of a K-quant block: lane r of `scaled` = Σ of acc[r]'s lanes, lane r
+// of `mins` = Σ of min_acc[r]'s lanes (lanes ≥ R are unspecified).
+template <int R>
+inline void reduce_rows(const __m256i (&acc)[R], const __m256i (&min_acc)[R], __m128i& scaled, __m128i& mins) {
+  const __m256i z = _mm256_setzero_si256();
+  if constexpr (R <= 2) {
+    // One tree for both: lanes [S0, S1, M0, M1].
+    scaled = hsum4_i32(acc[0], R > 1 ? acc[R - 1] : z, min_acc[0], R > 1 ? min_acc[R - 1] : z);
+    mins = _mm_unpackhi_epi64(scaled, scaled);
+  } else {
+    scaled = hsum4_i32(acc[0], acc[1], acc[2], R > 3 ? acc[R - 1] : z);
+    mins = hsum4_i32(min_acc[0], min_acc[1], min_acc[2], R > 3 ? min_acc[R - 1] : z);
+  }
+}
+
+// Lane r = exact Σ of acc[r]'s 8 lanes (lanes ≥ R zero).
+template <int R>
+inline __m128i hsum_rows(const __m256i (&acc)[R]) {
+  const __m256i z = _mm256_setzero_si256();
+  return hsum4_i32(acc[0], R > 1 ? acc[R > 1 ? 1 : 0] : z, R > 2 ? acc[R > 2 ? 2 : 0] : z,
+                   R > 3 ? acc[R > 3 ? 3 : 0] : z);
+}
+
+// The R activation rows of a MultiDotFn call as typed pointers.
+template <class Block, int R>
+struct Rows {
+  const Block* p[R];
+  Rows(const void* rows, int64_t stride) {
+    for (int r = 0; r < R; ++r) p[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(rows) + r * stride);
+  }
+};
+
+// Lane r = Q8_K scale of row r's block b (lanes ≥ R zero).
+template <int R>
+inline __m128 q8k_scales(const Rows<BlockQ8_K, R>& y, int64_t b) {
+  return _mm_setr_ps(y.p[0][b].d, R > 1 ? y.p[R > 1 ? 1 : 0][b].d : 0.0f, R > 2 ? y.p[R > 2 ? 2 : 0][b].d : 0.0f,
+                     R > 3 ? y.p[R > 3 ? 3 : 0][b].d : 0.0f);
+}
+
+// Lane r = fp16 scale of row r's block b as float (lanes ≥ R zero); Q8_0 activations.
+template <int R>
+inline __m128 q8_0_scales(const Rows<BlockQ8_0, R>& y, int64_t b) {
+  const auto d = [&](int r) { return static_cast<short>(r < R ? y.p[r < R ? r : 0][b].d : 0); };
+  return _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0));
+}
+
+// Writes lanes 0..R-1 of `v` to out[0..R-1].
+template <int R>
+inline void store_rows(__m128 v, float* out) {
+  alignas(16) float t[4];
+  _mm_store_ps(t, v);
+  for (int r = 0; r < R; ++r) out[r] = t[r];
+}
+
+// Runs a row-templated kernel body `rows<R>(n, w, a, stride, out)` for n_act rows: one call
+// for up to kMaxDotRows rows (the templates are instantiated for R = 1..4).
+template <template <int> class Kernel>
+inline void dispatch_rows(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  switch (n_act) {
+    case 1: Kernel<1>::run(n, w, a, stride, out); break;
+    case 2: Kernel<2>::run(n, w, a, stride, out); break;
+    case 3: Kernel<3>::run(n, w, a, stride, out); break;
+    case 4: Kernel<4>::run(n, w, a, stride, out); break;
+    default: CHECK(n_act >= 1 && n_act <= kMaxDotRows);
+  }
 }
 
 }  // namespace moetier::cpu::dot::avx2

@@ -1,49 +1,79 @@
-// Q4_K · Q8_K with AVX2. Same arithmetic as q4_k_q8_k_scalar: per super-block the
+// Q4_K · Q8_K with AVX2, one activation row (q4_k_q8_k_avx2) or up to kMaxDotRows of them
+// (q4_k_q8_k_avx2_multi). Same arithmetic as q4_k_q8_k_scalar: per super-block and row the
 // integer sums Σ_j sc_j·(q_w·q_a)_j and Σ_j m_j·(Σ q_a)_j are exact int32, and the float
-// scaling is the reference's expression, so the result is bit-identical to the scalar one.
+// scaling is the reference's expression, evaluated per row in lane r of a float vector
+// (IEEE lane-wise, no contraction), so every row is bit-identical to the scalar kernel.
 //
 // Integer ranges: _mm256_maddubs_epi16 multiplies the unsigned 4-bit codes (≤ 15) by the
 // signed activations (|q_a| ≤ 128) and adds pairs: |pair| ≤ 2·15·128 = 3840, far from the
 // int16 saturation at 32767. _mm256_madd_epi16 with the 6-bit scale (≤ 63) then gives int32
-// pairs ≤ 2·3840·63; the whole block is ≤ 256·15·128·63 ≈ 3.1e7 < 2^31.
+// pairs ≤ 2·3840·63; the whole block is ≤ 256·15·128·63 ≈ 3.1e7 < 2^31. The mins use the
+// Q8_K bsums (|bsum| ≤ 16·128): madd with m (≤ 63) pairs ≤ 2.6e5, block ≤ 1.1e6.
+//
+// Multi-row: the codes of a 64-element chunk and the sub-block scales are unpacked once and
+// used for every row; each row has one int32x8 accumulator for the codes and one for the
+// mins, so 4 rows take 8 of the 16 ymm registers.
 #include "cpu/dot.h"
 #include "cpu/dot/avx2_util.h"
 #include "tensor/blocks.h"
-#include "tensor/fp16.h"
-#include "tensor/types/k_scale_min.h"
 
 namespace moetier::cpu::dot {
 
-MOETIER_NO_FP_CONTRACT float q4_k_q8_k_avx2(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ4_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m256i low_nibble = _mm256_set1_epi8(0x0F);
-  float sum = 0;
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    int16_t sc[8];
-    int32_t mins = 0;
-    for (int j = 0; j < 8; ++j) {
-      const auto [s, m] = types::kquant::unpack_scale_min(x[b].scales, j);
-      sc[j] = static_cast<int16_t>(s);
-      mins += m * (int32_t{y[b].bsums[2 * j]} + y[b].bsums[2 * j + 1]);
+namespace {
+
+template <int R>
+struct Q4KRows {
+  MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
+    const auto* x = static_cast<const BlockQ4_K*>(w);
+    const avx2::Rows<BlockQ8_K, R> y(a, stride);
+    const __m256i low_nibble = _mm256_set1_epi8(0x0F);
+    __m128 sum = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      const avx2::KScaleMin s = avx2::unpack_k_scale_min(x[b].scales);
+      __m256i acc[R], min_acc[R];
+      for (int r = 0; r < R; ++r) {
+        acc[r] = _mm256_setzero_si256();
+        min_acc[r] = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.p[r][b].bsums)),
+                                       s.min_per_16);
+      }
+      // qs[32k .. 32k+31]: low nibbles are sub-block 2k, high nibbles sub-block 2k+1.
+      for (int k = 0; k < 4; ++k) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * k));
+        const __m256i q_lo = _mm256_and_si256(q, low_nibble);
+        const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibble);
+        const __m256i sc_lo = avx2::splat_i16(s.scale_pairs, 2 * k);
+        const __m256i sc_hi = avx2::splat_i16(s.scale_pairs, 2 * k + 1);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* qa = y.p[r][b].qs + 64 * k;
+          const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa));
+          const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32));
+          const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, a_lo), sc_lo);
+          const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, a_hi), sc_hi);
+          acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
+        }
+      }
+      __m128i scaled, mins;
+      avx2::reduce_rows<R>(acc, min_acc, scaled, mins);
+      // Reference: sum += d·d_a·scaled − dmin·d_a·mins, per row.
+      const __m128 d_a = avx2::q8k_scales<R>(y, b);
+      const __m128 t1 = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(avx2::f16(x[b].d)), d_a), _mm_cvtepi32_ps(scaled));
+      const __m128 t2 = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(avx2::f16(x[b].dmin)), d_a), _mm_cvtepi32_ps(mins));
+      sum = _mm_add_ps(sum, _mm_sub_ps(t1, t2));
     }
-    __m256i acc = _mm256_setzero_si256();
-    // qs[32k .. 32k+31]: low nibbles are sub-block 2k, high nibbles sub-block 2k+1.
-    for (int k = 0; k < 4; ++k) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * k));
-      const __m256i q_lo = _mm256_and_si256(q, low_nibble);
-      const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibble);
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * k));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[b].qs + 64 * k + 32));
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, a_lo), _mm256_set1_epi16(sc[2 * k]));
-      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, a_hi), _mm256_set1_epi16(sc[2 * k + 1]));
-      acc = _mm256_add_epi32(acc, _mm256_add_epi32(p_lo, p_hi));
-    }
-    const int32_t scaled = avx2::hsum_i32(acc);
-    sum += fp16_to_f32(x[b].d) * y[b].d * static_cast<float>(scaled) -
-           fp16_to_f32(x[b].dmin) * y[b].d * static_cast<float>(mins);
+    avx2::store_rows<R>(sum, out);
   }
-  return sum;
+};
+
+}  // namespace
+
+float q4_k_q8_k_avx2(int64_t n, const void* w, const void* a) {
+  float out;
+  Q4KRows<1>::run(n, w, a, 0, &out);
+  return out;
+}
+
+void q4_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  avx2::dispatch_rows<Q4KRows>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

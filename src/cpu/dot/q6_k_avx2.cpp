@@ -1,66 +1,98 @@
-// Q6_K · Q8_K with AVX2. Same arithmetic as q6_k_q8_k_scalar: per super-block
+// Q6_K · Q8_K with AVX2, one activation row (q6_k_q8_k_avx2) or up to kMaxDotRows of them
+// (q6_k_q8_k_avx2_multi). Same arithmetic as q6_k_q8_k_scalar: per super-block and row
 // Σ_j sc_j·((q_w − 32)·q_a)_j is an exact int32 and the float scaling is the reference's
-// expression, so the result is bit-identical to the scalar one.
+// expression (lane r of a float vector for row r, no contraction), so every row is
+// bit-identical to the scalar kernel.
+//
+// The −32 offset is applied through the Q8_K bsums, whose 16-element groups are exactly
+// Q6_K's sub-blocks: Σ_j sc_j·((q − 32)·q_a)_j = Σ_j sc_j·(q·q_a)_j − 32·Σ_j sc_j·bsums_j.
+// (Q8_K's contract, types/q8_k.cpp, is that bsums_j = Σ of group j's codes.)
 //
 // Integer ranges: _mm256_maddubs_epi16 takes the unsigned 6-bit code q (≤ 63) times the
-// signed activation (|q_a| ≤ 128), pairs ≤ 2·63·128 = 16128 < 32767 (no saturation); the
-// offset is removed as maddubs(q, a) − maddubs(32, a), each pair of the difference being
-// (q − 32)·a summed over 2 lanes, |·| ≤ 2·32·128 = 8192. The int8 scale (|sc| ≤ 128) via
-// _mm256_madd_epi16 gives int32 pairs ≤ 2.1e6; the block is ≤ 256·32·128·128 ≈ 1.3e8 < 2^31.
+// signed activation (|q_a| ≤ 128), pairs ≤ 2·63·128 = 16128 < 32767 (no saturation). The
+// int8 scale (|sc| ≤ 128) via _mm256_madd_epi16 gives int32 pairs ≤ 4.2e6; the code part of
+// a block is ≤ 256·63·128·128 ≈ 2.6e8, the offset part (|bsum| ≤ 16·128) ≤ 32·16·128·2048
+// ≈ 1.3e8, every partial sum ≤ 4e8 < 2^31.
+//
+// Multi-row: the codes of each 32-element run and its scales are unpacked once and used
+// for every row; each row keeps one int32x8 accumulator.
 #include "cpu/dot.h"
 #include "cpu/dot/avx2_util.h"
 #include "tensor/blocks.h"
-#include "tensor/fp16.h"
 
 namespace moetier::cpu::dot {
 
 namespace {
 
-// Σ over 32 elements of sc·(q − 32)·a, elements 0..15 scaled by sc_lo, 16..31 by sc_hi.
-inline __m256i run32(__m256i q, __m256i act, int8_t sc_lo, int8_t sc_hi) {
-  const __m256i offset = _mm256_set1_epi8(32);
-  const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, act), _mm256_maddubs_epi16(offset, act));
-  return _mm256_madd_epi16(p, avx2::halves_i16(sc_lo, sc_hi));
+// Byte-shuffle controls that turn a ymm holding 8 int16 scales in both 128-bit lanes into
+// the scales of run k (32 elements): low lane all sc[2k], high lane all sc[2k+1].
+inline __m256i run_scale_control(int k) {
+  const char lo0 = static_cast<char>(4 * k), lo1 = static_cast<char>(4 * k + 1);
+  const char hi0 = static_cast<char>(4 * k + 2), hi1 = static_cast<char>(4 * k + 3);
+  return _mm256_setr_epi8(lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1,  //
+                          hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1);
 }
+
+template <int R>
+struct Q6KRows {
+  MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
+    const auto* x = static_cast<const BlockQ6_K*>(w);
+    const avx2::Rows<BlockQ8_K, R> y(a, stride);
+    const __m256i low_nibble = _mm256_set1_epi8(0x0F);
+    const __m256i two_bits = _mm256_set1_epi8(0x03);
+    const __m256i ctrl[4] = {run_scale_control(0), run_scale_control(1), run_scale_control(2),
+                             run_scale_control(3)};
+    __m128 sum = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+      // 16 int16 scales; acc starts at −32·Σ_j sc_j·bsums_j.
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
+      __m256i acc[R];
+      for (int r = 0; r < R; ++r) {
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.p[r][b].bsums));
+        acc[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
+      }
+      // This block's scales, half h's 8 in both 128-bit lanes of sc_half[h].
+      const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                  _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+      // 8 runs of 32: run 4·half + k covers elements 128·half + 32k .. +31; its low 4 bits
+      // are in ql[64·half + 32·(k % 2) + i] (low nibble for k < 2, high for k ≥ 2) and its
+      // high 2 bits are bits 2k, 2k+1 of qh[32·half + i].
+      for (int run = 0; run < 8; ++run) {
+        const int half = run / 4, k = run % 4;
+        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * half + 32 * (k % 2)));
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh + 32 * half));
+        // 16-bit shifts are safe: every result is masked to the bits of its own byte.
+        const __m256i low = _mm256_and_si256(_mm256_srl_epi16(l, _mm_cvtsi32_si128(4 * (k / 2))), low_nibble);
+        const __m256i high = _mm256_slli_epi16(
+            _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(2 * k)), two_bits), 4);
+        const __m256i q = _mm256_or_si256(low, high);
+        const __m256i sc = _mm256_shuffle_epi8(sc_half[half], ctrl[k]);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* qa = y.p[r][b].qs + 32 * run;
+          const __m256i act = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa));
+          acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, act), sc));
+        }
+      }
+      const __m128i scaled = avx2::hsum_rows<R>(acc);
+      // Reference: sum += d·d_a·scaled, per row.
+      const __m128 d_a = avx2::q8k_scales<R>(y, b);
+      sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(avx2::f16(x[b].d)), d_a), _mm_cvtepi32_ps(scaled)));
+    }
+    avx2::store_rows<R>(sum, out);
+  }
+};
 
 }  // namespace
 
-MOETIER_NO_FP_CONTRACT float q6_k_q8_k_avx2(int64_t n, const void* w, const void* a) {
-  const auto* x = static_cast<const BlockQ6_K*>(w);
-  const auto* y = static_cast<const BlockQ8_K*>(a);
-  const __m256i low_nibble = _mm256_set1_epi8(0x0F);
-  const __m256i two_bits = _mm256_set1_epi8(0x03);
-  float sum = 0;
-  for (int64_t b = 0; b < n / kQK_K; ++b) {
-    __m256i acc = _mm256_setzero_si256();
-    // Two halves of 128 elements; in each, ql[0..63] and qh[0..31] describe 4 runs of 32.
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* ql = x[b].ql + 64 * half;
-      const uint8_t* qh = x[b].qh + 32 * half;
-      const int8_t* sc = x[b].scales + 8 * half;
-      const int8_t* qa = y[b].qs + 128 * half;
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-      // 16-bit shifts are safe: every result is masked to the bits of its own byte.
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, two_bits), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two_bits), 4);
-      const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two_bits), 4);
-      const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two_bits), 4);
-      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low_nibble), h0);
-      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low_nibble), h1);
-      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_nibble), h2);
-      const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_nibble), h3);
-      const auto act = [&](int run) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32 * run)); };
-      acc = _mm256_add_epi32(acc, run32(q1, act(0), sc[0], sc[1]));
-      acc = _mm256_add_epi32(acc, run32(q2, act(1), sc[2], sc[3]));
-      acc = _mm256_add_epi32(acc, run32(q3, act(2), sc[4], sc[5]));
-      acc = _mm256_add_epi32(acc, run32(q4, act(3), sc[6], sc[7]));
-    }
-    const int32_t scaled = avx2::hsum_i32(acc);
-    sum += fp16_to_f32(x[b].d) * y[b].d * static_cast<float>(scaled);
-  }
-  return sum;
+float q6_k_q8_k_avx2(int64_t n, const void* w, const void* a) {
+  float out;
+  Q6KRows<1>::run(n, w, a, 0, &out);
+  return out;
+}
+
+void q6_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  avx2::dispatch_rows<Q6KRows>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

@@ -1,5 +1,6 @@
 #include "model/blocks/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -14,14 +15,31 @@ void store_row(DType type, const float* src, int64_t n, uint8_t* dst) {
   if (type == DType::F32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
   } else {
-    auto* h = reinterpret_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) h[i] = f32_to_fp16(src[i]);
+    f32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), n);
   }
 }
 
-float load(DType type, const uint8_t* row, int64_t i) {
-  return type == DType::F32 ? reinterpret_cast<const float*>(row)[i]
-                            : fp16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+// Elements [first, first + n) of a cache row (f32 or f16) as f32.
+void load_row(DType type, const uint8_t* row, int64_t first, int64_t n, float* out) {
+  if (type == DType::F32) {
+    std::memcpy(out, reinterpret_cast<const float*>(row) + first, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row) + first, out, n);
+  }
+}
+
+// Σ a[i]·b[i]. Each float product is exact in double; 4 interleaved double partial sums
+// keep it vectorisable, and their rounding (≤ n·2^-53 relative) is far below the final
+// rounding to float, so this agrees with an exact sum rounded once in all but rare ties.
+float dot_f32(const float* a, const float* b, int64_t n) {
+  double part[4] = {};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int l = 0; l < 4; ++l) part[l] += static_cast<double>(a[i + l]) * b[i + l];
+  }
+  double sum = (part[0] + part[1]) + (part[2] + part[3]);
+  for (; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
+  return static_cast<float>(sum);
 }
 
 }  // namespace
@@ -36,61 +54,72 @@ void attention_block(const AttentionWeights& w, const AttentionShape& s, const f
   scratch.q_full.resize(static_cast<size_t>(n * q_width));
   scratch.k.resize(static_cast<size_t>(n * kv_width));
   scratch.v.resize(static_cast<size_t>(n * kv_width));
-  cpu::matmul_f32(w.q, 0, x, n, scratch.q_full.data(), scratch.act, pool);
-  cpu::matmul_f32(w.k, 0, x, n, scratch.k.data(), scratch.act, pool);
-  cpu::matmul_f32(w.v, 0, x, n, scratch.v.data(), scratch.act, pool);
+  scratch.input.reset(x, n, s.n_embd);  // q, k, v share one conversion per type
+  cpu::matmul_cached(w.q, 0, scratch.input, scratch.q_full.data(), pool);
+  cpu::matmul_cached(w.k, 0, scratch.input, scratch.k.data(), pool);
+  cpu::matmul_cached(w.v, 0, scratch.input, scratch.v.data(), pool);
 
   // Split [query | gate] per head; per-head RMSNorm on q and k; rotary on both.
   scratch.q.resize(static_cast<size_t>(n * s.n_head * hd));
   scratch.gate.resize(s.output_gate ? static_cast<size_t>(n * s.n_head * hd) : 0);
+  scratch.rope.resize(static_cast<size_t>(s.n_rot));
   for (int64_t t = 0; t < n; ++t) {
+    cpu::rope_angles(s.n_rot, pos0 + t, s.rope_base, scratch.rope.data());
     for (int64_t h = 0; h < s.n_head; ++h) {
       const float* src = scratch.q_full.data() + t * q_width + h * hd * (s.output_gate ? 2 : 1);
       float* q = scratch.q.data() + (t * s.n_head + h) * hd;
       cpu::rms_norm(src, w.q_norm, hd, s.rms_eps, q);
-      cpu::rope_neox(q, s.n_rot, pos0 + t, s.rope_base);
+      cpu::rope_neox_with(q, s.n_rot, scratch.rope.data());
       if (s.output_gate) std::memcpy(scratch.gate.data() + (t * s.n_head + h) * hd, src + hd, hd * sizeof(float));
     }
     for (int64_t h = 0; h < s.n_head_kv; ++h) {
       float* k = scratch.k.data() + t * kv_width + h * hd;
       cpu::rms_norm(k, w.k_norm, hd, s.rms_eps, k);
-      cpu::rope_neox(k, s.n_rot, pos0 + t, s.rope_base);
+      cpu::rope_neox_with(k, s.n_rot, scratch.rope.data());
     }
     const auto& opt = seq.options();
     store_row(opt.type_k, scratch.k.data() + t * kv_width, kv_width, seq.k_row(layer, pos0 + t));
     store_row(opt.type_v, scratch.v.data() + t * kv_width, kv_width, seq.v_row(layer, pos0 + t));
   }
 
-  // Causal attention, one (token, head) pair per work item. Query head h reads KV head
-  // h / (n_head / n_head_kv).
+  // Causal attention. Work items are (KV head, block of query tokens): the item converts
+  // its KV head's K and V rows to f32 once ([n_keys][head_dim] each) and serves all
+  // n_head / n_head_kv query heads that read that KV head (query head h reads KV head
+  // h / group) for its tokens.
   const int64_t group = s.n_head / s.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t n_ctx_used = pos0 + n;
+  const int64_t token_blocks = std::min<int64_t>(n, std::max<int64_t>(1, 2 * pool.size() / s.n_head_kv));
   scratch.attn.resize(static_cast<size_t>(n * s.n_head * hd));
   scratch.scores.resize(static_cast<size_t>(pool.size() * n_ctx_used));
+  scratch.kv_f32.resize(static_cast<size_t>(pool.size() * 2 * n_ctx_used * hd));
   const DType type_k = seq.options().type_k, type_v = seq.options().type_v;
-  pool.parallel_for(n * s.n_head, 1, [&](int64_t begin, int64_t end, int thread) {
+  pool.parallel_for(s.n_head_kv * token_blocks, 1, [&](int64_t begin, int64_t end, int thread) {
     float* scores = scratch.scores.data() + thread * n_ctx_used;
+    float* keys = scratch.kv_f32.data() + thread * 2 * n_ctx_used * hd;
+    float* values = keys + n_ctx_used * hd;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / s.n_head, h = item % s.n_head, kvh = h / group;
-      const float* q = scratch.q.data() + (t * s.n_head + h) * hd;
-      const int64_t n_keys = pos0 + t + 1;
-      for (int64_t p = 0; p < n_keys; ++p) {
-        const uint8_t* krow = seq.k_row(layer, p);
-        double dot = 0;
-        for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * load(type_k, krow, kvh * hd + i);
-        scores[p] = static_cast<float>(dot) * scale;
+      const int64_t kvh = item / token_blocks, block = item % token_blocks;
+      const int64_t t_begin = n * block / token_blocks, t_end = n * (block + 1) / token_blocks;
+      const int64_t n_keys_max = pos0 + t_end;  // the block's last token sees these keys
+      for (int64_t p = 0; p < n_keys_max; ++p) {
+        load_row(type_k, seq.k_row(layer, p), kvh * hd, hd, keys + p * hd);
+        load_row(type_v, seq.v_row(layer, p), kvh * hd, hd, values + p * hd);
       }
-      cpu::softmax(scores, n_keys);
-      float* o = scratch.attn.data() + (t * s.n_head + h) * hd;
-      std::memset(o, 0, hd * sizeof(float));
-      for (int64_t p = 0; p < n_keys; ++p) {
-        const uint8_t* vrow = seq.v_row(layer, p);
-        for (int64_t i = 0; i < hd; ++i) o[i] += scores[p] * load(type_v, vrow, kvh * hd + i);
-      }
-      if (s.output_gate) {
-        const float* g = scratch.gate.data() + (t * s.n_head + h) * hd;
-        for (int64_t i = 0; i < hd; ++i) o[i] *= cpu::sigmoid(g[i]);
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        const int64_t n_keys = pos0 + t + 1;
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          const float* q = scratch.q.data() + (t * s.n_head + h) * hd;
+          for (int64_t p = 0; p < n_keys; ++p) scores[p] = dot_f32(q, keys + p * hd, hd) * scale;
+          cpu::softmax(scores, n_keys);
+          float* o = scratch.attn.data() + (t * s.n_head + h) * hd;
+          std::memset(o, 0, hd * sizeof(float));
+          for (int64_t p = 0; p < n_keys; ++p) cpu::axpy(scores[p], values + p * hd, hd, o);
+          if (s.output_gate) {
+            const float* g = scratch.gate.data() + (t * s.n_head + h) * hd;
+            for (int64_t i = 0; i < hd; ++i) o[i] *= cpu::sigmoid(g[i]);
+          }
+        }
       }
     }
   });

@@ -33,6 +33,9 @@ struct AttentionShape {
 
 struct AttentionScratch {
   std::vector<float> q_full, k, v, q, gate, attn, scores;
+  std::vector<float> rope;    // [n_rot/2][cos, sin] of the current position
+  std::vector<float> kv_f32;  // [threads][2][n_keys][head_dim]: one KV head's rows as f32
+  cpu::ActivationCache input;
   cpu::QuantizedActivations act;
 };
 

@@ -16,10 +16,11 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   scratch.z.resize(static_cast<size_t>(n * s.value_dim()));
   scratch.beta.resize(static_cast<size_t>(n * s.n_v_heads));
   scratch.alpha.resize(static_cast<size_t>(n * s.n_v_heads));
-  cpu::matmul_f32(w.qkv, 0, x, n, scratch.qkv.data(), scratch.act, pool);
-  cpu::matmul_f32(w.gate, 0, x, n, scratch.z.data(), scratch.act, pool);
-  cpu::matmul_f32(w.beta, 0, x, n, scratch.beta.data(), scratch.act, pool);
-  cpu::matmul_f32(w.alpha, 0, x, n, scratch.alpha.data(), scratch.act, pool);
+  scratch.input.reset(x, n, s.n_embd);  // the four projections share one conversion per type
+  cpu::matmul_cached(w.qkv, 0, scratch.input, scratch.qkv.data(), pool);
+  cpu::matmul_cached(w.gate, 0, scratch.input, scratch.z.data(), pool);
+  cpu::matmul_cached(w.beta, 0, scratch.input, scratch.beta.data(), pool);
+  cpu::matmul_cached(w.alpha, 0, scratch.input, scratch.alpha.data(), pool);
 
   // Causal depthwise conv over time: the input sequence is [carried d_conv−1 rows | n new
   // rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1 input rows
@@ -42,6 +43,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   //   S ← exp(g)·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  o = Sᵀq / sqrt(d_k)
   // S is d_k × d_v, stored row-major S[i][c] (i over d_k).
   float* state = seq.ssm_state(layer);
+  scratch.head_tmp.resize(static_cast<size_t>(pool.size() * 2 * dv));
   scratch.y.resize(static_cast<size_t>(n * s.value_dim()));
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
   // Normalise q and k heads once per token (in place in conv_out).
@@ -49,8 +51,11 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     float* row = scratch.conv_out.data() + t * ch;
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
   }
-  pool.parallel_for(s.n_v_heads, 1, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> delta(static_cast<size_t>(dv));
+  // Two passes over S (d_k rows of d_v floats) per token, vectorised along c; per element
+  // the arithmetic and its order are those of the formulas above (sums over i in order).
+  pool.parallel_for(s.n_v_heads, 1, [&](int64_t begin, int64_t end, int thread) {
+    float* sk = scratch.head_tmp.data() + thread * 2 * dv;  // [d_v] Sᵀk, then δ
+    float* delta = sk + dv;
     for (int64_t j = begin; j < end; ++j) {
       float* S = state + j * dk * dv;
       const int64_t i_head = j % s.n_k_heads;
@@ -62,21 +67,29 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const float beta = cpu::sigmoid(scratch.beta[t * s.n_v_heads + j]);
         const float g = cpu::softplus(scratch.alpha[t * s.n_v_heads + j] + w.dt_bias[j]) * w.a[j];
         const float decay = std::exp(g);
-        for (int64_t e = 0; e < dk * dv; ++e) S[e] *= decay;
-        for (int64_t c = 0; c < dv; ++c) {
-          float sk = 0;
-          for (int64_t i = 0; i < dk; ++i) sk += S[i * dv + c] * k[i];
-          delta[c] = beta * (v[c] - sk);
-        }
+        // Pass 1: S ← exp(g)·S and Sᵀk.
+        for (int64_t c = 0; c < dv; ++c) sk[c] = 0;
         for (int64_t i = 0; i < dk; ++i) {
-          for (int64_t c = 0; c < dv; ++c) S[i * dv + c] += k[i] * delta[c];
+          float* Si = S + i * dv;
+          const float ki = k[i];
+          for (int64_t c = 0; c < dv; ++c) {
+            Si[c] *= decay;
+            sk[c] += Si[c] * ki;
+          }
         }
+        for (int64_t c = 0; c < dv; ++c) delta[c] = beta * (v[c] - sk[c]);
+        // Pass 2: S ← S + k δᵀ and Sᵀq.
         float* o = scratch.y.data() + t * s.value_dim() + j * dv;
-        for (int64_t c = 0; c < dv; ++c) {
-          float sq = 0;
-          for (int64_t i = 0; i < dk; ++i) sq += S[i * dv + c] * q[i];
-          o[c] = sq * q_scale;
+        for (int64_t c = 0; c < dv; ++c) o[c] = 0;
+        for (int64_t i = 0; i < dk; ++i) {
+          float* Si = S + i * dv;
+          const float ki = k[i], qi = q[i];
+          for (int64_t c = 0; c < dv; ++c) {
+            Si[c] += ki * delta[c];
+            o[c] += Si[c] * qi;
+          }
         }
+        for (int64_t c = 0; c < dv; ++c) o[c] *= q_scale;
         // Gated RMSNorm: rmsnorm(o) · norm · SiLU(z)
         cpu::rms_norm(o, w.norm, dv, s.rms_eps, o);
         const float* z = scratch.z.data() + t * s.value_dim() + j * dv;

@@ -41,6 +41,8 @@ struct DeltaNetShape {
 
 struct DeltaNetScratch {
   std::vector<float> qkv, z, beta, alpha, conv_in, conv_out, y;
+  std::vector<float> head_tmp;  // [threads][2][d_v]
+  cpu::ActivationCache input;
   cpu::QuantizedActivations act;
 };
 

@@ -11,48 +11,112 @@ namespace moetier {
 
 namespace {
 
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
 // Router: softmax over all experts, top-k by probability (lower id first on ties), weights
 // renormalised over the picked k: w = p / max(Σp, 6.1035e-5) (the floor is fp16's
 // smallest normal, as llama.cpp uses).
 void route(const MoeShape& s, int64_t n, MoeScratch& sc) {
-  sc.selected.resize(static_cast<size_t>(n * s.n_expert_used));
-  sc.selected_weight.resize(static_cast<size_t>(n * s.n_expert_used));
-  std::vector<int32_t> order(static_cast<size_t>(s.n_expert));
+  grow(sc.selected, n * s.n_expert_used);
+  grow(sc.selected_weight, n * s.n_expert_used);
+  grow(sc.order, s.n_expert);
+  auto order = sc.order.begin();
   for (int64_t t = 0; t < n; ++t) {
     float* p = sc.router_logits.data() + t * s.n_expert;
     cpu::softmax(p, s.n_expert);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + s.n_expert_used, order.end(),
+    std::iota(order, order + s.n_expert, 0);
+    std::partial_sort(order, order + s.n_expert_used, order + s.n_expert,
                       [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     float sum = 0;
-    for (int64_t k = 0; k < s.n_expert_used; ++k) sum += p[order[static_cast<size_t>(k)]];
+    for (int64_t k = 0; k < s.n_expert_used; ++k) sum += p[order[k]];
     sum = std::max(sum, 6.1035e-5f);
     for (int64_t k = 0; k < s.n_expert_used; ++k) {
-      sc.selected[static_cast<size_t>(t * s.n_expert_used + k)] = order[static_cast<size_t>(k)];
-      sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)] = p[order[static_cast<size_t>(k)]] / sum;
+      sc.selected[static_cast<size_t>(t * s.n_expert_used + k)] = order[k];
+      sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)] = p[order[k]] / sum;
     }
   }
 }
 
-// down(SiLU(gate·x) ⊙ (up·x)) for the f32 rows x[rows][n_embd], expert `e` of the
-// stacks; result in sc.down [rows][n_embd]. Activations are converted once when gate and
-// up share an activation type (the usual case), separately otherwise.
-void expert_ffn(const cpu::WeightMatrix& gate, const cpu::WeightMatrix& up, const cpu::WeightMatrix& down,
-                int64_t e, const float* x, int64_t rows, int64_t n_ff, MoeScratch& sc, ThreadPool& pool) {
-  sc.gate.resize(static_cast<size_t>(rows * n_ff));
-  sc.up.resize(static_cast<size_t>(rows * n_ff));
-  sc.act.resize(static_cast<size_t>(rows * n_ff));
-  sc.down.resize(static_cast<size_t>(rows * down.n_out));
-  const DType gate_act = *cpu::activation_type_for(gate.type);
-  cpu::quantize_activations(gate_act, x, rows, gate.n_in, sc.act_q, pool);
-  cpu::matmul(gate, e, sc.act_q, sc.gate.data(), pool);
-  if (*cpu::activation_type_for(up.type) == gate_act) {
-    cpu::matmul(up, e, sc.act_q, sc.up.data(), pool);
-  } else {
-    cpu::matmul_f32(up, e, x, rows, sc.up.data(), sc.tmp_q, pool);
+// Counting sort of the n·k (token, slot) pairs by expert.
+void group_pairs(const MoeShape& s, int64_t n, MoeScratch& sc) {
+  const int64_t n_pairs = n * s.n_expert_used;
+  sc.expert_first.assign(static_cast<size_t>(s.n_expert + 1), 0);
+  for (int64_t p = 0; p < n_pairs; ++p) ++sc.expert_first[static_cast<size_t>(sc.selected[static_cast<size_t>(p)] + 1)];
+  for (int64_t e = 0; e < s.n_expert; ++e) sc.expert_first[static_cast<size_t>(e + 1)] += sc.expert_first[static_cast<size_t>(e)];
+  grow(sc.pair_token, n_pairs);
+  grow(sc.pair_index, n_pairs);
+  grow(sc.order, s.n_expert);
+  std::copy(sc.expert_first.begin(), sc.expert_first.end() - 1, sc.order.begin());  // next free slot per expert
+  for (int64_t p = 0; p < n_pairs; ++p) {  // p = t·k_used + k, in token order: stable
+    const int32_t pos = sc.order[static_cast<size_t>(sc.selected[static_cast<size_t>(p)])]++;
+    sc.pair_token[static_cast<size_t>(pos)] = static_cast<int32_t>(p / s.n_expert_used);
+    sc.pair_index[static_cast<size_t>(p)] = pos;
   }
-  cpu::swiglu(sc.gate.data(), sc.up.data(), rows * n_ff, sc.act.data());
-  cpu::matmul_f32(down, e, sc.act.data(), rows, sc.down.data(), sc.tmp_q, pool);
+}
+
+// Copies the pairs' input rows (in pair order) out of the converted input.
+void gather_rows(const cpu::QuantizedActivations& x, const int32_t* pair_token, int64_t n_pairs,
+                 std::vector<uint8_t>& dst) {
+  grow(dst, n_pairs * x.row_bytes);
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    std::memcpy(dst.data() + p * x.row_bytes, x.row(pair_token[p]), static_cast<size_t>(x.row_bytes));
+  }
+}
+
+// Work items of `rows_per_group` output rows each for every group, costliest first (cost
+// ∝ tokens), in blocks of about block_rows rows.
+void plan_items(const std::vector<MoeFfnGroup>& groups, int64_t n_out, int64_t block_rows,
+                std::vector<MoeWorkItem>& items) {
+  items.clear();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (int64_t r = 0; r < n_out; r += block_rows) {
+      items.push_back({static_cast<int32_t>(g), static_cast<int32_t>(r), static_cast<int32_t>(std::min(n_out, r + block_rows))});
+    }
+  }
+  std::stable_sort(items.begin(), items.end(), [&](const MoeWorkItem& a, const MoeWorkItem& b) {
+    return groups[static_cast<size_t>(a.group)].rows > groups[static_cast<size_t>(b.group)].rows;
+  });
+}
+
+// Phase A for one item: act[t][o] = SiLU(gate_o · x_t) · (up_o · x_t).
+void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu::DotKernel& up_k, int64_t row_begin,
+                  int64_t row_end, int64_t gate_stride, int64_t up_stride) {
+  const int64_t n_in = g.gate->n_in, n_ff = g.gate->n_out;
+  float gv[cpu::kMaxDotRows], uv[cpu::kMaxDotRows];
+  for (int64_t o = row_begin; o < row_end; ++o) {
+    const uint8_t* gate_row = g.gate->row(g.mat, o);
+    const uint8_t* up_row = g.up->row(g.mat, o);
+    for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
+      const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
+      cpu::dot_rows(gate_k, n_in, gate_row, g.x_gate + t * gate_stride, gate_stride, m, gv);
+      cpu::dot_rows(up_k, n_in, up_row, g.x_up + t * up_stride, up_stride, m, uv);
+      for (int j = 0; j < m; ++j) g.act[(t + j) * n_ff + o] = cpu::silu(gv[j]) * uv[j];
+    }
+  }
+}
+
+// Phase C for one item: out[t][o] = down_o · act_t.
+void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_begin, int64_t row_end) {
+  const int64_t n_in = g.down->n_in, n_embd = g.down->n_out;
+  const int64_t stride = g.act_q->row_bytes;
+  float dv[cpu::kMaxDotRows];
+  for (int64_t o = row_begin; o < row_end; ++o) {
+    const uint8_t* down_row = g.down->row(g.mat, o);
+    for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
+      const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
+      cpu::dot_rows(down_k, n_in, down_row, g.act_q->row(g.act_q_first + t), stride, m, dv);
+      for (int j = 0; j < m; ++j) g.out[(t + j) * n_embd + o] = dv[j];
+    }
+  }
+}
+
+const cpu::DotKernel& kernel_for(const cpu::WeightMatrix& w) {
+  const cpu::DotKernel* k = cpu::best_dot_kernel(w.type, cpu_features());
+  CHECK_MSG(k != nullptr, "no kernels for weight type {}", dtype_name(w.type));
+  return *k;
 }
 
 }  // namespace
@@ -60,59 +124,135 @@ void expert_ffn(const cpu::WeightMatrix& gate, const cpu::WeightMatrix& up, cons
 void moe_block(const MoeWeights& w, const MoeShape& s, const float* h, int64_t n, float* out, MoeScratch& sc,
                ThreadPool& pool, Profiler* profiler) {
   const int64_t d = s.n_embd;
+  const int64_t n_pairs = n * s.n_expert_used;
+  sc.input.reset(h, n, d);
   {
     ScopedProfile p(profiler, ProfileBlock::kMoeRouter);
-    sc.router_logits.resize(static_cast<size_t>(n * s.n_expert));
-    cpu::matmul_f32(w.router, 0, h, n, sc.router_logits.data(), sc.act_q, pool);
+    grow(sc.router_logits, n * s.n_expert);
+    cpu::matmul_cached(w.router, 0, sc.input, sc.router_logits.data(), pool);
     route(s, n, sc);
+    group_pairs(s, n, sc);
   }
-  {
-    ScopedProfile experts_profile(profiler, ProfileBlock::kMoeExperts);
-
-    std::memset(out, 0, static_cast<size_t>(n * d) * sizeof(float));
-    // Group (token, slot) pairs by expert, then run each used expert once over its tokens.
-    std::vector<std::vector<std::pair<int32_t, int32_t>>> by_expert(static_cast<size_t>(s.n_expert));
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t k = 0; k < s.n_expert_used; ++k) {
-        by_expert[static_cast<size_t>(sc.selected[static_cast<size_t>(t * s.n_expert_used + k)])].push_back(
-            {static_cast<int32_t>(t), static_cast<int32_t>(k)});
-      }
-    }
-    // Per-token expert outputs are accumulated in top-k order (as llama.cpp sums them), so
-    // results do not depend on the grouping: stage them per (token, slot) first.
-    std::vector<float> staged(static_cast<size_t>(n * s.n_expert_used * d));
-    for (int64_t e = 0; e < s.n_expert; ++e) {
-      const auto& items = by_expert[static_cast<size_t>(e)];
-      if (items.empty()) continue;
-      const int64_t rows = static_cast<int64_t>(items.size());
-      sc.gathered.resize(static_cast<size_t>(rows * d));
-      for (int64_t r = 0; r < rows; ++r) {
-        std::memcpy(sc.gathered.data() + r * d, h + items[static_cast<size_t>(r)].first * d, d * sizeof(float));
-      }
-      expert_ffn(w.gate_exps, w.up_exps, w.down_exps, e, sc.gathered.data(), rows, s.n_ff_exp, sc, pool);
-      for (int64_t r = 0; r < rows; ++r) {
-        const auto [t, k] = items[static_cast<size_t>(r)];
-        std::memcpy(staged.data() + (t * s.n_expert_used + k) * d, sc.down.data() + r * d, d * sizeof(float));
-      }
-    }
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t k = 0; k < s.n_expert_used; ++k) {
-        cpu::axpy(sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)],
-                  staged.data() + (t * s.n_expert_used + k) * d, d, out + t * d);
-      }
-    }
-  }
-
+  ScopedProfile p(profiler, ProfileBlock::kMoeExperts);
   if (w.has_shared) {
-    ScopedProfile p(profiler, ProfileBlock::kSharedExpert);
-    sc.shared_gate.resize(static_cast<size_t>(n));
-    cpu::matmul_f32(w.shared_gate_inp, 0, h, n, sc.shared_gate.data(), sc.tmp_q, pool);
-    expert_ffn(w.gate_shexp, w.up_shexp, w.down_shexp, 0, h, n, s.n_ff_shexp, sc, pool);
-    for (int64_t t = 0; t < n; ++t) {
-      const float g = cpu::sigmoid(sc.shared_gate[static_cast<size_t>(t)]);
-      cpu::axpy(g, sc.down.data() + t * d, d, out + t * d);
+    grow(sc.shared_gate, n);
+    cpu::matmul_cached(w.shared_gate_inp, 0, sc.input, sc.shared_gate.data(), pool);
+  }
+
+  // Inputs: routed pairs gathered in expert order; the shared expert reads h directly.
+  const cpu::QuantizedActivations& x_gate = sc.input.get(w.gate_exps.type, pool);
+  const cpu::QuantizedActivations& x_up = sc.input.get(w.up_exps.type, pool);
+  gather_rows(x_gate, sc.pair_token.data(), n_pairs, sc.gathered_gate);
+  const bool same_up_input = x_up.type == x_gate.type;
+  if (!same_up_input) gather_rows(x_up, sc.pair_token.data(), n_pairs, sc.gathered_up);
+  const uint8_t* up_rows = same_up_input ? sc.gathered_gate.data() : sc.gathered_up.data();
+
+  grow(sc.act_routed, n_pairs * s.n_ff_exp);
+  grow(sc.out_routed, n_pairs * d);
+  cpu::prepare_activations(*cpu::activation_type_for(w.down_exps.type), n_pairs, s.n_ff_exp, sc.act_q_routed);
+  sc.groups.clear();
+  for (int64_t e = 0; e < s.n_expert; ++e) {
+    const int64_t first = sc.expert_first[static_cast<size_t>(e)];
+    const int64_t rows = sc.expert_first[static_cast<size_t>(e + 1)] - first;
+    if (rows == 0) continue;
+    sc.groups.push_back({.gate = &w.gate_exps,
+                         .up = &w.up_exps,
+                         .down = &w.down_exps,
+                         .mat = e,
+                         .x_gate = sc.gathered_gate.data() + first * x_gate.row_bytes,
+                         .x_up = up_rows + first * x_up.row_bytes,
+                         .rows = rows,
+                         .act = sc.act_routed.data() + first * s.n_ff_exp,
+                         .act_q = &sc.act_q_routed,
+                         .act_q_first = first,
+                         .out = sc.out_routed.data() + first * d});
+  }
+  const int64_t n_routed_groups = static_cast<int64_t>(sc.groups.size());
+  if (w.has_shared) {
+    const cpu::QuantizedActivations& xs_gate = sc.input.get(w.gate_shexp.type, pool);
+    const cpu::QuantizedActivations& xs_up = sc.input.get(w.up_shexp.type, pool);
+    grow(sc.act_shared, n * s.n_ff_shexp);
+    grow(sc.out_shared, n * d);
+    cpu::prepare_activations(*cpu::activation_type_for(w.down_shexp.type), n, s.n_ff_shexp, sc.act_q_shared);
+    sc.groups.push_back({.gate = &w.gate_shexp,
+                         .up = &w.up_shexp,
+                         .down = &w.down_shexp,
+                         .mat = 0,
+                         .x_gate = xs_gate.bytes.data(),
+                         .x_up = xs_up.bytes.data(),
+                         .rows = n,
+                         .act = sc.act_shared.data(),
+                         .act_q = &sc.act_q_shared,
+                         .act_q_first = 0,
+                         .out = sc.out_shared.data()});
+  }
+  // Blocks of output rows: enough items for dynamic balancing (≥ ~8 per thread in
+  // decode), large enough that the per-item overhead stays small.
+  plan_items(sc.groups, s.n_ff_exp, 32, sc.items_up);
+  if (w.has_shared && s.n_ff_shexp != s.n_ff_exp) {
+    // The shared expert's FFN width may differ: re-plan its items with its own width.
+    std::erase_if(sc.items_up, [&](const MoeWorkItem& it) { return it.group >= n_routed_groups; });
+    for (int64_t r = 0; r < s.n_ff_shexp; r += 32) {
+      sc.items_up.push_back({static_cast<int32_t>(n_routed_groups), static_cast<int32_t>(r),
+                             static_cast<int32_t>(std::min(s.n_ff_shexp, r + 32))});
     }
   }
+  plan_items(sc.groups, d, 64, sc.items_down);
+
+  const cpu::DotKernel& gate_k = kernel_for(w.gate_exps);
+  const cpu::DotKernel& up_k = kernel_for(w.up_exps);
+  const cpu::DotKernel& down_k = kernel_for(w.down_exps);
+  const cpu::DotKernel* shared_k[3] = {nullptr, nullptr, nullptr};
+  if (w.has_shared) shared_k[0] = &kernel_for(w.gate_shexp), shared_k[1] = &kernel_for(w.up_shexp),
+                    shared_k[2] = &kernel_for(w.down_shexp);
+  const int64_t stride_gate = x_gate.row_bytes, stride_up = x_up.row_bytes;
+  const int64_t stride_shared_gate = w.has_shared ? sc.input.get(w.gate_shexp.type, pool).row_bytes : 0;
+  const int64_t stride_shared_up = w.has_shared ? sc.input.get(w.up_shexp.type, pool).row_bytes : 0;
+  const int64_t total_rows = n_pairs + (w.has_shared ? n : 0);
+  sc.next_up.store(0);
+  sc.next_down.store(0);
+
+  pool.run([&](int thread) {
+    const int n_threads = pool.size();
+    // A: gate, up, SwiGLU.
+    for (int64_t i; (i = sc.next_up.fetch_add(1)) < static_cast<int64_t>(sc.items_up.size());) {
+      const MoeWorkItem& it = sc.items_up[static_cast<size_t>(i)];
+      const MoeFfnGroup& g = sc.groups[static_cast<size_t>(it.group)];
+      if (it.group < n_routed_groups) {
+        gate_up_rows(g, gate_k, up_k, it.row_begin, it.row_end, stride_gate, stride_up);
+      } else {
+        gate_up_rows(g, *shared_k[0], *shared_k[1], it.row_begin, it.row_end, stride_shared_gate, stride_shared_up);
+      }
+    }
+    pool.barrier();
+    // B: SwiGLU rows → the down projections' activation types.
+    for (int64_t r = total_rows * thread / n_threads; r < total_rows * (thread + 1) / n_threads; ++r) {
+      if (r < n_pairs) {
+        cpu::quantize_activation_row(sc.act_routed.data() + r * s.n_ff_exp, sc.act_q_routed, r);
+      } else {
+        cpu::quantize_activation_row(sc.act_shared.data() + (r - n_pairs) * s.n_ff_shexp, sc.act_q_shared, r - n_pairs);
+      }
+    }
+    pool.barrier();
+    // C: down projections.
+    for (int64_t i; (i = sc.next_down.fetch_add(1)) < static_cast<int64_t>(sc.items_down.size());) {
+      const MoeWorkItem& it = sc.items_down[static_cast<size_t>(i)];
+      const MoeFfnGroup& g = sc.groups[static_cast<size_t>(it.group)];
+      down_rows(g, it.group < n_routed_groups ? down_k : *shared_k[2], it.row_begin, it.row_end);
+    }
+    pool.barrier();
+    // D: out[t] = Σ_k w_tk · e_tk (top-k order) + sigmoid(g_t) · shared_t.
+    for (int64_t t = n * thread / n_threads; t < n * (thread + 1) / n_threads; ++t) {
+      float* o = out + t * d;
+      std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
+      for (int64_t k = 0; k < s.n_expert_used; ++k) {
+        const int64_t pair = sc.pair_index[static_cast<size_t>(t * s.n_expert_used + k)];
+        cpu::axpy(sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)],
+                  sc.out_routed.data() + pair * d, d, o);
+      }
+      if (w.has_shared) cpu::axpy(cpu::sigmoid(sc.shared_gate[static_cast<size_t>(t)]), sc.out_shared.data() + t * d, d, o);
+    }
+  });
 }
 
 }  // namespace moetier

@@ -1,8 +1,19 @@
 // Mixture-of-Experts FFN: softmax router over all experts, top-k, renormalised weights,
-// SwiGLU experts, optional shared expert with a sigmoid gate. Tokens of the micro-batch
-// are grouped by expert so each selected expert's weights are read once per micro-batch.
+// SwiGLU experts, optional shared expert with a sigmoid gate.
+//
+// The expert path is one parallel region with four phases separated by barriers:
+//   A  gate and up projections of every (expert, token) pair with SiLU(gate)·up fused in;
+//   B  the SwiGLU rows converted to the down projection's activation type;
+//   C  down projections into per-pair output rows;
+//   D  per token, the weighted sum over its top-k experts (in top-k order, as llama.cpp
+//      adds them) plus the gated shared expert.
+// The input is converted to each needed activation type once per layer; tokens are grouped
+// by expert so each used expert's weights are read once per micro-batch; work items are
+// (expert, block of output rows) handed out dynamically, largest first, so both cores stay
+// busy even when one expert gets most tokens. Buffers live in MoeScratch and only grow.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -33,13 +44,43 @@ struct MoeShape {
   int64_t n_ff_shexp = 0;
 };
 
+// One SwiGLU FFN applied to a set of token rows: a routed expert with the tokens routed to
+// it, or the shared expert with all tokens.
+struct MoeFfnGroup {
+  const cpu::WeightMatrix* gate = nullptr;
+  const cpu::WeightMatrix* up = nullptr;
+  const cpu::WeightMatrix* down = nullptr;
+  int64_t mat = 0;                     // expert index in the stacks (0 for the shared expert)
+  const uint8_t* x_gate = nullptr;     // [rows] input rows in gate's activation type
+  const uint8_t* x_up = nullptr;       // [rows] input rows in up's activation type
+  int64_t rows = 0;
+  float* act = nullptr;                // [rows][n_ff] SiLU(gate)·up
+  cpu::QuantizedActivations* act_q = nullptr;  // act converted for down, from row act_q_first
+  int64_t act_q_first = 0;
+  float* out = nullptr;                // [rows][n_embd] down projection
+};
+
+struct MoeWorkItem {
+  int32_t group;
+  int32_t row_begin, row_end;  // output rows of the projection (n_ff in phase A, n_embd in C)
+};
+
 struct MoeScratch {
-  std::vector<float> router_logits, shared_gate, probs, gate, up, act, down, gathered;
-  std::vector<int32_t> selected;       // [n][n_expert_used]
-  std::vector<float> selected_weight;  // [n][n_expert_used]
-  std::vector<int32_t> expert_tokens;  // token ids grouped by expert
-  std::vector<int32_t> expert_slot;    // slot index within the token's top-k
-  cpu::QuantizedActivations act_q, tmp_q;
+  cpu::ActivationCache input;  // h converted for the router, experts and shared expert
+  std::vector<float> router_logits, shared_gate;
+  std::vector<int32_t> order;            // [n_expert] top-k sort buffer
+  std::vector<int32_t> selected;         // [n][n_expert_used]
+  std::vector<float> selected_weight;    // [n][n_expert_used]
+  std::vector<int32_t> expert_first;     // [n_expert + 1] first pair of each expert
+  std::vector<int32_t> pair_token;       // [n·k] token of each pair, pairs grouped by expert
+  std::vector<int32_t> pair_index;       // [n·k] pair position of (token t, slot k)
+  std::vector<uint8_t> gathered_gate, gathered_up;  // [n·k] pair input rows
+  std::vector<float> act_routed, act_shared;        // SwiGLU rows
+  cpu::QuantizedActivations act_q_routed, act_q_shared;
+  std::vector<float> out_routed, out_shared;        // [rows][n_embd]
+  std::vector<MoeFfnGroup> groups;
+  std::vector<MoeWorkItem> items_up, items_down;
+  std::atomic<int64_t> next_up{0}, next_down{0};
 };
 
 // h: [n][n_embd] (normalised); writes out: [n][n_embd]. profiler may be null.

@@ -1,0 +1,124 @@
+// moetier bench: llama-bench's flags, tests and output formats on moetier's engine, plus
+// moetier's own figures (weight bytes per token, achieved GB/s, peak RSS, profile).
+// Results go to stdout in the chosen format; progress and the profile go to stderr.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "cpu/membw.h"
+#include "tools/bench/bench_params.h"
+#include "tools/bench/report.h"
+#include "tools/bench/runner.h"
+#include "tools/commands.h"
+
+namespace moetier {
+
+namespace {
+
+bool placement_requested(const bench::BenchParams& p) {
+  return p.n_gpu_layers != std::vector<int64_t>{-1} || p.n_cpu_moe != std::vector<int64_t>{0} ||
+         p.tensor_overrides != std::vector<std::string>{""};
+}
+
+void print_profile(const bench::TestResult& r) {
+  std::fprintf(stderr, "moetier bench: profile of %s (per repetition, %.3f ms):\n", bench::test_name(r.spec).c_str(),
+               static_cast<double>(r.avg_ns()) / 1e6);
+  for (const auto& row : r.profile) {
+    if (row.ms == 0 && row.calls == 0 && row.block != "other") continue;
+    std::fprintf(stderr, "  %-14s %10.3f ms %6.1f%%", row.block.c_str(), row.ms, row.percent);
+    if (row.block != "other") std::fprintf(stderr, "  %8.1f calls", row.calls);
+    std::fputc('\n', stderr);
+  }
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  bool help = false;
+  std::string help_text;
+  auto parsed = bench::parse_bench_args(argc, argv, cpu_features().physical_cores, &help, &help_text);
+  if (!parsed) return report_error(parsed.status());
+  if (help) {
+    std::fputs(help_text.c_str(), stdout);
+    return 0;
+  }
+  const bench::BenchParams params = std::move(parsed).value();
+
+  const std::vector<bench::TestSpec> tests = bench::expand_tests(params);
+  const bench::Environment env = bench::detect_environment();
+  if (placement_requested(params)) std::fprintf(stderr, "moetier bench: no GPU backend: all on CPU\n");
+
+  std::optional<double> machine_gbps;
+  if (params.measure_bandwidth) {
+    const int64_t threads = *std::max_element(params.n_threads.begin(), params.n_threads.end());
+    ThreadPool pool(static_cast<int>(threads));
+    const auto bw = cpu::measure_read_bandwidth({}, pool);
+    machine_gbps = bw.best_gbps;
+    std::fprintf(stderr, "moetier bench: memory read bandwidth %.2f GB/s (best of 5 passes over 1 GiB, %lld threads; median %.2f)\n",
+                 bw.best_gbps, static_cast<long long>(threads), bw.median_gbps);
+  }
+
+  auto printer = bench::make_printer(params, env, stdout);
+  printer->header();
+  std::optional<bench::LoadedModel> loaded;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    const bench::TestSpec& test = tests[i];
+    // Load a model only when the file or the load mode changes (tests are ordered so that
+    // each model loads once per mode).
+    if (!loaded || loaded->path != test.model || loaded->use_mmap != test.use_mmap) {
+      loaded.reset();  // free the previous model first: two big models may not fit together
+      std::fprintf(stderr, "moetier bench: loading %s (%s)\n", test.model.c_str(),
+                   test.use_mmap ? "mmap" : "read into RAM");
+      auto m = bench::load_bench_model(test.model, test.use_mmap, params.verbose);
+      if (!m) {
+        printer->footer();
+        return report_error(m.status());
+      }
+      loaded = std::move(m).value();
+    }
+    if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
+    const std::string name = bench::test_name(test);
+    const bench::RunOptions options{
+        .repetitions = params.repetitions,
+        .warmup = !params.no_warmup,
+        .profile = params.profile,
+        .scale_layers = params.scale_layers,
+        .verbose = params.verbose,
+        .seed = params.seed + static_cast<uint32_t>(i),
+        .progress_prefix = fmt::format("[{}/{}] {} t={}", i + 1, tests.size(), name, test.n_threads),
+    };
+    auto result = bench::run_test(*loaded, test, options);
+    if (!result) {
+      printer->footer();
+      return report_error(result.status());
+    }
+    result->machine_read_gbps = machine_gbps;
+    std::string summary = fmt::format("{:.2f} ± {:.2f} t/s", result->avg_ts(), result->stddev_ts());
+    if (auto gbps = result->achieved_gbps()) {
+      summary += fmt::format(", {:.2f} GB/s of weights ({:.1f} MB per token)", *gbps,
+                             static_cast<double>(result->model.weight_bytes_per_token) / 1e6);
+    }
+    if (auto fraction = result->bandwidth_fraction()) summary += fmt::format(" = {:.0f}% of measured bandwidth", 100 * *fraction);
+    std::fprintf(stderr, "moetier bench: %s: %s\n", options.progress_prefix.c_str(), summary.c_str());
+    if (result->estimate) {
+      std::fprintf(stderr,
+                   "moetier bench: ESTIMATE, not measured: %s on the same model with %lld layers instead of %lld "
+                   "≈ %.2f t/s (per-layer time scaled by %lld/%lld)\n",
+                   name.c_str(), static_cast<long long>(result->estimate->n_layer),
+                   static_cast<long long>(loaded->model->hparams().n_layer), result->estimate->ts,
+                   static_cast<long long>(result->estimate->n_layer),
+                   static_cast<long long>(loaded->model->hparams().n_layer));
+    }
+    if (params.profile) print_profile(*result);
+    printer->test(*result);
+  }
+  printer->footer();
+  return 0;
+}
+
+}  // namespace moetier

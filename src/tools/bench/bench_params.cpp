@@ -1,0 +1,400 @@
+#include "tools/bench/bench_params.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "tools/session.h"
+
+namespace moetier::bench {
+
+namespace {
+
+// A list flag expands to at most this many values: a typo such as "1-100000000" should be an
+// error, not hours of benchmarks or gigabytes of test specs.
+constexpr size_t kMaxListValues = 4096;
+constexpr int64_t kMaxThreads = 1024;
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t pos = text.find(sep, start);
+    parts.push_back(text.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return parts;
+}
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+// One comma-separated item: "N", "-N" (allow_negative), "A-B", "A-B+S", "A-B*M".
+Status parse_item(std::string_view item, std::string_view flag, bool allow_negative, std::vector<int64_t>& out) {
+  const std::string what = fmt::format("flag '{}'", flag);
+  const auto bad = [&](std::string_view why) {
+    return Status::bad_input(fmt::format("{}: '{}' {} (expected N, FIRST-LAST, FIRST-LAST+STEP or FIRST-LAST*MULT)",
+                                         what, item, why));
+  };
+  if (item.empty()) return bad("is empty");
+  // First value: an optional leading '-' (negative numbers), then digits.
+  size_t pos = 0;
+  if (item[0] == '-') {
+    if (!allow_negative) return bad("is negative");
+    pos = 1;
+  }
+  size_t end = pos;
+  while (end < item.size() && item[end] >= '0' && item[end] <= '9') ++end;
+  if (end == pos) return bad("is not a number");
+  ASSIGN_OR_RETURN(int64_t first, parse_int(item.substr(0, end), what));
+  if (end == item.size()) {
+    out.push_back(first);
+    return Status::ok();
+  }
+  if (item[end] != '-') return bad("is not a number");
+  // Range: FIRST-LAST with an optional +STEP or *MULT.
+  std::string_view rest = item.substr(end + 1);
+  const size_t op_pos = rest.find_first_of("+*");
+  const std::string_view last_text = rest.substr(0, op_pos);
+  if (!all_digits(last_text)) return bad("is not a valid range");
+  ASSIGN_OR_RETURN(int64_t last, parse_int(last_text, what));
+  char op = '+';
+  int64_t step = 1;
+  if (op_pos != std::string_view::npos) {
+    op = rest[op_pos];
+    const std::string_view step_text = rest.substr(op_pos + 1);
+    if (!all_digits(step_text)) return bad("has no valid step");
+    ASSIGN_OR_RETURN(step, parse_int(step_text, what));
+  }
+  if (last < first) return bad("is an empty range (last < first)");
+  if (op == '+' && step < 1) return bad("has a step below 1");
+  if (op == '*' && (step < 2 || first < 1)) return bad("needs a multiplier >= 2 and a first value >= 1");
+  for (int64_t v = first; v <= last;) {
+    if (out.size() >= kMaxListValues) return bad(fmt::format("expands to more than {} values", kMaxListValues));
+    out.push_back(v);
+    if (op == '+') {
+      if (v > last - step) break;  // the next value would pass `last` (or overflow)
+      v += step;
+    } else {
+      if (v > last / step) break;
+      v *= step;
+    }
+  }
+  return Status::ok();
+}
+
+// A handler that appends the parsed list to `out`, checking every value >= min_value.
+ArgParser::Handler int_list(std::vector<int64_t>* out, std::string flag, int64_t min_value, bool allow_negative = false) {
+  return [out, flag, min_value, allow_negative](std::string_view v) -> Status {
+    ASSIGN_OR_RETURN(std::vector<int64_t> values, parse_int_list(v, flag, allow_negative));
+    for (int64_t x : values) {
+      if (x < min_value) {
+        return Status::bad_input(fmt::format("flag '{}': {} is below the minimum {}", flag, x, min_value));
+      }
+    }
+    out->insert(out->end(), values.begin(), values.end());
+    return Status::ok();
+  };
+}
+
+ArgParser::Handler cache_type_list(std::vector<DType>* out, std::string flag) {
+  return [out, flag](std::string_view v) -> Status {
+    for (std::string_view item : split(v, ',')) {
+      ASSIGN_OR_RETURN(DType t, parse_cache_type(std::string(item), flag.c_str()));
+      out->push_back(t);
+    }
+    return Status::ok();
+  };
+}
+
+constexpr const char* kSummary =
+    "Measure prompt processing (pp) and generation (tg) speed like llama-bench: every test parameter\n"
+    "takes a comma list or a range, and the tests are the cartesian product of the lists. Each test\n"
+    "starts from an empty sequence, fills -d tokens of KV depth (untimed), runs one untimed warm-up,\n"
+    "then -r timed repetitions on random token ids. Results (t/s as mean ± sample stddev over the\n"
+    "repetitions) go to stdout; progress goes to stderr.";
+
+constexpr const char* kEpilog =
+    "tests:\n"
+    "  ppN          N prompt tokens in forward calls of -b tokens (split into -ub micro-batches)\n"
+    "  tgN          N single-token forward calls (generation without sampling)\n"
+    "  ppN+tgM      both, timed together (-pg N,M); t/s counts N+M tokens\n"
+    "  ... @ dD     with D tokens already in the KV cache (-d D)\n"
+    "\n"
+    "output fields (json, jsonl, csv): llama-bench's names (build_commit, model_type, model_size,\n"
+    "n_threads, n_prompt, n_gen, n_depth, avg_ns, stddev_ns, avg_ts, stddev_ts, ...; samples_ns and\n"
+    "samples_ts in json/jsonl only) and\n"
+    "  weight_bytes_per_token  weight bytes one generated token reads: all non-expert matrices incl.\n"
+    "                          the LM head, one token_embd row, n_expert_used/n_expert of the routed experts\n"
+    "  achieved_gbps           weight_bytes_per_token x tg t/s / 1e9 (tg tests; null otherwise)\n"
+    "  peak_rss_bytes          the process's peak resident memory after the test (VmHWM)\n"
+    "  cpu_isa                 the SIMD features the kernels may use\n"
+    "  profile                 with --profile (json/jsonl): ms, % and calls per repetition by block type\n"
+    "\n"
+    "examples:\n"
+    "  moetier bench -m model.gguf                          pp512 and tg128, 5 repetitions, markdown\n"
+    "  moetier bench -m model.gguf -p 64 -n 16 -r 2 -o json\n"
+    "  moetier bench -m model.gguf -t 1,2 -p 128,512 -n 0   pp tests for 1 and 2 threads\n"
+    "  moetier bench -m model.gguf -p 0 -n 32 -d 0,512-4096*2  tg32 at depths 0, 512, 1024, 2048, 4096\n"
+    "  moetier bench -m a.gguf,b.gguf -pg 512,128 --profile -mmp 0";
+
+template <typename T>
+void default_if_empty(std::vector<T>& list, T value) {
+  if (list.empty()) list.push_back(value);
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> parse_int_list(std::string_view text, std::string_view flag, bool allow_negative) {
+  std::vector<int64_t> values;
+  for (std::string_view item : split(text, ',')) {
+    RETURN_IF_ERROR(parse_item(item, flag, allow_negative, values));
+    if (values.size() > kMaxListValues) {
+      return Status::bad_input(fmt::format("flag '{}': more than {} values", flag, kMaxListValues));
+    }
+  }
+  return values;
+}
+
+Result<int> parse_flash_attn(std::string_view v) {
+  if (v == "on" || v == "1" || v == "true" || v == "enabled") return 1;
+  if (v == "off" || v == "0" || v == "false" || v == "disabled") return 0;
+  if (v == "auto" || v == "-1") return -1;
+  return Status::bad_input(fmt::format("flag '-fa': '{}' is not one of on, off, auto (or 1, 0, -1)", v));
+}
+
+std::string_view output_format_name(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kMarkdown: return "md";
+    case OutputFormat::kJson: return "json";
+    case OutputFormat::kJsonl: return "jsonl";
+    case OutputFormat::kCsv: return "csv";
+  }
+  return "?";
+}
+
+void add_bench_flags(ArgParser& p, BenchParams& b) {
+  p.section("test parameters (each takes a comma list and may be repeated; ranges FIRST-LAST[+STEP|*MULT])");
+  p.option({"-m", "--model"}, "FILE[,FILE]", "GGUF model file(s)", [&b](std::string_view v) -> Status {
+    for (std::string_view item : split(v, ',')) {
+      if (item.empty()) return Status::bad_input("flag '-m': empty model path");
+      b.models.emplace_back(item);
+    }
+    return Status::ok();
+  });
+  p.option({"-p", "--n-prompt"}, "N", "prompt tokens per pp test; 0 = no pp test (default 512)",
+           int_list(&b.n_prompt, "-p", 0));
+  p.option({"-n", "--n-gen"}, "N", "generated tokens per tg test; 0 = no tg test (default 128)",
+           int_list(&b.n_gen, "-n", 0));
+  p.option({"-pg"}, "PP,TG", "a combined test: PP prompt tokens then TG generated tokens (repeatable)",
+           [&b](std::string_view v) -> Status {
+             const auto parts = split(v, ',');
+             if (parts.size() != 2) return Status::bad_input(fmt::format("flag '-pg': '{}' is not PP,TG", v));
+             ASSIGN_OR_RETURN(int64_t pp, parse_int(parts[0], "flag '-pg'"));
+             ASSIGN_OR_RETURN(int64_t tg, parse_int(parts[1], "flag '-pg'"));
+             if (pp < 0 || tg < 0) return Status::bad_input(fmt::format("flag '-pg': '{}' has a negative count", v));
+             b.prompt_gen.push_back({.n_prompt = pp, .n_gen = tg});
+             return Status::ok();
+           });
+  p.option({"-d", "--n-depth"}, "N", "tokens already in the KV cache before each test, filled untimed (default 0)",
+           int_list(&b.n_depth, "-d", 0));
+  p.option({"-b", "--batch-size"}, "N", "tokens per forward call in pp tests (default 2048)",
+           int_list(&b.n_batch, "-b", 1));
+  p.option({"-ub", "--ubatch-size"}, "N", "tokens per micro-batch, at most -b (default 512)",
+           int_list(&b.n_ubatch, "-ub", 1));
+  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f16 or f32 (default f16)",
+           cache_type_list(&b.type_k, "-ctk"));
+  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f16 or f32 (default f16)",
+           cache_type_list(&b.type_v, "-ctv"));
+  p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)",
+           [h = int_list(&b.n_threads, "-t", 1), &b](std::string_view v) -> Status {
+             RETURN_IF_ERROR(h(v));
+             for (int64_t t : b.n_threads) {
+               if (t > kMaxThreads) return Status::bad_input(fmt::format("flag '-t': {} threads is too many", t));
+             }
+             return Status::ok();
+           });
+  p.option({"-fa", "--flash-attn"}, "on|off|auto",
+           "accepted for compatibility; CPU attention is exact either way (default auto)",
+           [&b](std::string_view v) -> Status {
+             for (std::string_view item : split(v, ',')) {
+               ASSIGN_OR_RETURN(int fa, parse_flash_attn(item));
+               b.flash_attn.push_back(fa);
+             }
+             return Status::ok();
+           });
+  p.option({"-mmp", "--mmap"}, "0|1", "1: map the file (default); 0: read it into RAM",
+           [&b](std::string_view v) -> Status {
+             for (std::string_view item : split(v, ',')) {
+               if (item != "0" && item != "1") {
+                 return Status::bad_input(fmt::format("flag '-mmp': '{}' is not 0 or 1", item));
+               }
+               b.use_mmap.push_back(item == "1");
+             }
+             return Status::ok();
+           });
+  p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
+  p.section("placement (llama.cpp spelling; no GPU backend yet: everything runs on the CPU)");
+  p.option({"-ngl", "--n-gpu-layers"}, "N", "layers on the GPU (default -1)",
+           int_list(&b.n_gpu_layers, "-ngl", INT64_MIN, /*allow_negative=*/true));
+  p.option({"-ncmoe", "--n-cpu-moe"}, "N", "keep the routed experts of the first N layers on the CPU (default 0)",
+           int_list(&b.n_cpu_moe, "-ncmoe", 0));
+  p.option({"-ot", "--override-tensor"}, "PAT=DEV;...",
+           "place tensors matching PAT on DEV; ',' separates alternatives, an empty one means none",
+           [&b](std::string_view v) -> Status {
+             for (std::string_view group : split(v, ',')) {
+               for (std::string_view rule : split(group, ';')) {
+                 if (group.empty()) break;
+                 const size_t eq = rule.find('=');
+                 if (eq == std::string_view::npos || eq == 0 || eq + 1 == rule.size()) {
+                   return Status::bad_input(fmt::format("flag '-ot': '{}' is not PATTERN=DEVICE", rule));
+                 }
+               }
+               b.tensor_overrides.emplace_back(group);
+             }
+             return Status::ok();
+           });
+  p.section("run and output");
+  p.option({"-r", "--repetitions"}, "N", "timed repetitions of each test (default 5)",
+           [&b](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(int64_t r, parse_int(v, "flag '-r'"));
+             if (r < 1 || r > 100000) return Status::bad_input(fmt::format("flag '-r': {} is not in 1..100000", r));
+             b.repetitions = r;
+             return Status::ok();
+           });
+  p.option({"-o", "--output"}, "md|json|jsonl|csv", "output format on stdout (default md)",
+           [&b](std::string_view v) -> Status {
+             if (v == "md") b.output = OutputFormat::kMarkdown;
+             else if (v == "json") b.output = OutputFormat::kJson;
+             else if (v == "jsonl") b.output = OutputFormat::kJsonl;
+             else if (v == "csv") b.output = OutputFormat::kCsv;
+             else return Status::bad_input(fmt::format("flag '-o': '{}' is not one of md, json, jsonl, csv", v));
+             return Status::ok();
+           });
+  p.flag({"--no-warmup"}, &b.no_warmup, "skip the untimed warm-up run before each test");
+  p.flag({"--profile"}, &b.profile, "time split by block type after each test (stderr; 'profile' in json/jsonl)");
+  p.flag({"--membw"}, &b.measure_bandwidth,
+         "first measure the machine's memory read bandwidth (1 GiB buffer, the largest -t); records then carry "
+         "machine_read_gbps and bandwidth_fraction (achieved_gbps / machine_read_gbps) for tg tests");
+  p.option({"--scale-layers"}, "N",
+           "also estimate t/s for the same model with N layers (e.g. 40 for a synthesized 8-layer "
+           "Qwen3.6-35B-A3B): per-layer time measured with the profiler, scaled by N / n_layer, plus the "
+           "measured embedding and LM-head time. An estimate, labelled as such (estimate_* fields)",
+           [&b](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(int64_t n, parse_int(v, "flag '--scale-layers'"));
+             if (n < 1 || n > 1000) return Status::bad_input(fmt::format("flag '--scale-layers': {} is not in 1..1000", n));
+             b.scale_layers = n;
+             return Status::ok();
+           });
+  p.option({"--delay"}, "SECONDS", "pause before each test (cool-down; default 0)", [&b](std::string_view v) -> Status {
+    ASSIGN_OR_RETURN(int64_t d, parse_int(v, "flag '--delay'"));
+    if (d < 0 || d > 3600) return Status::bad_input(fmt::format("flag '--delay': {} is not in 0..3600", d));
+    b.delay_seconds = d;
+    return Status::ok();
+  });
+  p.option({"--seed"}, "N", "seed of the random token ids (default 1234)", [&b](std::string_view v) -> Status {
+    ASSIGN_OR_RETURN(int64_t s, parse_int(v, "flag '--seed'"));
+    if (s < 0 || s > UINT32_MAX) return Status::bad_input(fmt::format("flag '--seed': {} is out of range", s));
+    b.seed = static_cast<uint32_t>(s);
+    return Status::ok();
+  });
+  p.flag({"--progress"}, &b.verbose, "accepted for compatibility (progress is always on stderr); same as -v");
+  p.flag({"-v", "--verbose"}, &b.verbose, "more detail on stderr (load summary, every repetition's time)");
+}
+
+Status finalize(BenchParams& b, int64_t default_threads) {
+  if (b.models.empty()) return Status::bad_input("no model given (-m FILE)");
+  default_if_empty<int64_t>(b.n_prompt, 512);
+  default_if_empty<int64_t>(b.n_gen, 128);
+  default_if_empty<int64_t>(b.n_depth, 0);
+  default_if_empty<int64_t>(b.n_batch, 2048);
+  default_if_empty<int64_t>(b.n_ubatch, 512);
+  default_if_empty<DType>(b.type_k, DType::F16);
+  default_if_empty<DType>(b.type_v, DType::F16);
+  default_if_empty<int64_t>(b.n_threads, default_threads > 0 ? default_threads : 1);
+  default_if_empty<int64_t>(b.n_gpu_layers, -1);
+  default_if_empty<int64_t>(b.n_cpu_moe, 0);
+  default_if_empty<int>(b.flash_attn, -1);
+  if (b.no_mmap && std::find(b.use_mmap.begin(), b.use_mmap.end(), false) == b.use_mmap.end()) {
+    b.use_mmap.push_back(false);
+  }
+  default_if_empty<bool>(b.use_mmap, true);
+  default_if_empty<std::string>(b.tensor_overrides, "");
+  if (expand_tests(b).empty()) {
+    return Status::bad_input("nothing to run: every -p, -n and -pg value is 0");
+  }
+  return Status::ok();
+}
+
+Result<BenchParams> parse_bench_args(int argc, char** argv, int64_t default_threads, bool* help,
+                                     std::string* help_text) {
+  BenchParams params;
+  ArgParser parser("bench", kSummary);
+  add_bench_flags(parser, params);
+  parser.epilog(kEpilog);
+  RETURN_IF_ERROR(parser.parse(argc, argv));
+  *help = parser.help_requested();
+  if (help_text) *help_text = parser.help_text();
+  if (*help) return params;
+  RETURN_IF_ERROR(finalize(params, default_threads));
+  return params;
+}
+
+std::vector<TestSpec> expand_tests(const BenchParams& b) {
+  std::vector<TestSpec> tests;
+  // Outer loops in llama-bench's order (the model outermost so each file loads once).
+  for (const auto& model : b.models)
+  for (int64_t ngl : b.n_gpu_layers)
+  for (int64_t ncmoe : b.n_cpu_moe)
+  for (bool mmap : b.use_mmap)
+  for (const auto& ot : b.tensor_overrides)
+  for (int64_t nb : b.n_batch)
+  for (int64_t nub : b.n_ubatch)
+  for (DType tk : b.type_k)
+  for (DType tv : b.type_v)
+  for (int fa : b.flash_attn)
+  for (int64_t nt : b.n_threads)
+  for (int64_t nd : b.n_depth) {
+    const TestSpec base{.model = model, .n_gpu_layers = ngl, .n_cpu_moe = ncmoe, .use_mmap = mmap,
+                        .tensor_overrides = ot, .n_batch = nb, .n_ubatch = nub, .type_k = tk, .type_v = tv,
+                        .flash_attn = fa, .n_threads = nt, .n_depth = nd};
+    for (int64_t pp : b.n_prompt) {
+      if (pp == 0) continue;
+      TestSpec t = base;
+      t.n_prompt = pp;
+      tests.push_back(t);
+    }
+    for (int64_t tg : b.n_gen) {
+      if (tg == 0) continue;
+      TestSpec t = base;
+      t.n_gen = tg;
+      tests.push_back(t);
+    }
+    for (const PromptGen& pg : b.prompt_gen) {
+      if (pg.n_prompt == 0 && pg.n_gen == 0) continue;
+      TestSpec t = base;
+      t.n_prompt = pg.n_prompt;
+      t.n_gen = pg.n_gen;
+      tests.push_back(t);
+    }
+  }
+  return tests;
+}
+
+std::string test_name(const TestSpec& t) {
+  std::string name;
+  if (t.n_prompt > 0 && t.n_gen == 0) name = fmt::format("pp{}", t.n_prompt);
+  else if (t.n_gen > 0 && t.n_prompt == 0) name = fmt::format("tg{}", t.n_gen);
+  else name = fmt::format("pp{}+tg{}", t.n_prompt, t.n_gen);
+  if (t.n_depth > 0) name += fmt::format(" @ d{}", t.n_depth);
+  return name;
+}
+
+}  // namespace moetier::bench

@@ -1,0 +1,104 @@
+// `moetier bench` parameters: every test parameter is a list (comma lists, repeated flags
+// and llama-bench's ranges "first-last", "first-last+step", "first-last*mult"), and the
+// tests are the cartesian product of the lists in llama-bench's order (see expand_tests).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/args.h"
+#include "core/status.h"
+#include "tensor/dtype.h"
+
+namespace moetier::bench {
+
+enum class OutputFormat { kMarkdown, kJson, kJsonl, kCsv };
+
+// A prompt+generation pair (-pg PP,TG): PP prompt tokens then TG generated tokens, timed together.
+struct PromptGen {
+  int64_t n_prompt = 0;
+  int64_t n_gen = 0;
+  bool operator==(const PromptGen&) const = default;
+};
+
+// What the command line asked for. Empty lists take llama-bench's defaults in finalize().
+struct BenchParams {
+  std::vector<std::string> models;           // -m
+  std::vector<int64_t> n_prompt;             // -p, default 512
+  std::vector<int64_t> n_gen;                // -n, default 128
+  std::vector<PromptGen> prompt_gen;         // -pg, default none
+  std::vector<int64_t> n_depth;              // -d, default 0
+  std::vector<int64_t> n_batch;              // -b, default 2048
+  std::vector<int64_t> n_ubatch;             // -ub, default 512
+  std::vector<DType> type_k;                 // -ctk, default f16
+  std::vector<DType> type_v;                 // -ctv, default f16
+  std::vector<int64_t> n_threads;            // -t, default physical cores
+  std::vector<int64_t> n_gpu_layers;         // -ngl, default -1 (llama-bench's "all")
+  std::vector<int64_t> n_cpu_moe;            // -ncmoe, default 0
+  std::vector<int> flash_attn;               // -fa: -1 auto, 0 off, 1 on; default auto
+  std::vector<bool> use_mmap;                // -mmp, default 1
+  bool no_mmap = false;                      // --no-mmap: adds 0 to the -mmp list
+  std::vector<std::string> tensor_overrides; // -ot: one "PAT=DEV;PAT=DEV" group per entry; "" = none
+  int64_t repetitions = 5;                   // -r
+  OutputFormat output = OutputFormat::kMarkdown;  // -o
+  bool no_warmup = false;                    // --no-warmup
+  bool profile = false;                      // --profile
+  bool measure_bandwidth = false;            // --membw: time the machine's memory read bandwidth
+  int64_t scale_layers = 0;                  // --scale-layers N: estimate for an N-layer model
+  bool verbose = false;                      // -v
+  int64_t delay_seconds = 0;                 // --delay: pause before each test
+  uint32_t seed = 1234;                      // --seed: random token ids
+};
+
+// Registers every bench flag on `parser`, writing into `params`.
+void add_bench_flags(ArgParser& parser, BenchParams& params);
+
+// Fills empty lists with the defaults and checks cross-flag rules (a model is given, at
+// least one test remains). default_threads: the value for an empty -t list.
+Status finalize(BenchParams& params, int64_t default_threads);
+
+// Parses argv (argv[0] is the command) into finalized params. Sets *help when -h was given
+// (params are then not finalized); *help_text (if not null) receives the full --help text.
+Result<BenchParams> parse_bench_args(int argc, char** argv, int64_t default_threads, bool* help,
+                                     std::string* help_text);
+
+// One test: a point of the cartesian product plus its kind (pp, tg or pp+tg).
+struct TestSpec {
+  std::string model;
+  int64_t n_gpu_layers = -1;
+  int64_t n_cpu_moe = 0;
+  bool use_mmap = true;
+  std::string tensor_overrides;  // "" = none
+  int64_t n_batch = 2048;
+  int64_t n_ubatch = 512;
+  DType type_k = DType::F16;
+  DType type_v = DType::F16;
+  int flash_attn = -1;
+  int64_t n_threads = 1;
+  int64_t n_depth = 0;
+  int64_t n_prompt = 0;
+  int64_t n_gen = 0;
+};
+
+// The tests in llama-bench's order: the outer loops run over model, n_gpu_layers, n_cpu_moe,
+// use_mmap, tensor overrides, n_batch, n_ubatch, type_k, type_v, flash_attn, n_threads,
+// n_depth (first listed = outermost); inside each point come the pp tests (-p list, 0
+// skipped), then the tg tests (-n list, 0 skipped), then the -pg pairs (0,0 skipped).
+std::vector<TestSpec> expand_tests(const BenchParams& params);
+
+// llama-bench's name of a test: "pp512", "tg128", "pp512+tg128", with " @ d4096" for depth.
+std::string test_name(const TestSpec& test);
+
+// Parses one list value: comma-separated items, each an integer or a range "a-b", "a-b+s",
+// "a-b*m" (a <= b; s >= 1; m >= 2). allow_negative lets a plain item or a range's first
+// value be negative (for -ngl). Errors name `flag`.
+Result<std::vector<int64_t>> parse_int_list(std::string_view text, std::string_view flag, bool allow_negative = false);
+
+// -fa values: on/1/true/enabled -> 1, off/0/false/disabled -> 0, auto/-1 -> -1.
+Result<int> parse_flash_attn(std::string_view text);
+
+std::string_view output_format_name(OutputFormat format);
+
+}  // namespace moetier::bench

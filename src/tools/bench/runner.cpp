@@ -1,0 +1,279 @@
+#include "tools/bench/runner.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/cpu_features.h"
+#include "core/profiler.h"
+#include "core/thread_pool.h"
+#include "tools/inspect/summary.h"
+
+namespace moetier::bench {
+
+namespace {
+
+// "7.8B", "2.6M", "950K": a parameter count the way model names spell it.
+std::string count_label(int64_t n) {
+  const double x = static_cast<double>(n);
+  if (x >= 1e9) return fmt::format("{:.1f}B", x / 1e9);
+  if (x >= 1e6) return fmt::format("{:.1f}M", x / 1e6);
+  return fmt::format("{:.0f}K", x / 1e3);
+}
+
+// llama.cpp's display name of a general.file_type: "all F32", "Q4_K - Medium", "IQ4_XS".
+std::string file_type_label(const gguf::GgufFile& file) {
+  const int64_t ft = file.get_int_or("general.file_type", -1);
+  if (ft < 0) return "?";
+  std::string name(file_type_name(static_cast<uint32_t>(ft)));
+  if (name.empty()) return fmt::format("file type {}", ft);
+  if (name == "ALL_F32") return "all F32";
+  if (name.rfind("MOSTLY_", 0) == 0) name = name.substr(7);
+  // K-quant mixes end in a size letter: Q4_K_M -> "Q4_K - Medium".
+  struct Suffix {
+    const char* tail;
+    const char* word;
+  };
+  for (const Suffix& s : {Suffix{"_K_S", "Small"}, Suffix{"_K_M", "Medium"}, Suffix{"_K_L", "Large"}}) {
+    const std::string tail = s.tail;
+    if (name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0) {
+      return name.substr(0, name.size() - 2) + " - " + s.word;
+    }
+  }
+  return name;
+}
+
+std::string utc_now_rfc3339() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) break;
+      size_t start = line.find_first_not_of(" \t", colon + 1);
+      return start == std::string::npos ? "" : line.substr(start);
+    }
+  }
+  return "";
+}
+
+// Random token ids for one test; the first token of a sequence is BOS when the model asks
+// for one (as llama-bench does), so the model sees a realistic start.
+class TokenSource {
+ public:
+  TokenSource(uint32_t seed, int64_t n_vocab, int32_t bos) : rng_(seed), dist_(0, static_cast<int32_t>(n_vocab - 1)), bos_(bos) {}
+  void fill(std::vector<int32_t>& tokens, int64_t n, bool sequence_start) {
+    tokens.resize(static_cast<size_t>(n));
+    for (auto& t : tokens) t = dist_(rng_);
+    if (sequence_start && bos_ >= 0 && n > 0) tokens[0] = bos_;
+  }
+
+ private:
+  std::mt19937 rng_;
+  std::uniform_int_distribution<int32_t> dist_;
+  int32_t bos_;
+};
+
+struct Workspace {
+  Model& model;
+  SequenceState& seq;
+  ThreadPool& pool;
+  TokenSource& tokens;
+  std::vector<int32_t> batch;
+  std::vector<float> logits;
+};
+
+// n tokens in forward calls of at most n_batch tokens (the model splits each into -ub
+// micro-batches), logits of the last token only: llama-bench's prompt processing.
+Status process_prompt(Workspace& w, int64_t n, int64_t n_batch) {
+  for (int64_t done = 0; done < n;) {
+    const int64_t count = std::min(n_batch, n - done);
+    w.tokens.fill(w.batch, count, w.seq.n_past() == 0);
+    RETURN_IF_ERROR(w.model.forward(w.batch, w.seq, {}, w.logits, w.pool));
+    done += count;
+  }
+  return Status::ok();
+}
+
+// n single-token forward calls: llama-bench's generation (token ids random, not sampled).
+Status generate(Workspace& w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    w.tokens.fill(w.batch, 1, w.seq.n_past() == 0);
+    RETURN_IF_ERROR(w.model.forward(w.batch, w.seq, {}, w.logits, w.pool));
+  }
+  return Status::ok();
+}
+
+std::vector<ProfileRow> summarize_profile(const Profiler& profiler, int64_t total_wall_ns, int64_t reps) {
+  std::vector<ProfileRow> rows;
+  const double per_rep = 1.0 / static_cast<double>(reps);
+  const double wall_ms = static_cast<double>(total_wall_ns) / 1e6 * per_rep;
+  double blocks_ms = 0;
+  for (int b = 0; b < static_cast<int>(ProfileBlock::kCount); ++b) {
+    const auto& e = profiler.entry(static_cast<ProfileBlock>(b));
+    const double ms = static_cast<double>(e.ns) / 1e6 * per_rep;
+    blocks_ms += ms;
+    rows.push_back({.block = std::string(profile_block_name(static_cast<ProfileBlock>(b))),
+                    .ms = ms,
+                    .percent = wall_ms > 0 ? 100.0 * ms / wall_ms : 0.0,
+                    .calls = static_cast<double>(e.calls) * per_rep});
+  }
+  // Time between blocks (token handling, forward() bookkeeping, thread wake-ups not inside a block).
+  const double other = std::max(0.0, wall_ms - blocks_ms);
+  rows.push_back({.block = "other", .ms = other, .percent = wall_ms > 0 ? 100.0 * other / wall_ms : 0.0});
+  return rows;
+}
+
+}  // namespace
+
+std::optional<int64_t> peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      long long kb = 0;
+      if (std::sscanf(line.c_str() + 6, "%lld", &kb) == 1) return static_cast<int64_t>(kb) * 1024;
+    }
+  }
+  return std::nullopt;
+}
+
+Environment detect_environment() {
+  Environment env;
+#ifdef MOETIER_GIT_COMMIT
+  env.build_commit = MOETIER_GIT_COMMIT;
+#else
+  env.build_commit = MOETIER_VERSION;
+#endif
+  env.cpu_info = cpu_model_name();
+  env.cpu_isa = cpu_features().describe();
+  return env;
+}
+
+ModelInfo describe_model(const gguf::GgufFile& file, const std::string& filename) {
+  const inspect::Summary summary = inspect::summarize(file);
+  ModelInfo info;
+  info.filename = filename;
+  info.size_bytes = summary.census.n_bytes;
+  info.n_params = summary.census.n_params;
+  std::string params = count_label(info.n_params);
+  if (summary.moe) {
+    if (summary.moe->n_params_active < info.n_params) params += ".A" + count_label(summary.moe->n_params_active);
+    info.weight_bytes_per_token = summary.moe->bytes_per_token;
+    // Tied embeddings: without output.weight the LM head reads the whole embedding matrix,
+    // not the one row counted for the lookup.
+    const auto* embd = file.find_tensor("token_embd.weight");
+    if (embd && !file.find_tensor("output.weight") && embd->ne[1] > 0) {
+      info.weight_bytes_per_token += static_cast<int64_t>(embd->n_bytes - embd->n_bytes / embd->ne[1]);
+    }
+  } else {
+    info.weight_bytes_per_token = summary.census.n_bytes;
+  }
+  const std::string arch = summary.arch.empty() ? "?" : summary.arch;
+  info.type = fmt::format("{} {} {}", arch, params, file_type_label(file));
+  return info;
+}
+
+Result<LoadedModel> load_bench_model(const std::string& path, bool use_mmap, bool verbose) {
+  LoadedModel m;
+  m.path = path;
+  m.use_mmap = use_mmap;
+  const gguf::LoadOptions load{.mode = use_mmap ? gguf::LoadMode::kMmap : gguf::LoadMode::kRead,
+                               .mlock = false,
+                               .progress = true,
+                               .verbose = verbose};
+  ASSIGN_OR_RETURN(m.file, gguf::ModelFile::open(path, load));
+  auto model = load_model(*m.file, {});
+  if (!model) return model.status().with_context(path);
+  m.model = std::move(model).value();
+  const gguf::GgufFile& h = m.file->header();
+  m.info = describe_model(h, path);
+  if (h.get_int_or("tokenizer.ggml.add_bos_token", 0) != 0) {
+    const int64_t bos = h.get_int_or("tokenizer.ggml.bos_token_id", -1);
+    if (bos >= 0 && bos < m.model->hparams().n_vocab) m.bos_token = static_cast<int32_t>(bos);
+  }
+  return m;
+}
+
+Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const RunOptions& options) {
+  Model& model = *loaded.model;
+  TestResult result;
+  result.spec = test;
+  result.model = loaded.info;
+  result.test_time = utc_now_rfc3339();
+
+  // llama-bench's context: exactly what one repetition needs (the warm-up needs no more).
+  const int64_t n_ctx = std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen);
+  auto seq = model.new_sequence({.n_ctx = n_ctx, .type_k = test.type_k, .type_v = test.type_v});
+  if (!seq) return seq.status().with_context(loaded.path);
+  // A micro-batch never exceeds the logical batch (llama.cpp clamps -ub to -b the same way).
+  model.set_n_ubatch(std::min(test.n_ubatch, test.n_batch));
+  ThreadPool pool(static_cast<int>(test.n_threads));
+  TokenSource tokens(options.seed, model.hparams().n_vocab, loaded.bos_token);
+  Workspace w{.model = model, .seq = *seq, .pool = pool, .tokens = tokens, .batch = {}, .logits = {}};
+  const auto progress = [&](const std::string& what) {
+    std::fprintf(stderr, "moetier bench: %s: %s\n", options.progress_prefix.c_str(), what.c_str());
+  };
+
+  model.set_profiler(nullptr);
+  if (options.warmup) {
+    progress("warm-up");
+    if (test.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test.n_prompt, test.n_batch));
+    if (test.n_gen > 0) RETURN_IF_ERROR(generate(w, 1));
+  }
+
+  Profiler profiler;
+  int64_t total_ns = 0;
+  for (int64_t rep = 0; rep < options.repetitions; ++rep) {
+    w.seq.clear();
+    if (test.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test.n_depth, test.n_batch));  // untimed
+    if (options.profile || options.scale_layers > 0) model.set_profiler(&profiler);
+    const auto start = std::chrono::steady_clock::now();
+    if (test.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test.n_prompt, test.n_batch));
+    if (test.n_gen > 0) RETURN_IF_ERROR(generate(w, test.n_gen));
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    model.set_profiler(nullptr);
+    result.samples_ns.push_back(ns);
+    total_ns += ns;
+    const double tps = 1e9 * static_cast<double>(test.n_prompt + test.n_gen) / static_cast<double>(ns);
+    if (options.verbose || options.repetitions <= 10 || rep + 1 == options.repetitions) {
+      progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options.repetitions,
+                           static_cast<double>(ns) / 1e6, tps));
+    }
+  }
+  result.peak_rss_bytes = peak_rss_bytes();
+  if (options.profile) result.profile = summarize_profile(profiler, total_ns, options.repetitions);
+  if (options.scale_layers > 0 && total_ns > 0) {
+    // Time outside the layers (embedding lookup, final norm + LM head) is per token and does
+    // not grow with depth; everything else is per layer. Both models must have the same
+    // layer mix (Qwen3.6-35B-A3B: 3 DeltaNet : 1 attention in 8 layers and in 40).
+    const int64_t n_layer = model.hparams().n_layer;
+    const double fixed_ns = static_cast<double>(profiler.entry(ProfileBlock::kEmbedding).ns +
+                                                profiler.entry(ProfileBlock::kLmHead).ns);
+    const double layer_ns = static_cast<double>(total_ns) - fixed_ns;
+    const double estimate_ns = fixed_ns + layer_ns * static_cast<double>(options.scale_layers) / static_cast<double>(n_layer);
+    result.estimate = LayerEstimate{
+        .n_layer = options.scale_layers,
+        .ts = 1e9 * static_cast<double>((test.n_prompt + test.n_gen) * options.repetitions) / estimate_ns};
+  }
+  return result;
+}
+
+}  // namespace moetier::bench

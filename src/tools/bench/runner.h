@@ -1,0 +1,53 @@
+// Running one `moetier bench` test the way llama-bench does: a fresh sequence, an untimed
+// warm-up, then r timed repetitions, each on a cleared sequence with an optional untimed
+// depth fill, processing random token ids.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "gguf/model_file.h"
+#include "model/model.h"
+#include "tools/bench/bench_params.h"
+#include "tools/bench/report.h"
+
+namespace moetier::bench {
+
+struct LoadedModel {
+  std::unique_ptr<gguf::ModelFile> file;
+  std::unique_ptr<Model> model;
+  ModelInfo info;
+  int32_t bos_token = -1;  // >= 0 when the model's metadata asks for BOS at the start
+  std::string path;
+  bool use_mmap = true;
+};
+
+// Opens `path` (mmap or read into RAM) and binds the model. Errors name the file.
+Result<LoadedModel> load_bench_model(const std::string& path, bool use_mmap, bool verbose);
+
+// Facts of the file for the records: llama-bench-like type string, sizes, weight bytes
+// per generated token.
+ModelInfo describe_model(const gguf::GgufFile& file, const std::string& filename);
+
+struct RunOptions {
+  int64_t repetitions = 5;
+  bool warmup = true;
+  bool profile = false;
+  int64_t scale_layers = 0;  // > 0: estimate t/s for this many layers (profiles the run)
+  bool verbose = false;      // every repetition's time on stderr
+  uint32_t seed = 1234;      // random token ids
+  std::string progress_prefix;  // "[2/6] tg128" for the progress lines on stderr
+};
+
+// Runs `test` on `loaded`. Errors (context allocation, forward failures) are values.
+Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const RunOptions& options);
+
+// The machine and build facts for every record.
+Environment detect_environment();
+
+// VmHWM of this process in bytes (nullopt where /proc is missing).
+std::optional<int64_t> peak_rss_bytes();
+
+}  // namespace moetier::bench

@@ -1,0 +1,261 @@
+// `moetier bench` as a user runs it, on the tiny reference model: the four output formats
+// (shape, llama-bench's field names, statistics consistent with the samples), moetier's
+// own fields checked against an independent count from the file, --profile, and bad
+// input answered with exit status 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf.h"
+#include "support/cli.h"
+#include "support/ref_data.h"
+
+namespace moetier {
+namespace {
+
+using moetier::testing::run_moetier;
+const std::string kModelPath = std::string(moetier::testing::kRefDir) + "/models/qwen35moe-tiny-f32.gguf";
+const std::string kModel = "'" + kModelPath + "'";
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// llama-bench's fields that apply to moetier, then moetier's own, in output order.
+const std::vector<std::string> kFields = {
+    "build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type",
+    "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
+    "n_cpu_moe", "flash_attn", "tensor_buft_overrides", "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time",
+    "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "weight_bytes_per_token", "achieved_gbps", "peak_rss_bytes",
+    "cpu_isa", "machine_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts"};
+
+// Weight bytes per generated token counted from the file alone: every tensor but the
+// routed experts ("*_exps"), of which a token uses n_expert_used of n_expert, and of the
+// token embedding only one row.
+struct FileCounts {
+  int64_t bytes = 0, params = 0, bytes_per_token = 0;
+};
+FileCounts count_file(const std::string& path) {
+  auto header = gguf::read_header(path);
+  EXPECT_TRUE(header.is_ok());
+  FileCounts c;
+  const int64_t n_expert = header->get_int_or("qwen35moe.expert_count", 0);
+  const int64_t n_used = header->get_int_or("qwen35moe.expert_used_count", 0);
+  EXPECT_GT(n_expert, 0);
+  for (const auto& t : header->tensors) {
+    const auto bytes = static_cast<int64_t>(t.n_bytes);
+    c.bytes += bytes;
+    c.params += static_cast<int64_t>(t.n_elements);
+    if (t.name.find("_exps.") != std::string::npos) {
+      c.bytes_per_token += bytes / n_expert * n_used;
+    } else if (t.name == "token_embd.weight") {
+      c.bytes_per_token += bytes / t.ne[1];
+    } else {
+      c.bytes_per_token += bytes;
+    }
+  }
+  return c;
+}
+
+TEST(CliBench, JsonRecordsHaveLlamaBenchFieldsAndConsistentStatistics) {
+  const auto r = run_moetier("bench -m " + kModel + " -p 8 -n 4 -r 2 -t 2 -o json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto doc = nlohmann::ordered_json::parse(r.out);  // throws (fails) on invalid JSON
+  ASSERT_TRUE(doc.is_array());
+  ASSERT_EQ(doc.size(), 2u);
+  const FileCounts counts = count_file(kModelPath);
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const auto& rec = doc[i];
+    std::vector<std::string> names;
+    for (const auto& [k, v] : rec.items()) names.push_back(k);
+    std::vector<std::string> want = kFields;
+    want.push_back("samples_ns");
+    want.push_back("samples_ts");
+    EXPECT_EQ(names, want);
+    EXPECT_EQ(rec["model_filename"], kModelPath);
+    EXPECT_EQ(rec["backends"], "CPU");
+    EXPECT_EQ(rec["n_threads"], 2);
+    EXPECT_EQ(rec["n_batch"], 2048);
+    EXPECT_EQ(rec["n_ubatch"], 512);
+    EXPECT_EQ(rec["type_k"], "f16");
+    EXPECT_EQ(rec["flash_attn"], -1);
+    EXPECT_EQ(rec["use_mmap"], true);
+    EXPECT_EQ(rec["n_depth"], 0);
+    EXPECT_EQ(rec["model_size"], counts.bytes);
+    EXPECT_EQ(rec["model_n_params"], counts.params);
+    EXPECT_EQ(rec["weight_bytes_per_token"], counts.bytes_per_token);
+    EXPECT_GT(rec["peak_rss_bytes"].get<int64_t>(), 0);
+    EXPECT_TRUE(rec["model_type"].get<std::string>().rfind("qwen35moe ", 0) == 0) << rec["model_type"];
+    EXPECT_NE(rec["model_type"].get<std::string>().find("all F32"), std::string::npos) << rec["model_type"];
+
+    const auto ns = rec["samples_ns"].get<std::vector<int64_t>>();
+    const auto ts = rec["samples_ts"].get<std::vector<double>>();
+    ASSERT_EQ(ns.size(), 2u);
+    ASSERT_EQ(ts.size(), 2u);
+    const int64_t n_tokens = rec["n_prompt"].get<int64_t>() + rec["n_gen"].get<int64_t>();
+    double ts_sum = 0;
+    for (size_t k = 0; k < ns.size(); ++k) {
+      ASSERT_GT(ns[k], 0);
+      const double want_ts = 1e9 * static_cast<double>(n_tokens) / static_cast<double>(ns[k]);
+      EXPECT_NEAR(ts[k], want_ts, want_ts * 1e-5);  // printed with 6 significant digits
+      ts_sum += want_ts;
+    }
+    EXPECT_GT(rec["avg_ts"].get<double>(), 0.0);
+    EXPECT_NEAR(rec["avg_ts"].get<double>(), ts_sum / 2, ts_sum * 1e-6);
+    EXPECT_NEAR(rec["avg_ns"].get<double>(), (ns[0] + ns[1]) / 2.0, 1.0);
+    // Two samples: sample stddev = |a - b| / sqrt(2).
+    EXPECT_NEAR(rec["stddev_ns"].get<double>(), std::abs(ns[0] - ns[1]) / std::sqrt(2.0), 1.0);
+  }
+  EXPECT_EQ(doc[0]["n_prompt"], 8);
+  EXPECT_EQ(doc[0]["n_gen"], 0);
+  EXPECT_TRUE(doc[0]["achieved_gbps"].is_null());
+  EXPECT_EQ(doc[1]["n_prompt"], 0);
+  EXPECT_EQ(doc[1]["n_gen"], 4);
+  const double gbps = doc[1]["achieved_gbps"].get<double>();
+  EXPECT_NEAR(gbps, static_cast<double>(counts.bytes_per_token) * doc[1]["avg_ts"].get<double>() / 1e9, gbps * 1e-5);
+  // Progress on stderr names the test and the repetition.
+  EXPECT_NE(r.err.find("pp8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("repetition 2/2"), std::string::npos) << r.err;
+}
+
+TEST(CliBench, CsvJsonlAndMarkdownShapes) {
+  const std::string common = "bench -m " + kModel + " -p 8 -n 4 -r 2 -t 1,2 --no-warmup -o ";
+  {
+    const auto r = run_moetier(common + "csv");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto lines = lines_of(r.out);
+    ASSERT_EQ(lines.size(), 5u) << r.out;  // header + 2 thread counts x (pp8, tg4)
+    std::string want_header;
+    for (size_t i = 0; i < kFields.size(); ++i) want_header += (i ? "," : "") + kFields[i];
+    EXPECT_EQ(lines[0], want_header);
+    for (size_t i = 1; i < lines.size(); ++i) {
+      // every value quoted: 2 quotes per field, fields separated by '","'
+      EXPECT_EQ(lines[i].front(), '"');
+      EXPECT_EQ(lines[i].back(), '"');
+      size_t separators = 0;
+      for (size_t pos = 0; (pos = lines[i].find("\",\"", pos)) != std::string::npos; ++pos) ++separators;
+      EXPECT_EQ(separators + 1, kFields.size()) << lines[i];
+    }
+    // n_ubatch, n_threads, type_k: the thread count varies slower than the test kind
+    EXPECT_NE(lines[1].find("\"512\",\"1\",\"f16\""), std::string::npos) << lines[1];
+    EXPECT_NE(lines[3].find("\"512\",\"2\",\"f16\""), std::string::npos) << lines[3];
+  }
+  {
+    const auto r = run_moetier(common + "jsonl");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto lines = lines_of(r.out);
+    ASSERT_EQ(lines.size(), 4u) << r.out;
+    const std::vector<std::pair<int, int>> want = {{1, 8}, {1, 0}, {2, 8}, {2, 0}};
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const auto rec = nlohmann::json::parse(lines[i]);
+      ASSERT_TRUE(rec.is_object());
+      EXPECT_EQ(rec["n_threads"], want[i].first);
+      EXPECT_EQ(rec["n_prompt"], want[i].second);
+      EXPECT_EQ(rec["samples_ns"].size(), 2u);
+    }
+  }
+  {
+    const auto r = run_moetier(common + "md");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto lines = lines_of(r.out);
+    ASSERT_EQ(lines.size(), 8u) << r.out;  // header, rule, 4 rows, blank, build line
+    EXPECT_EQ(lines[0].rfind("| model ", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find("| threads |"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("t/s |"), std::string::npos) << lines[0];
+    EXPECT_EQ(lines[1].rfind("| ---", 0), 0u) << lines[1];
+    EXPECT_NE(lines[2].find(" pp8 |"), std::string::npos) << lines[2];
+    EXPECT_NE(lines[3].find(" tg4 |"), std::string::npos) << lines[3];
+    EXPECT_NE(lines[2].find(" ± "), std::string::npos) << lines[2];
+    EXPECT_EQ(lines[6], "");
+    EXPECT_EQ(lines[7].rfind("build: ", 0), 0u);
+  }
+}
+
+TEST(CliBench, DepthPromptGenAndProfile) {
+  const auto r = run_moetier("bench -m " + kModel + " -p 0 -n 4 -pg 4,2 -d 4 -r 1 -t 1 --profile -o json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc.size(), 2u);
+  EXPECT_EQ(doc[0]["n_depth"], 4);
+  EXPECT_EQ(doc[1]["n_prompt"], 4);
+  EXPECT_EQ(doc[1]["n_gen"], 2);
+  EXPECT_TRUE(doc[1]["achieved_gbps"].is_null());
+  // tg4 on a 4-layer MoE model: 4 single-token forwards through 3 DeltaNet layers and 1 attention layer
+  // (layer 3), each with routed experts, and 4 LM heads; the blocks and "other" add up to the repetition's wall time.
+  const auto& profile = doc[0]["profile"];
+  ASSERT_TRUE(profile.is_object()) << doc[0];
+  std::set<std::string> blocks;
+  double percent = 0;
+  for (const auto& b : profile["blocks"]) {
+    blocks.insert(b["block"].get<std::string>());
+    percent += b["percent"].get<double>();
+    const std::string name = b["block"].get<std::string>();
+    const double calls = b["calls"].get<double>();
+    if (name == "moe_experts") {
+      EXPECT_GE(calls, 16);  // at least one span per layer and token
+    } else if (name == "lm_head") {
+      EXPECT_EQ(calls, 4);
+    } else if (name == "attention") {
+      EXPECT_EQ(calls, 4);  // layer 3 only
+    } else if (name == "delta_net") {
+      EXPECT_EQ(calls, 12);  // layers 0-2
+    }
+  }
+  EXPECT_TRUE(blocks.count("moe_experts") && blocks.count("other") && blocks.count("lm_head"));
+  EXPECT_NEAR(percent, 100.0, 0.1);
+  EXPECT_NE(r.err.find("profile of tg4 @ d4"), std::string::npos) << r.err;
+
+  const auto md = run_moetier("bench -m " + kModel + " -p 0 -n 0 -pg 4,2 -d 4 -r 1 -t 1");
+  ASSERT_EQ(md.rc, 0) << md.err;
+  EXPECT_NE(md.out.find(" pp4+tg2 @ d4 |"), std::string::npos) << md.out;
+}
+
+TEST(CliBench, BadInputExitsTwoWithOneLine) {
+  const std::vector<std::string> bad = {"bench -m " + kModel + " --bogus", "bench -m " + kModel + " -p 1-x",
+                                       "bench -m " + kModel + " -p 0 -n 0",  "bench -p 8",
+                                       "bench -m " + kModel + " -o xml",     "bench -m " + kModel + " -ctk q4_0"};
+  for (const std::string& args : bad) {
+    const auto r = run_moetier(args);
+    EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
+    EXPECT_EQ(lines_of(r.err).size(), 1u) << args << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+  const auto missing = run_moetier("bench -m /nonexistent/model.gguf -p 8 -n 0 -r 1");
+  EXPECT_NE(missing.rc, 0);
+  EXPECT_NE(missing.err.find("/nonexistent/model.gguf"), std::string::npos) << missing.err;
+  const auto help = run_moetier("bench --help");
+  EXPECT_EQ(help.rc, 0);
+  EXPECT_NE(help.out.find("-pg"), std::string::npos);
+  EXPECT_NE(help.out.find("examples:"), std::string::npos);
+}
+
+TEST(CliBench, ScaleLayersEstimateLiesBetweenMeasuredAndProportionalTime) {
+  // The tiny model has 4 layers; for 8 the estimate adds the measured per-layer time once
+  // more: total ≤ estimate ≤ 2·total, i.e. avg_ts / 2 ≤ estimate_ts ≤ avg_ts (r = 1, so
+  // avg_ts is exactly the one sample's t/s).
+  const auto r = run_moetier("bench -m " + kModel + " -p 0 -n 4 -r 1 -t 1 --scale-layers 8 -o json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto records = nlohmann::json::parse(r.out);
+  ASSERT_EQ(records.size(), 1u);
+  const auto& rec = records[0];
+  EXPECT_EQ(rec["estimate_n_layer"], 8);
+  const double ts = rec["avg_ts"], est = rec["estimate_ts"];
+  EXPECT_LE(est, ts * (1 + 1e-9));
+  EXPECT_GE(est, ts / 2 * (1 - 1e-9));
+  EXPECT_NE(r.err.find("ESTIMATE, not measured"), std::string::npos) << r.err;
+  EXPECT_TRUE(rec["machine_read_gbps"].is_null());  // only with --membw
+  const auto bad = run_moetier("bench -m " + kModel + " --scale-layers 0");
+  EXPECT_EQ(bad.rc, 2);
+}
+
+}  // namespace
+}  // namespace moetier
