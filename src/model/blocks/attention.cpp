@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cpu/dot.h"
 #include "cpu/ops.h"
 #include "tensor/fp16.h"
 
@@ -26,20 +27,6 @@ void load_row(DType type, const uint8_t* row, int64_t first, int64_t n, float* o
   } else {
     fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row) + first, out, n);
   }
-}
-
-// Σ a[i]·b[i]. Each float product is exact in double; 4 interleaved double partial sums
-// keep it vectorisable, and their rounding (≤ n·2^-53 relative) is far below the final
-// rounding to float, so this agrees with an exact sum rounded once in all but rare ties.
-float dot_f32(const float* a, const float* b, int64_t n) {
-  double part[4] = {};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int l = 0; l < 4; ++l) part[l] += static_cast<double>(a[i + l]) * b[i + l];
-  }
-  double sum = (part[0] + part[1]) + (part[2] + part[3]);
-  for (; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
-  return static_cast<float>(sum);
 }
 
 }  // namespace
@@ -91,11 +78,12 @@ void attention_block(const AttentionWeights& w, const AttentionShape& s, const f
   const int64_t n_ctx_used = pos0 + n;
   const int64_t token_blocks = std::min<int64_t>(n, std::max<int64_t>(1, 2 * pool.size() / s.n_head_kv));
   scratch.attn.resize(static_cast<size_t>(n * s.n_head * hd));
-  scratch.scores.resize(static_cast<size_t>(pool.size() * n_ctx_used));
+  scratch.scores.resize(static_cast<size_t>(pool.size() * group * n_ctx_used));
   scratch.kv_f32.resize(static_cast<size_t>(pool.size() * 2 * n_ctx_used * hd));
   const DType type_k = seq.options().type_k, type_v = seq.options().type_v;
+  const cpu::DotKernel& qk = *cpu::best_dot_kernel(DType::F32, cpu_features());
   pool.parallel_for(s.n_head_kv * token_blocks, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = scratch.scores.data() + thread * n_ctx_used;
+    float* scores = scratch.scores.data() + thread * group * n_ctx_used;  // [group][n_keys]
     float* keys = scratch.kv_f32.data() + thread * 2 * n_ctx_used * hd;
     float* values = keys + n_ctx_used * hd;
     for (int64_t item = begin; item < end; ++item) {
@@ -108,13 +96,25 @@ void attention_block(const AttentionWeights& w, const AttentionShape& s, const f
       }
       for (int64_t t = t_begin; t < t_end; ++t) {
         const int64_t n_keys = pos0 + t + 1;
-        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          const float* q = scratch.q.data() + (t * s.n_head + h) * hd;
-          for (int64_t p = 0; p < n_keys; ++p) scores[p] = dot_f32(q, keys + p * hd, hd) * scale;
-          cpu::softmax(scores, n_keys);
+        // Scores of the group's query heads (contiguous rows of q) against every key: one
+        // key row against up to kMaxDotRows query rows per kernel call. The F32 kernels sum
+        // in double lanes, which keeps llama.cpp's logits (float-lane sums do not).
+        const float* q_group = scratch.q.data() + (t * s.n_head + kvh * group) * hd;
+        float tile[cpu::kMaxDotRows];
+        for (int64_t h0 = 0; h0 < group; h0 += cpu::kMaxDotRows) {
+          const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, group - h0));
+          for (int64_t p = 0; p < n_keys; ++p) {
+            cpu::dot_rows(qk, hd, keys + p * hd, q_group + h0 * hd, hd * static_cast<int64_t>(sizeof(float)), m, tile);
+            for (int j = 0; j < m; ++j) scores[(h0 + j) * n_ctx_used + p] = tile[j] * scale;
+          }
+        }
+        for (int64_t hg = 0; hg < group; ++hg) {
+          const int64_t h = kvh * group + hg;
+          float* sc = scores + hg * n_ctx_used;
+          cpu::softmax(sc, n_keys);
           float* o = scratch.attn.data() + (t * s.n_head + h) * hd;
           std::memset(o, 0, hd * sizeof(float));
-          for (int64_t p = 0; p < n_keys; ++p) cpu::axpy(scores[p], values + p * hd, hd, o);
+          for (int64_t p = 0; p < n_keys; ++p) cpu::axpy(sc[p], values + p * hd, hd, o);
           if (s.output_gate) {
             const float* g = scratch.gate.data() + (t * s.n_head + h) * hd;
             for (int64_t i = 0; i < hd; ++i) o[i] *= cpu::sigmoid(g[i]);
