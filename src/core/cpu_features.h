@@ -22,6 +22,10 @@ struct CpuFeatures {
   int physical_cores = 1;  // best effort from /proc/cpuinfo / sysfs; >= 1
   int logical_cores = 1;
 
+  // The ISA set the *_avx2.cpp / *_avx512.cpp units are compiled for (see CMakeLists.txt).
+  bool has_avx2_set() const { return avx2 && fma && f16c; }
+  bool has_avx512_set() const { return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512vnni; }
+
   // "AVX2 FMA F16C AVX512F ..." for logs and bench output.
   std::string describe() const;
 };

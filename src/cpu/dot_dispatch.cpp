@@ -34,13 +34,12 @@ std::optional<DType> activation_type_for(DType weight_type) {
 }
 
 const DotKernel* best_dot_kernel(DType weight_type, const CpuFeatures& cpu) {
-  const bool avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
-  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni) {
+  if (cpu.has_avx512_set()) {
     for (const auto& k : avx512_dot_kernels()) {
       if (k.weight_type == weight_type) return &k;
     }
   }
-  if (avx2) {
+  if (cpu.has_avx2_set()) {
     for (const auto& k : avx2_dot_kernels()) {
       if (k.weight_type == weight_type) return &k;
     }

@@ -17,7 +17,7 @@ void fp16_to_f32_row(const uint16_t* in, float* out, int64_t n);
 void f32_to_fp16_row(const float* in, uint16_t* out, int64_t n);
 
 namespace f16c {
-// Only call when cpu_features().f16c (cpu/fp16_rows_avx2.cpp).
+// Only call when cpu_features().has_avx2_set() (tensor/fp16_rows_avx2.cpp).
 void fp16_to_f32_row(const uint16_t* in, float* out, int64_t n);
 void f32_to_fp16_row(const float* in, uint16_t* out, int64_t n);
 }  // namespace f16c

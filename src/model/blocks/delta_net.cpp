@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cpu/delta_rule.h"
 #include "cpu/ops.h"
 
 namespace moetier {
@@ -43,7 +44,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   //   S ← exp(g)·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  o = Sᵀq / sqrt(d_k)
   // S is d_k × d_v, stored row-major S[i][c] (i over d_k).
   float* state = seq.ssm_state(layer);
-  scratch.head_tmp.resize(static_cast<size_t>(pool.size() * 2 * dv));
+  scratch.head_tmp.resize(static_cast<size_t>(pool.size() * dv));
   scratch.y.resize(static_cast<size_t>(n * s.value_dim()));
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
   // Normalise q and k heads once per token (in place in conv_out).
@@ -51,11 +52,10 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     float* row = scratch.conv_out.data() + t * ch;
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
   }
-  // Two passes over S (d_k rows of d_v floats) per token, vectorised along c; per element
-  // the arithmetic and its order are those of the formulas above (sums over i in order).
+  // Per V head (threads split heads), token by token: cpu::delta_rule_step (two vectorised
+  // passes over S per token, the arithmetic of the formulas above, sums over i in order).
   pool.parallel_for(s.n_v_heads, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* sk = scratch.head_tmp.data() + thread * 2 * dv;  // [d_v] Sᵀk, then δ
-    float* delta = sk + dv;
+    float* sk = scratch.head_tmp.data() + thread * dv;  // [d_v] step scratch
     for (int64_t j = begin; j < end; ++j) {
       float* S = state + j * dk * dv;
       const int64_t i_head = j % s.n_k_heads;
@@ -67,29 +67,18 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const float beta = cpu::sigmoid(scratch.beta[t * s.n_v_heads + j]);
         const float g = cpu::softplus(scratch.alpha[t * s.n_v_heads + j] + w.dt_bias[j]) * w.a[j];
         const float decay = std::exp(g);
-        // Pass 1: S ← exp(g)·S and Sᵀk.
-        for (int64_t c = 0; c < dv; ++c) sk[c] = 0;
-        for (int64_t i = 0; i < dk; ++i) {
-          float* Si = S + i * dv;
-          const float ki = k[i];
-          for (int64_t c = 0; c < dv; ++c) {
-            Si[c] *= decay;
-            sk[c] += Si[c] * ki;
-          }
-        }
-        for (int64_t c = 0; c < dv; ++c) delta[c] = beta * (v[c] - sk[c]);
-        // Pass 2: S ← S + k δᵀ and Sᵀq.
         float* o = scratch.y.data() + t * s.value_dim() + j * dv;
-        for (int64_t c = 0; c < dv; ++c) o[c] = 0;
-        for (int64_t i = 0; i < dk; ++i) {
-          float* Si = S + i * dv;
-          const float ki = k[i], qi = q[i];
-          for (int64_t c = 0; c < dv; ++c) {
-            Si[c] += ki * delta[c];
-            o[c] += Si[c] * qi;
-          }
-        }
-        for (int64_t c = 0; c < dv; ++c) o[c] *= q_scale;
+        cpu::delta_rule_step({.state = S,
+                              .d_k = dk,
+                              .d_v = dv,
+                              .q = q,
+                              .k = k,
+                              .v = v,
+                              .beta = beta,
+                              .decay = decay,
+                              .q_scale = q_scale,
+                              .out = o,
+                              .scratch = sk});
         // Gated RMSNorm: rmsnorm(o) · norm · SiLU(z)
         cpu::rms_norm(o, w.norm, dv, s.rms_eps, o);
         const float* z = scratch.z.data() + t * s.value_dim() + j * dv;

@@ -41,7 +41,7 @@ struct DeltaNetShape {
 
 struct DeltaNetScratch {
   std::vector<float> qkv, z, beta, alpha, conv_in, conv_out, y;
-  std::vector<float> head_tmp;  // [threads][2][d_v]
+  std::vector<float> head_tmp;  // [threads][d_v]
   cpu::ActivationCache input;
   cpu::QuantizedActivations act;
 };

@@ -1,0 +1,19 @@
+#include "cpu/delta_rule.h"
+
+#include "core/cpu_features.h"
+#include "cpu/delta_rule_impl.h"
+
+namespace moetier::cpu {
+
+void delta_rule::step_generic(const DeltaRuleStep& step) { step_impl(step); }
+
+void delta_rule_step(const DeltaRuleStep& step) {
+  static const bool avx512 = cpu_features().has_avx512_set();  // read-only CPU fact
+  if (avx512) {
+    delta_rule::step_avx512(step);
+  } else {
+    delta_rule::step_generic(step);
+  }
+}
+
+}  // namespace moetier::cpu
