@@ -9,6 +9,8 @@
 // Float families accumulate in double lanes; the bound they must meet is derived below
 // (FloatBound) from their documented order of operations, not tuned.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -243,6 +245,78 @@ TEST(DotKernelsAvx512, IntegerFamiliesBitIdenticalOnExtremeRows) {
         for (const auto& a : acts) expect_single_matches_scalar(c, w, a, n, what);
         expect_multi_matches_single(c, w, rows, n, what);
         EXPECT_EQ(c.single(n, w.data(), acts[3].data()), 0.0f) << dtype_name(c.weight_type) << " zero activations";
+      }
+    }
+  }
+}
+
+// Readable bytes between two inaccessible guard pages: a kernel that reads a byte before
+// or after the rows it was given faults instead of passing by luck. The wide Q8_0 / Q4_0
+// steps read the fp16 scales with 64-byte loads from block starts, which must stay inside
+// the row (ScaleLoads in avx512_util.h).
+class GuardedBytes {
+ public:
+  explicit GuardedBytes(size_t size) {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    data_pages_ = (size + page_ - 1) / page_;
+    const size_t total = (data_pages_ + 2) * page_;
+    void* p = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    base_ = static_cast<uint8_t*>(p);
+    if (mprotect(base_ + page_, data_pages_ * page_, PROT_READ | PROT_WRITE) != 0) {
+      munmap(base_, total);
+      base_ = nullptr;
+    }
+  }
+  ~GuardedBytes() {
+    if (base_) munmap(base_, (data_pages_ + 2) * page_);
+  }
+  GuardedBytes(const GuardedBytes&) = delete;
+  GuardedBytes& operator=(const GuardedBytes&) = delete;
+  bool ok() const { return base_ != nullptr; }
+  uint8_t* first() const { return base_ + page_; }                       // right after the low guard
+  uint8_t* end() const { return base_ + page_ + data_pages_ * page_; }   // the high guard
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t page_ = 0, data_pages_ = 0;
+};
+
+TEST(DotKernelsAvx512, IntegerKernelsReadOnlyTheirRows) {
+  if (!has_avx512_set(cpu_features())) GTEST_SKIP() << "CPU lacks AVX-512 F/BW/VL/VNNI";
+  std::mt19937 rng(17);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  for (const Case& c : kIntegerCases) {
+    const DType at = act_type(c.weight_type);
+    for (int64_t n : integer_shapes(c.weight_type)) {
+      std::vector<float> wf(static_cast<size_t>(n));
+      for (auto& v : wf) v = gauss(rng) * 0.05f;
+      const std::vector<uint8_t> w = quantize_weights(c.weight_type, wf);
+      std::vector<std::vector<uint8_t>> acts;
+      for (int j = 0; j < kMaxDotRows; ++j) {
+        std::vector<float> af(static_cast<size_t>(n));
+        for (auto& v : af) v = gauss(rng);
+        acts.push_back(quantize_acts(at, af));
+      }
+      const size_t wb = w.size(), ab = acts[0].size();
+      GuardedBytes wbuf(wb), abuf(kMaxDotRows * ab);
+      ASSERT_TRUE(wbuf.ok() && abuf.ok());
+      for (int n_act = 1; n_act <= kMaxDotRows; ++n_act) {
+        // Rows flush against the high guard, then against the low one (dense activation rows).
+        for (bool at_end : {true, false}) {
+          uint8_t* wp = at_end ? wbuf.end() - wb : wbuf.first();
+          uint8_t* ap = at_end ? abuf.end() - n_act * ab : abuf.first();
+          std::memcpy(wp, w.data(), wb);
+          for (int j = 0; j < n_act; ++j) std::memcpy(ap + j * ab, acts[static_cast<size_t>(j)].data(), ab);
+          float out[kMaxDotRows] = {};
+          c.multi(n, wp, ap, static_cast<int64_t>(ab), n_act, out);
+          for (int j = 0; j < n_act; ++j) {
+            const float single = c.single(n, wp, ap + j * ab);
+            const float ref = scalar_dot_kernel(c.weight_type)->fn(n, w.data(), acts[static_cast<size_t>(j)].data());
+            EXPECT_EQ(bits(out[j]), bits(ref)) << dtype_name(c.weight_type) << " n=" << n << " n_act=" << n_act;
+            EXPECT_EQ(bits(single), bits(ref)) << dtype_name(c.weight_type) << " n=" << n;
+          }
+        }
       }
     }
   }

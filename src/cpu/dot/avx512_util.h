@@ -22,6 +22,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -240,6 +241,34 @@ void kquant_multi(int64_t n, const void* w, const void* a, int64_t stride, int n
   }
 }
 
+// ---- fp16 block scales without a gather ----
+//
+// A vpgatherdd of 16 lanes costs about as much as a whole wide step's integer work on Zen 4,
+// and building a vector from 16 scalar fp16 loads is little better. Blocks are small and
+// contiguous, so one unaligned 64-byte load holds the leading fp16 `d` of several consecutive
+// blocks (2 for Q8_0's 34-byte blocks, 4 for Q4_0's 18-byte ones), and vpermt2w moves the
+// words of two such loads into place. The conversions and products are then the same
+// fp16 → float conversions and float products as the scalar code's.
+
+struct alignas(64) WordIndex {
+  int16_t v[32];
+};
+
+// Loads of 64 bytes that start at block 0, kPerLoad, 2·kPerLoad, .. of Block each hold the d
+// of kPerLoad consecutive blocks (d is the block's first field).
+template <typename Block>
+struct ScaleLoads {
+  static_assert(offsetof(Block, d) == 0 && sizeof(Block) % 2 == 0);
+  static constexpr int kPerLoad = static_cast<int>((64 - sizeof(fp16_t)) / sizeof(Block)) + 1;
+  // Word of block k (0 ≤ k < kPerLoad) in its load.
+  static constexpr int word(int k) { return k * static_cast<int>(sizeof(Block)) / 2; }
+  // A load reads no further than its kPerLoad blocks' bytes, so loads over a run of whole
+  // groups of kPerLoad blocks stay inside that run.
+  static_assert(kPerLoad * sizeof(Block) >= 64);
+};
+
+inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
+
 // ---- Drivers of the 32-element block families (Q8_0, Q4_0 against Q8_0 activations) ----
 //
 // A family F provides `using WBlock;` and `static __m256i codes(const WBlock&)`: the block's
@@ -355,18 +384,85 @@ struct WideStep {
     }
     return t;
   }
-  static constexpr Table block_of_lane() {
-    Table t{};
-    for (int l = 0; l < 16; ++l) t.v[l] = l / kRows;
+  static constexpr Table kOrder = order();
+};
+
+// The fp16 scales of a wide step in its lane order ℓ = kRows·block + row, for weight blocks
+// of type WBlock and Q8_0 activation blocks. Sources are 64-byte loads (ScaleLoads): the
+// weight loads j = 0, 1, .. (blocks j·kPerLoad ..), and for the activations, source
+// s = row·kActLoads + j. vpermt2w takes two sources at a time; their results are merged by
+// word blends (lanes ≥ 16 are unused).
+template <typename WBlock, int kRows>
+struct WideScales {
+  static constexpr int kBlocks = WideStep<kRows>::kBlocks;
+  using W = ScaleLoads<WBlock>;
+  using A = ScaleLoads<BlockQ8_0>;
+  static_assert(kBlocks % W::kPerLoad == 0 && kBlocks % A::kPerLoad == 0);
+  static constexpr int kWLoads = kBlocks / W::kPerLoad;
+  static constexpr int kActLoads = kBlocks / A::kPerLoad;
+  static constexpr int kActPairs = kRows * kActLoads / 2;
+  static_assert((kRows * kActLoads) % 2 == 0 && (kWLoads == 1 || kWLoads % 2 == 0));
+  static constexpr int act_source(int l) { return (l % kRows) * kActLoads + (l / kRows) / A::kPerLoad; }
+  static constexpr int w_source(int l) { return (l / kRows) / W::kPerLoad; }
+  // vpermt2w index: bit 5 picks the second source of the pair.
+  static constexpr WordIndex act_index() {
+    WordIndex t{};
+    for (int l = 0; l < 16; ++l) {
+      t.v[l] = static_cast<int16_t>(32 * (act_source(l) % 2) + A::word((l / kRows) % A::kPerLoad));
+    }
     return t;
   }
-  static constexpr Table kOrder = order();
-  static constexpr Table kBlockOfLane = block_of_lane();
+  static constexpr WordIndex w_index() {
+    WordIndex t{};
+    for (int l = 0; l < 16; ++l) {
+      t.v[l] = static_cast<int16_t>(32 * (w_source(l) % 2) + W::word((l / kRows) % W::kPerLoad));
+    }
+    return t;
+  }
+  static constexpr __mmask32 act_pair_lanes(int p) {
+    __mmask32 m = 0;
+    for (int l = 0; l < 16; ++l) m |= (act_source(l) / 2 == p ? 1u : 0u) << l;
+    return m;
+  }
+  static constexpr __mmask32 w_pair_lanes(int p) {
+    __mmask32 m = 0;
+    for (int l = 0; l < 16; ++l) m |= (w_source(l) / 2 == p ? 1u : 0u) << l;
+    return m;
+  }
+  static constexpr WordIndex kActIndex = act_index();
+  static constexpr WordIndex kWIndex = w_index();
+
+  // d_w · d_a per lane for the step starting at weight block x[0] and activation blocks y[j][0].
+  static __m512 products(const WBlock* x, const BlockQ8_0* const y[4], __m512i act_idx, __m512i w_idx) {
+    __m512i da = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int p = 0; p < kActPairs; ++p) {
+      const int s0 = 2 * p, s1 = 2 * p + 1;
+      const __m512i v =
+          _mm512_permutex2var_epi16(load64(y[s0 / kActLoads] + A::kPerLoad * (s0 % kActLoads)), act_idx,
+                                    load64(y[s1 / kActLoads] + A::kPerLoad * (s1 % kActLoads)));
+      da = p == 0 ? v : _mm512_mask_blend_epi16(act_pair_lanes(p), da, v);
+    }
+    __m512i dw = _mm512_setzero_si512();
+    if constexpr (kWLoads == 1) {
+      dw = _mm512_permutexvar_epi16(w_idx, load64(x));
+    } else {
+#pragma GCC unroll 2
+      for (int p = 0; p < kWLoads / 2; ++p) {
+        const __m512i v = _mm512_permutex2var_epi16(load64(x + W::kPerLoad * 2 * p), w_idx,
+                                                    load64(x + W::kPerLoad * (2 * p + 1)));
+        dw = p == 0 ? v : _mm512_mask_blend_epi16(w_pair_lanes(p), dw, v);
+      }
+    }
+    return _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dw)),
+                         _mm512_cvtph_ps(_mm512_castsi512_si256(da)));
+  }
 };
 
 // NR rows; lanes of the float work = rows. Wide steps of 16 (block, row) pairs (4 blocks
 // × 4 rows, or 8 blocks × 2 rows when NR = 2) whose int32 sums are reduced together and
-// whose activation scales come from one gather; then two blocks per step for the rest.
+// whose fp16 scales come from a few 64-byte loads (WideScales); then two blocks per step
+// for the rest.
 template <typename F, int NR>
 void q8_0_family_multi_rows(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
   constexpr int kRows = NR == 2 ? 2 : 4;
@@ -378,16 +474,11 @@ void q8_0_family_multi_rows(int64_t n, const void* w, const void* a, int64_t str
   const int64_t n_blocks = n / kQK8_0;
   __m128 sum = _mm_setzero_ps();
   int64_t b = 0;
-  // Byte offsets of lane ℓ's (block, row) from row 0's block b (rows ≥ NR read row 0; their
-  // lanes are never stored). Activation rows are far below 2 GiB apart.
-  alignas(64) int32_t offsets[16];
-  for (int l = 0; l < 16; ++l) {
-    const int row = l % kRows;
-    offsets[l] = static_cast<int32_t>((row < NR ? row : 0) * stride + (l / kRows) * int64_t{sizeof(BlockQ8_0)});
-  }
-  const __m512i gather_offsets = _mm512_load_si512(offsets);
+  // Rows ≥ NR read row 0 (y above); their lanes are never stored.
+  using Scales = WideScales<typename F::WBlock, kRows>;
+  const __m512i act_idx = _mm512_load_si512(Scales::kActIndex.v);
+  const __m512i w_idx = _mm512_load_si512(Scales::kWIndex.v);
   const __m512i order = _mm512_load_si512(Step::kOrder.v);
-  const __m512i block_of_lane = _mm512_load_si512(Step::kBlockOfLane.v);
   for (; b + kBlocks <= n_blocks; b += kBlocks) {
     __m512i acc[4][2];
 #pragma GCC unroll 2
@@ -407,13 +498,9 @@ void q8_0_family_multi_rows(int64_t n, const void* w, const void* a, int64_t str
       }
     }
     const __m512i sums = _mm512_permutexvar_epi32(order, sum16_i32_unordered(acc));
-    // The activation scales: the low 16 bits of the dword at each block's start.
-    const __m512i da_bits = _mm512_i32gather_epi32(gather_offsets, static_cast<const void*>(y[0] + b), 1);
-    const __m512 da = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(da_bits));
-    uint16_t dw_bits[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < kBlocks; ++k) dw_bits[k] = x[b + k].d;
-    const __m512 dw = _mm512_permutexvar_ps(block_of_lane, _mm512_castps256_ps512(_mm256_cvtph_ps(fp16x8(dw_bits))));
-    const __m512 terms = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, da));
+    const BlockQ8_0* const y_step[4] = {y[0] + b, y[1] + b, y[2] + b, y[3] + b};
+    const __m512 scale = Scales::products(x + b, y_step, act_idx, w_idx);
+    const __m512 terms = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), scale);
     // Per block in order: its kRows lanes are added to lanes 0..kRows-1 of sum (other lanes
     // of sum collect unused values and are never stored).
     const __m128 t[4] = {_mm512_castps512_ps128(terms), _mm512_extractf32x4_ps(terms, 1),
