@@ -8,6 +8,8 @@ tokens/s of each engine over the rounds and the ratio moetier / llama.cpp.
   scripts/ab_bench.py --llama-bench /path/to/llama-bench -m a.gguf -m b.gguf -p 512 -n 128 -t 2 --rounds 3
 
 Both tools are called with -o json; every round's raw records are kept in --raw (JSON lines).
+Flags for both tools go in one --extra argument written with '=' (it starts with a dash):
+  --extra="-mmp 0"
 """
 import argparse
 import json
@@ -44,7 +46,7 @@ def main():
     ap.add_argument("-t", default="2", help="threads (default 2)")
     ap.add_argument("-r", default="3", help="repetitions per tool run (default 3)")
     ap.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
-    ap.add_argument("--extra", default="", help="extra flags for both tools, e.g. '-mmp 0'")
+    ap.add_argument("--extra", default="", help="extra flags for both tools, e.g. --extra='-mmp 0'")
     ap.add_argument("--raw", default=None, help="write every record here (JSON lines)")
     args = ap.parse_args()
 
