@@ -26,7 +26,10 @@ Case make_case(int64_t dk, int64_t dv, std::mt19937& rng) {
   for (auto& x : c.state) x = 0.1f * g(rng);
   for (auto* vec : {&c.q, &c.k}) {
     double norm = 0;
-    for (auto& x : *vec) norm += double(x = g(rng)) * x;
+    for (auto& x : *vec) {
+      x = g(rng);
+      norm += double{x} * x;
+    }
     for (auto& x : *vec) x = static_cast<float>(x / std::sqrt(norm));
   }
   for (auto& x : c.v) x = g(rng);
