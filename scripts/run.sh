@@ -6,7 +6,7 @@
 # Qwen3.6-35B-A3B but 8 of its 40 layers (the same 3 DeltaNet : 1 attention mix), in an
 # Unsloth-UD-Q4_K_XL-like quant mix (4.7 GB; ~6 minutes on 2 cores, once), prints its
 # memory plan for a 6 GB GPU at 64K context, measures the machine's memory bandwidth, and
-# runs `moetier bench` (llama-bench's pp512 and tg128) on it. The figures for the full 40
+# runs `moetier bench` (llama-bench's pp512 and tg128, --no-mmap) on it. The figures for the full 40
 # layers are extrapolated from the measured per-layer time and printed as an ESTIMATE.
 #
 #   scripts/run.sh                 # synthetic model
@@ -27,4 +27,5 @@ if [ -z "$model" ]; then
   scale=(--scale-layers 40)
 fi
 ./build/moetier inspect "$model" --plan -c 65536 -ctk f16 -ctv f16 -ngl all --cpu-moe --vram-budget 6144
-./build/moetier bench -m "$model" -p 512 -n 128 -r 3 --membw --profile "${scale[@]}"
+# --no-mmap (-mmp 0): weights read into RAM (transparent huge pages), as the seeds' users run.
+./build/moetier bench -m "$model" -p 512 -n 128 -r 3 -mmp 0 --membw --profile "${scale[@]}"
