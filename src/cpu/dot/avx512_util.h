@@ -140,6 +140,31 @@ inline __m256i load_bsums(const BlockQ8_K& y) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums));
 }
 
+// What Q4_K and Q5_K share once their codes are unpacked: 4 registers of (sub-block 2k |
+// 2k + 1) codes, the 6-bit scales and mins, and how they meet a Q8_K block. The family
+// structs derive from this and add `unpack`.
+struct KQuantScaleMinFamily {
+  static constexpr bool kHasMins = true;
+  struct Unpacked {
+    __m512i q[4];  // q[k]: bytes 0..31 = codes of sub-block 2k, 32..63 = sub-block 2k + 1
+    KScales s;
+    float d, dmin;
+  };
+  // int32 lanes of Σ_j sc_j·(q_w·q_a)_j (8 lanes per sub-block pair).
+  static __m512i lanes(const Unpacked& u, const BlockQ8_K& y) {
+    __m512i acc = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m512i act = _mm512_loadu_si512(y.qs + 64 * k);
+      acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u.q[k], act), u.s.scale[k]);
+    }
+    return acc;
+  }
+  // int32 lanes of Σ_j m_j·(Σ q_a)_j.
+  static __m256i min_lanes(const Unpacked& u, const BlockQ8_K& y) {
+    return _mm256_madd_epi16(load_bsums(y), u.s.mins);
+  }
+};
+
 // ---- Drivers of the super-block families (Q4_K, Q5_K, Q6_K, IQ4_XS against Q8_K) ----
 //
 // A family F provides:

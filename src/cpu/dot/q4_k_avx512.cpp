@@ -22,14 +22,8 @@ namespace moetier::cpu::dot {
 
 namespace {
 
-struct Q4K {
+struct Q4K : avx512::KQuantScaleMinFamily {
   using WBlock = BlockQ4_K;
-  static constexpr bool kHasMins = true;
-  struct Unpacked {
-    __m512i q[4];  // q[k]: bytes 0..31 = codes of sub-block 2k, 32..63 = sub-block 2k + 1
-    avx512::KScales s;
-    float d, dmin;
-  };
 
   static Unpacked unpack(const BlockQ4_K& x) {
     const __m512i low_nibble = _mm512_set1_epi8(0x0F);
@@ -46,19 +40,6 @@ struct Q4K {
     u.d = avx512::fp16_scalar(x.d);
     u.dmin = avx512::fp16_scalar(x.dmin);
     return u;
-  }
-
-  static __m512i lanes(const Unpacked& u, const BlockQ8_K& y) {
-    __m512i acc = _mm512_setzero_si512();
-    for (int k = 0; k < 4; ++k) {
-      const __m512i act = _mm512_loadu_si512(y.qs + 64 * k);
-      acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u.q[k], act), u.s.scale[k]);
-    }
-    return acc;
-  }
-
-  static __m256i min_lanes(const Unpacked& u, const BlockQ8_K& y) {
-    return _mm256_madd_epi16(avx512::load_bsums(y), u.s.mins);
   }
 };
 
