@@ -112,6 +112,46 @@ inline __m128 q8_0_scales(const Rows<BlockQ8_0, R>& y, int64_t b) {
   return _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0));
 }
 
+// Q4_K / Q5_K share everything but the code unpacking. Per super-block b:
+// k_start_block zeroes the scaled sums and puts Σ_j m_j·(Σ q_a)_j lanes in min_acc;
+// k_add_pair adds sub-blocks 2k (codes q_lo) and 2k + 1 (q_hi), times their 6-bit scales;
+// k_block_terms is the reference's float step d·d_a·scaled − dmin·d_a·mins, lane r = row r.
+template <int R>
+inline void k_start_block(const KScaleMin& s, const Rows<BlockQ8_K, R>& y, int64_t b, __m256i (&acc)[R],
+                          __m256i (&min_acc)[R]) {
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_si256();
+    min_acc[r] =
+        _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.p[r][b].bsums)), s.min_per_16);
+  }
+}
+
+template <int R>
+inline void k_add_pair(const KScaleMin& s, const Rows<BlockQ8_K, R>& y, int64_t b, int k, __m256i q_lo, __m256i q_hi,
+                       __m256i (&acc)[R]) {
+  const __m256i sc_lo = splat_i16(s.scale_pairs, 2 * k);
+  const __m256i sc_hi = splat_i16(s.scale_pairs, 2 * k + 1);
+  for (int r = 0; r < R; ++r) {
+    const int8_t* qa = y.p[r][b].qs + 64 * k;
+    const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa));
+    const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32));
+    const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, a_lo), sc_lo);
+    const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, a_hi), sc_hi);
+    acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
+  }
+}
+
+template <int R>
+MOETIER_NO_FP_CONTRACT inline __m128 k_block_terms(const __m256i (&acc)[R], const __m256i (&min_acc)[R],
+                                                   const Rows<BlockQ8_K, R>& y, int64_t b, uint16_t d, uint16_t dmin) {
+  __m128i scaled, mins;
+  reduce_rows<R>(acc, min_acc, scaled, mins);
+  const __m128 d_a = q8k_scales<R>(y, b);
+  const __m128 t1 = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(f16(d)), d_a), _mm_cvtepi32_ps(scaled));
+  const __m128 t2 = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(f16(dmin)), d_a), _mm_cvtepi32_ps(mins));
+  return _mm_sub_ps(t1, t2);
+}
+
 // Writes lanes 0..R-1 of `v` to out[0..R-1].
 template <int R>
 inline void store_rows(__m128 v, float* out) {

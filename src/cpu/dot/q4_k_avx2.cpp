@@ -31,34 +31,16 @@ struct Q4KRows {
     for (int64_t b = 0; b < n / kQK_K; ++b) {
       const avx2::KScaleMin s = avx2::unpack_k_scale_min(x[b].scales);
       __m256i acc[R], min_acc[R];
-      for (int r = 0; r < R; ++r) {
-        acc[r] = _mm256_setzero_si256();
-        min_acc[r] = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.p[r][b].bsums)),
-                                       s.min_per_16);
-      }
+      avx2::k_start_block<R>(s, y, b, acc, min_acc);
       // qs[32k .. 32k+31]: low nibbles are sub-block 2k, high nibbles sub-block 2k+1.
       for (int k = 0; k < 4; ++k) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * k));
         const __m256i q_lo = _mm256_and_si256(q, low_nibble);
         const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibble);
-        const __m256i sc_lo = avx2::splat_i16(s.scale_pairs, 2 * k);
-        const __m256i sc_hi = avx2::splat_i16(s.scale_pairs, 2 * k + 1);
-        for (int r = 0; r < R; ++r) {
-          const int8_t* qa = y.p[r][b].qs + 64 * k;
-          const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa));
-          const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32));
-          const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, a_lo), sc_lo);
-          const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, a_hi), sc_hi);
-          acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
-        }
+        avx2::k_add_pair<R>(s, y, b, k, q_lo, q_hi, acc);
       }
-      __m128i scaled, mins;
-      avx2::reduce_rows<R>(acc, min_acc, scaled, mins);
       // Reference: sum += d·d_a·scaled − dmin·d_a·mins, per row.
-      const __m128 d_a = avx2::q8k_scales<R>(y, b);
-      const __m128 t1 = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(avx2::f16(x[b].d)), d_a), _mm_cvtepi32_ps(scaled));
-      const __m128 t2 = _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(avx2::f16(x[b].dmin)), d_a), _mm_cvtepi32_ps(mins));
-      sum = _mm_add_ps(sum, _mm_sub_ps(t1, t2));
+      sum = _mm_add_ps(sum, avx2::k_block_terms<R>(acc, min_acc, y, b, x[b].d, x[b].dmin));
     }
     avx2::store_rows<R>(sum, out);
   }
