@@ -12,7 +12,6 @@ std::string_view profile_block_name(ProfileBlock block) {
     case ProfileBlock::kDeltaNet: return "delta_net";
     case ProfileBlock::kMoeRouter: return "moe_router";
     case ProfileBlock::kMoeExperts: return "moe_experts";
-    case ProfileBlock::kSharedExpert: return "shared_expert";
     case ProfileBlock::kLmHead: return "lm_head";
     case ProfileBlock::kCount: break;
   }

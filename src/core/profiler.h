@@ -18,8 +18,7 @@ enum class ProfileBlock : int {
   kAttention,     // gated softmax attention incl. its projections
   kDeltaNet,      // Gated DeltaNet incl. its projections
   kMoeRouter,     // router matmul, softmax, top-k
-  kMoeExperts,    // routed experts (gate, up, SwiGLU, down, weighted sum)
-  kSharedExpert,  // shared expert and its gate
+  kMoeExperts,    // routed and shared experts, one fused parallel region (moe.h)
   kLmHead,        // output norm + output matmul
   kCount,
 };
