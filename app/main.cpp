@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"synth", "write a random-weight model with the exact tensor shapes of a real one", moetier::cmd_synth},
     {"run", "generate text from a prompt", moetier::cmd_run},
     {"chat", "chat interactively using the model's chat template", moetier::cmd_chat},
+    {"serve", "OpenAI-compatible HTTP server with parallel slots (llama-server's flags)", moetier::cmd_serve},
     {"logits", "write the f32 logits of a prompt to a file (verification against other engines)",
      moetier::cmd_logits},
     {"tokenize", "show the token ids of a text (works on vocab-only files)", moetier::cmd_tokenize},

@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libfmt-dev nlohmann-json3-dev libssl-dev libpcre2-dev
+  libcpp-httplib-dev                  # moetier serve (HTTP)
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev   # libFuzzer target and sanitizer runtime
 )
@@ -12,6 +13,10 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm for the OpenAI client test (tests/node): any installed Node >= 18 will do.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   SUDO=""

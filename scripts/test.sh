@@ -3,8 +3,10 @@
 #   1. the unit, kernel and end-to-end tests (ctest) on a Release build;
 #   2. the GGUF robustness corpus and parser tests again under AddressSanitizer +
 #      UndefinedBehaviorSanitizer;
-#   3. the libFuzzer target for the GGUF parser (clang), for a bounded time
-#      (MOETIER_FUZZ_SECONDS, default 60).
+#   3. the libFuzzer targets for the GGUF parser and the server's HTTP/JSON request layer
+#      (clang), each for a bounded time (MOETIER_FUZZ_SECONDS, default 60).
+# The server tests include one with the official `openai` npm package (tests/node), which
+# this script installs with npm ci.
 # Reference data is read from ../shared/ref (override with MOETIER_REF_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,8 @@ if [ ! -f "$ref_dir/README.md" ]; then
 fi
 
 echo "== 1/3 release build and tests"
+(cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+export MOETIER_REQUIRE_NODE=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOETIER_REF_DIR="$ref_dir" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure | tee build/ctest.log
@@ -32,11 +36,17 @@ n_asan=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' build-asan/gtest
 echo "== 3/3 libFuzzer on the GGUF parser (${MOETIER_FUZZ_SECONDS:-60} s)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOETIER_FUZZ=ON \
   -DMOETIER_SANITIZE=ON -DMOETIER_TESTS=ON -DMOETIER_REF_DIR="$ref_dir" >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_gguf
+cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_openai_request
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
-cp "$ref_dir"/models/qwen35moe-tiny-mixed.gguf "$corpus"/seed.gguf
+mkdir -p "$corpus"/gguf "$corpus"/http
+cp "$ref_dir"/models/qwen35moe-tiny-mixed.gguf "$corpus"/gguf/seed.gguf
 ./build-fuzz/tests/fuzz_gguf -max_total_time="${MOETIER_FUZZ_SECONDS:-60}" -max_len=65536 -rss_limit_mb=2048 \
-  -timeout=10 -print_final_stats=1 "$corpus" 2>&1 | tail -n 20
-# One closing line in the plain "N passed, N failed" form (the fuzz run counts as one).
-echo "test: $(( ${n_ctest:-0} + ${n_asan:-0} + 1 )) passed, 0 failed"
+  -timeout=10 -print_final_stats=1 "$corpus"/gguf 2>&1 | tail -n 20
+echo '{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":5,"stop":["a","b"],"temperature":0.5,"top_p":0.9,"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2,"chat_template_kwargs":{"enable_thinking":false}}' >"$corpus"/http/chat.json
+echo '{"prompt":[1,2,3],"logprobs":3,"echo":true,"seed":4,"n_predict":-1,"cache_prompt":false}' >"$corpus"/http/tokens.json
+echo '{"prompt":"<think>x\n</think>\n\ny","n":1,"top_k":3,"reasoning_format":"none"}' >"$corpus"/http/text.json
+./build-fuzz/tests/fuzz_openai_request -max_total_time="${MOETIER_FUZZ_SECONDS:-60}" -max_len=8192 -rss_limit_mb=2048 \
+  -timeout=10 -print_final_stats=1 "$corpus"/http 2>&1 | tail -n 8
+# One closing line in the plain "N passed, N failed" form (each fuzz run counts as one).
+echo "test: $(( ${n_ctest:-0} + ${n_asan:-0} + 2 )) passed, 0 failed"

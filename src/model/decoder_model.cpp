@@ -1,5 +1,7 @@
 #include "model/decoder_model.h"
 
+#include <algorithm>
+
 #include "cpu/ops.h"
 
 namespace moetier {
@@ -21,8 +23,8 @@ void DecoderModel::add_rows(float* x, const float* y, int64_t n) const {
   for (int64_t i = 0; i < n * hp_.n_embd; ++i) x[i] += y[i];
 }
 
-void DecoderModel::forward_ubatch(std::span<const int32_t> tokens, SequenceState& seq, LogitRows rows,
-                                  float* logits_out, ThreadPool& pool) {
+void DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
+                                  std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t d = hp_.n_embd;
   x_.resize(static_cast<size_t>(n * d));
@@ -32,13 +34,21 @@ void DecoderModel::forward_ubatch(std::span<const int32_t> tokens, SequenceState
     ScopedProfile p(profiler(), ProfileBlock::kEmbedding);
     embed_tokens(token_embd_, tokens, x_.data());
   }
-  for (int il = 0; il < hp_.n_layer; ++il) forward_layer(il, x_.data(), n, seq, nullptr, pool);
+  for (int il = 0; il < hp_.n_layer; ++il) forward_layer(il, x_.data(), seqs, nullptr, pool);
+  if (logit_rows.empty()) return;
   ScopedProfile p(profiler(), ProfileBlock::kLmHead);
-  if (rows == LogitRows::kAll) {
-    lm_head(output_, output_norm_, hp_.rms_eps, x_.data(), n, logits_out, lm_head_scratch_, pool);
-  } else if (rows == LogitRows::kLast) {
-    lm_head(output_, output_norm_, hp_.rms_eps, x_.data() + (n - 1) * d, 1, logits_out, lm_head_scratch_, pool);
+  const int64_t m = static_cast<int64_t>(logit_rows.size());
+  const float* rows = x_.data() + logit_rows[0] * d;
+  bool contiguous = true;
+  for (int64_t i = 1; i < m; ++i) contiguous = contiguous && logit_rows[i] == logit_rows[0] + i;
+  if (!contiguous) {
+    logit_x_.resize(static_cast<size_t>(m * d));
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(x_.data() + logit_rows[i] * d, d, logit_x_.data() + i * d);
+    }
+    rows = logit_x_.data();
   }
+  lm_head(output_, output_norm_, hp_.rms_eps, rows, m, logits_out, lm_head_scratch_, pool);
 }
 
 }  // namespace moetier

@@ -26,8 +26,8 @@ class DecoderModel : public Model {
   // x += y over n rows of [n][n_embd] (the residual connection).
   void add_rows(float* x, const float* y, int64_t n) const;
 
-  void forward_ubatch(std::span<const int32_t> tokens, SequenceState& seq, LogitRows rows, float* logits_out,
-                      ThreadPool& pool) override;
+  void forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
+                      std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) override;
 
   HParams hp_;
   std::deque<std::vector<float>> converted_;  // f32 copies of small tensors stored in other types
@@ -35,6 +35,7 @@ class DecoderModel : public Model {
   const float* output_norm_ = nullptr;
   // Activations of the current micro-batch, [n][n_embd] each; reused across calls.
   std::vector<float> x_, h_, mix_;
+  std::vector<float> logit_x_;  // [logit rows][n_embd]: the rows the LM head reads, gathered
   LmHeadScratch lm_head_scratch_;
 };
 

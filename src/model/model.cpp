@@ -1,41 +1,109 @@
 #include "model/model.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "gguf/model_file.h"
 
 namespace moetier {
 
+namespace {
+
+Status check_tokens(std::span<const int32_t> tokens, int64_t n_vocab) {
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab) {
+      return Status::bad_input(fmt::format("token id {} is out of range (vocabulary has {} tokens)", t, n_vocab));
+    }
+  }
+  return Status::ok();
+}
+
+Status check_fits(const SequenceState& seq, int64_t n) {
+  if (seq.n_past() + n > seq.n_ctx()) {
+    return Status::bad_input(fmt::format("{} tokens do not fit the context: {} already used of {} (-c)", n,
+                                         seq.n_past(), seq.n_ctx()));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status Model::forward(std::span<const int32_t> tokens, SequenceState& seq, const ForwardOptions& options,
                       std::vector<float>& logits, ThreadPool& pool) {
   const HParams& hp = hparams();
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return Status::bad_input("no tokens to process");
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= hp.n_vocab) {
-      return Status::bad_input(fmt::format("token id {} is out of range (vocabulary has {} tokens)", t, hp.n_vocab));
-    }
-  }
-  if (seq.n_past() + n > seq.n_ctx()) {
-    return Status::bad_input(fmt::format("{} tokens do not fit the context: {} already used of {} (-c)", n,
-                                         seq.n_past(), seq.n_ctx()));
-  }
+  RETURN_IF_ERROR(check_tokens(tokens, hp.n_vocab));
+  RETURN_IF_ERROR(check_fits(seq, n));
   const int64_t rows = options.all_logits ? n : 1;
   logits.resize(static_cast<size_t>(rows * hp.n_vocab));
+  std::vector<int64_t> logit_rows;
   for (int64_t begin = 0; begin < n; begin += n_ubatch_) {
     const int64_t count = std::min(n_ubatch_, n - begin);
     const bool last_chunk = begin + count == n;
-    LogitRows mode = LogitRows::kNone;
+    logit_rows.clear();
     float* out = nullptr;
     if (options.all_logits) {
-      mode = LogitRows::kAll;
+      for (int64_t r = 0; r < count; ++r) logit_rows.push_back(r);
       out = logits.data() + begin * hp.n_vocab;
     } else if (last_chunk) {
-      mode = LogitRows::kLast;
+      logit_rows.push_back(count - 1);
       out = logits.data();
     }
-    forward_ubatch(tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)), seq, mode, out, pool);
+    const SeqRows layout{.seq = &seq, .row_begin = 0, .n_rows = count};
+    forward_ubatch(tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)), {&layout, 1},
+                   logit_rows, out, pool);
     seq.set_n_past(seq.n_past() + count);
+  }
+  return Status::ok();
+}
+
+Status Model::forward_batch(std::span<const BatchEntry> entries, std::vector<float>& logits, ThreadPool& pool) {
+  const HParams& hp = hparams();
+  if (entries.empty()) return Status::bad_input("no sequences to process");
+  int64_t n_logits = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const BatchEntry& e = entries[i];
+    if (!e.seq || e.tokens.empty()) return Status::bad_input("a batch entry has no tokens");
+    for (size_t j = 0; j < i; ++j) {
+      if (entries[j].seq == e.seq) return Status::bad_input("a sequence appears twice in one batch");
+    }
+    RETURN_IF_ERROR(check_tokens(e.tokens, hp.n_vocab));
+    RETURN_IF_ERROR(check_fits(*e.seq, static_cast<int64_t>(e.tokens.size())));
+    if (e.want_logits) ++n_logits;
+  }
+  logits.resize(static_cast<size_t>(n_logits * hp.n_vocab));
+
+  // Cut the entries, in order, into micro-batches of at most n_ubatch tokens; an entry may
+  // straddle two (its sequence's n_past advances in between).
+  std::vector<int32_t> tokens;
+  std::vector<SeqRows> layout;
+  std::vector<int64_t> logit_rows;
+  size_t entry = 0;
+  int64_t offset = 0;       // tokens of entries[entry] already consumed
+  int64_t logits_done = 0;  // logit rows written so far
+  while (entry < entries.size()) {
+    tokens.clear();
+    layout.clear();
+    logit_rows.clear();
+    while (entry < entries.size() && static_cast<int64_t>(tokens.size()) < n_ubatch_) {
+      const BatchEntry& e = entries[entry];
+      const int64_t left = static_cast<int64_t>(e.tokens.size()) - offset;
+      const int64_t take = std::min(left, n_ubatch_ - static_cast<int64_t>(tokens.size()));
+      layout.push_back({.seq = e.seq, .row_begin = static_cast<int64_t>(tokens.size()), .n_rows = take});
+      tokens.insert(tokens.end(), e.tokens.begin() + offset, e.tokens.begin() + offset + take);
+      offset += take;
+      if (offset == static_cast<int64_t>(e.tokens.size())) {
+        if (e.want_logits) logit_rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
+        ++entry;
+        offset = 0;
+      }
+    }
+    forward_ubatch(tokens, layout, logit_rows,
+                   logit_rows.empty() ? nullptr : logits.data() + logits_done * hp.n_vocab, pool);
+    logits_done += static_cast<int64_t>(logit_rows.size());
+    for (const SeqRows& r : layout) r.seq->set_n_past(r.seq->n_past() + r.n_rows);
   }
   return Status::ok();
 }

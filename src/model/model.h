@@ -22,6 +22,23 @@ struct ForwardOptions {
   bool all_logits = false;  // false: logits of the last token only
 };
 
+// One sequence's share of a batched forward pass (Model::forward_batch): `tokens` are
+// appended at positions seq->n_past() ...
+struct BatchEntry {
+  SequenceState* seq = nullptr;
+  std::span<const int32_t> tokens;
+  bool want_logits = true;  // logits of the entry's last token
+};
+
+// Rows [row_begin, row_begin + n_rows) of a micro-batch's activations are consecutive
+// tokens of one sequence, at positions seq->n_past() ... . A micro-batch is a list of
+// these in row order covering every row; each sequence appears at most once.
+struct SeqRows {
+  SequenceState* seq = nullptr;
+  int64_t row_begin = 0;
+  int64_t n_rows = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -38,13 +55,27 @@ class Model {
   Status forward(std::span<const int32_t> tokens, SequenceState& seq, const ForwardOptions& options,
                  std::vector<float>& logits, ThreadPool& pool);
 
+  // Several sequences in one pass (continuous batching: the server's slots decode together).
+  // Every entry's tokens go through the same weight reads; each token's result is bit for
+  // bit what forward() gives for that sequence alone (every kernel computes each token row
+  // independently of the others in its micro-batch). logits: [entries with want_logits]
+  // [n_vocab], in entry order. Entries are cut into micro-batches of at most n_ubatch
+  // tokens in total. Errors (nothing is computed): no entries, an empty entry, a sequence
+  // given twice, a token id out of range, an entry that does not fit its context.
+  Status forward_batch(std::span<const BatchEntry> entries, std::vector<float>& logits, ThreadPool& pool);
+
   // One compute layer on the hidden states x [n][n_embd] (updated in place to the layer's
-  // output), for tokens at positions seq.n_past() ...; when after_mixer is not null it
-  // receives the residual stream after the attention/DeltaNet block. Does not advance
-  // n_past. forward() is built from this; tests use it to feed a layer llama.cpp's own
-  // input (teacher forcing).
-  virtual void forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer,
+  // output), n = the rows `seqs` cover; when after_mixer is not null it receives the
+  // residual stream after the attention/DeltaNet block. Does not advance n_past.
+  // forward() is built from this; tests use it to feed a layer llama.cpp's own input
+  // (teacher forcing).
+  virtual void forward_layer(int layer, float* x, std::span<const SeqRows> seqs, float* after_mixer,
                              ThreadPool& pool) = 0;
+  // The same for n tokens of one sequence.
+  void forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer, ThreadPool& pool) {
+    const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = n};
+    forward_layer(layer, x, std::span<const SeqRows>(&rows, 1), after_mixer, pool);
+  }
 
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }
@@ -55,12 +86,11 @@ class Model {
   Profiler* profiler() const { return profiler_; }
 
  protected:
-  enum class LogitRows { kNone, kLast, kAll };
-  // One micro-batch of consecutive tokens of `seq` (positions seq.n_past() ...). Writes
-  // logits for `rows` into `logits_out` ([1][n_vocab] for kLast, [n][n_vocab] for kAll).
-  // Does not advance n_past (forward() does).
-  virtual void forward_ubatch(std::span<const int32_t> tokens, SequenceState& seq, LogitRows rows,
-                              float* logits_out, ThreadPool& pool) = 0;
+  // One micro-batch: tokens [n], laid out as `seqs` says. Writes the logits of the rows
+  // listed in logit_rows (ascending) into logits_out [logit_rows.size()][n_vocab]. Does not
+  // advance n_past (forward() and forward_batch() do).
+  virtual void forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
+                              std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) = 0;
 
  private:
   int64_t n_ubatch_ = 512;

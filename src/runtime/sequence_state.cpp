@@ -46,6 +46,25 @@ void SequenceState::clear() {
   }
 }
 
+bool SequenceState::has_recurrent_state() const {
+  for (const auto& l : layers_) {
+    if (!l.conv.empty() || !l.ssm.empty()) return true;
+  }
+  return false;
+}
+
+bool SequenceState::truncate(int64_t n) {
+  if (n < 0 || n > n_past_) return false;
+  if (n == n_past_) return true;
+  if (n == 0) {
+    clear();
+    return true;
+  }
+  if (has_recurrent_state()) return false;
+  n_past_ = n;
+  return true;
+}
+
 uint8_t* SequenceState::k_row(int layer, int64_t pos) {
   auto& l = layers_[static_cast<size_t>(layer)];
   return l.k.data() + pos * l.k_row_bytes;

@@ -38,6 +38,13 @@ class SequenceState {
   const KvCacheOptions& options() const { return options_; }
   // Forget everything (n_past = 0, recurrent state zeroed); KV rows are overwritten on use.
   void clear();
+  // True when some layer carries recurrent (conv/SSM) state: such a sequence cannot be cut
+  // back to an earlier position, only kept whole or cleared.
+  bool has_recurrent_state() const;
+  // Keep only the first n positions (0 <= n <= n_past()). Attention-only sequences just
+  // forget the later KV rows; a sequence with recurrent state can keep n == n_past() or
+  // be cleared (n == 0); anything else returns false and changes nothing.
+  bool truncate(int64_t n);
 
   // KV rows of attention layer `layer` at position `pos` (raw bytes of type_k / type_v).
   uint8_t* k_row(int layer, int64_t pos);

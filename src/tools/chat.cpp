@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/generate.h"
-#include "text/template/chat_template.h"
+#include "runtime/chat_prompt.h"
 #include "tools/commands.h"
 #include "tools/prompt_input.h"
 #include "tools/session.h"
@@ -20,11 +20,6 @@ namespace moetier {
 namespace {
 std::atomic<bool> g_stop_reply{false};  // SIGINT: stop the reply in progress
 void on_sigint(int) { g_stop_reply.store(true); }
-
-// Qwen-style default when a file has no template (ChatML), as llama-server falls back to.
-constexpr const char* kChatMlTemplate =
-    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
-    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
@@ -63,28 +58,15 @@ int cmd_chat(int argc, char** argv) {
   auto session = open_session(flags, {});
   if (!session) return report_error(session.status());
 
-  std::string template_source;
-  if (!template_file.empty()) {
-    auto text = read_text_file(template_file);
-    if (!text) return report_error(text.status());
-    template_source = *text;
-  } else {
-    template_source = session->file->header().get_string_or("tokenizer.chat_template", "");
-    if (template_source.empty()) {
-      std::fprintf(stderr, "moetier: the model has no chat template; using ChatML\n");
-      template_source = kChatMlTemplate;
-    }
+  auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer, template_file);
+  if (!chat_prompt) return report_error(chat_prompt.status());
+  if (template_file.empty() && chat_prompt->origin() != "model") {
+    std::fprintf(stderr, "moetier: the model has no chat template; using ChatML\n");
   }
-  auto tmpl = text::ChatTemplate::parse(template_source);
-  if (!tmpl) return report_error(tmpl.status());
   auto sampler = Sampler::create(sampling);
   if (!sampler) return report_error(sampler.status());
 
   const text::Tokenizer& tok = *session->tokenizer;
-  auto token_text = [&](std::optional<int32_t> id) -> std::optional<std::string> {
-    if (!id || *id < 0) return std::nullopt;
-    return std::string(tok.token_text(*id));
-  };
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
   std::string rendered_so_far;  // the prompt text already in the sequence
@@ -99,14 +81,11 @@ int cmd_chat(int argc, char** argv) {
     if (line == "/exit" || line == "/quit") break;
     if (line.empty()) continue;
     messages.push_back({{"role", "user"}, {"content", line}});
-    text::ChatContextParams ctx_params{.messages = messages, .add_generation_prompt = true,
-                                       .eos_token = token_text(tok.special_ids().eos),
-                                       .pad_token = token_text(tok.special_ids().pad),
-                                       .kwargs = kwargs};
-    if (reasoning != "auto") ctx_params.enable_thinking = reasoning == "on";
-    auto context = text::build_chat_context(ctx_params);
-    if (!context) return report_error(context.status());
-    auto rendered = tmpl->render(*context);
+    ChatRenderParams render{.messages = messages,
+                            .kwargs = kwargs,
+                            .normalization = {}};  // messages typed here are plain strings
+    if (reasoning != "auto") render.enable_thinking = reasoning == "on";
+    auto rendered = chat_prompt->render(render);
     if (!rendered) return report_error(rendered.status());
     // Feed only what is new since the last turn when the history renders as a prefix;
     // otherwise (e.g. the template rewrites earlier turns) start the sequence over.

@@ -98,8 +98,12 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   if (hp.n_ctx_train > 0 && n_ctx > hp.n_ctx_train) {
     return Status::bad_input(fmt::format("-c {} exceeds the model's context length {}", n_ctx, hp.n_ctx_train));
   }
-  ASSIGN_OR_RETURN(SequenceState seq, s.model->new_sequence({.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v}));
-  s.sequence = std::move(seq);
+  s.n_ctx = n_ctx;
+  s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};
+  if (options.need_sequence) {
+    ASSIGN_OR_RETURN(SequenceState seq, s.model->new_sequence(s.kv));
+    s.sequence = std::move(seq);
+  }
   const int threads = flags.n_threads > 0 ? flags.n_threads : cpu_features().physical_cores;
   s.pool = std::make_unique<ThreadPool>(threads);
   if (!options.quiet) {

@@ -51,15 +51,18 @@ struct Session {
   std::unique_ptr<Model> model;
   std::unique_ptr<ThreadPool> pool;
   std::optional<SequenceState> sequence;
+  int64_t n_ctx = 0;           // -c resolved (0 → the model's training context)
+  KvCacheOptions kv;           // -c, -ctk, -ctv resolved
 };
 
 struct SessionOptions {
   bool need_model = true;      // false: tokenizer only (works on vocab-only files)
   bool quiet = false;          // no load summary on stderr
+  bool need_sequence = true;   // false: no sequence (the caller allocates its own, e.g. per server slot)
 };
 
 // Opens the file (mmap or --no-mmap), builds the tokenizer, binds the model, allocates one
-// sequence of -c tokens. Errors name the file and the problem.
+// sequence of -c tokens (unless need_sequence is false). Errors name the file and the problem.
 Result<Session> open_session(const EngineFlags& flags, const SessionOptions& options);
 
 // Parses "f32" / "f16" (and names the supported ones in the error).

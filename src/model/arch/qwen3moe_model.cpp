@@ -73,15 +73,16 @@ class Qwen3MoeModel final : public DecoderModel {
     return SequenceState::create(specs, options);
   }
 
-  void forward_layer(int il, float* x, int64_t n, SequenceState& seq, float* after_mixer,
+  void forward_layer(int il, float* x, std::span<const SeqRows> seqs, float* after_mixer,
                      ThreadPool& pool) override {
     const Layer& l = layers_[static_cast<size_t>(il)];
+    const int64_t n = seqs.back().row_begin + seqs.back().n_rows;
     h_.resize(static_cast<size_t>(n * hp_.n_embd));
     mix_.resize(static_cast<size_t>(n * hp_.n_embd));
     norm_rows(x, l.attn_norm, n, h_.data());
     {
       ScopedProfile p(profiler(), ProfileBlock::kAttention);
-      attention_block(l.attention, attention_shape_, h_.data(), n, il, seq, mix_.data(), attention_scratch_, pool);
+      attention_block(l.attention, attention_shape_, h_.data(), seqs, il, mix_.data(), attention_scratch_, pool);
     }
     add_rows(x, mix_.data(), n);
     if (after_mixer) std::copy(x, x + n * hp_.n_embd, after_mixer);

@@ -31,12 +31,13 @@ void load_row(DType type, const uint8_t* row, int64_t first, int64_t n, float* o
 
 }  // namespace
 
-void attention_block(const AttentionWeights& w, const AttentionShape& s, const float* x, int64_t n, int layer,
-                     SequenceState& seq, float* out, AttentionScratch& scratch, ThreadPool& pool) {
+void attention_block(const AttentionWeights& w, const AttentionShape& s, const float* x,
+                     std::span<const SeqRows> seqs, int layer, float* out, AttentionScratch& scratch,
+                     ThreadPool& pool) {
+  const int64_t n = seqs.back().row_begin + seqs.back().n_rows;
   const int64_t hd = s.head_dim;
   const int64_t q_width = s.n_head * hd * (s.output_gate ? 2 : 1);
   const int64_t kv_width = s.n_head_kv * hd;
-  const int64_t pos0 = seq.n_past();
 
   scratch.q_full.resize(static_cast<size_t>(n * q_width));
   scratch.k.resize(static_cast<size_t>(n * kv_width));
@@ -46,55 +47,77 @@ void attention_block(const AttentionWeights& w, const AttentionShape& s, const f
   cpu::matmul_cached(w.k, 0, scratch.input, scratch.k.data(), pool);
   cpu::matmul_cached(w.v, 0, scratch.input, scratch.v.data(), pool);
 
-  // Split [query | gate] per head; per-head RMSNorm on q and k; rotary on both.
+  // Split [query | gate] per head; per-head RMSNorm on q and k; rotary on both; K/V rows
+  // into each sequence's cache.
   scratch.q.resize(static_cast<size_t>(n * s.n_head * hd));
   scratch.gate.resize(s.output_gate ? static_cast<size_t>(n * s.n_head * hd) : 0);
   scratch.rope.resize(static_cast<size_t>(s.n_rot));
-  for (int64_t t = 0; t < n; ++t) {
-    cpu::rope_angles(s.n_rot, pos0 + t, s.rope_base, scratch.rope.data());
-    for (int64_t h = 0; h < s.n_head; ++h) {
-      const float* src = scratch.q_full.data() + t * q_width + h * hd * (s.output_gate ? 2 : 1);
-      float* q = scratch.q.data() + (t * s.n_head + h) * hd;
-      cpu::rms_norm(src, w.q_norm, hd, s.rms_eps, q);
-      cpu::rope_neox_with(q, s.n_rot, scratch.rope.data());
-      if (s.output_gate) std::memcpy(scratch.gate.data() + (t * s.n_head + h) * hd, src + hd, hd * sizeof(float));
-    }
-    for (int64_t h = 0; h < s.n_head_kv; ++h) {
-      float* k = scratch.k.data() + t * kv_width + h * hd;
-      cpu::rms_norm(k, w.k_norm, hd, s.rms_eps, k);
-      cpu::rope_neox_with(k, s.n_rot, scratch.rope.data());
-    }
+  int64_t max_keys = 0;  // the most keys any row attends to
+  for (const SeqRows& sr : seqs) {
+    SequenceState& seq = *sr.seq;
+    const int64_t pos0 = seq.n_past();
+    max_keys = std::max(max_keys, pos0 + sr.n_rows);
     const auto& opt = seq.options();
-    store_row(opt.type_k, scratch.k.data() + t * kv_width, kv_width, seq.k_row(layer, pos0 + t));
-    store_row(opt.type_v, scratch.v.data() + t * kv_width, kv_width, seq.v_row(layer, pos0 + t));
+    for (int64_t i = 0; i < sr.n_rows; ++i) {
+      const int64_t t = sr.row_begin + i;
+      cpu::rope_angles(s.n_rot, pos0 + i, s.rope_base, scratch.rope.data());
+      for (int64_t h = 0; h < s.n_head; ++h) {
+        const float* src = scratch.q_full.data() + t * q_width + h * hd * (s.output_gate ? 2 : 1);
+        float* q = scratch.q.data() + (t * s.n_head + h) * hd;
+        cpu::rms_norm(src, w.q_norm, hd, s.rms_eps, q);
+        cpu::rope_neox_with(q, s.n_rot, scratch.rope.data());
+        if (s.output_gate) std::memcpy(scratch.gate.data() + (t * s.n_head + h) * hd, src + hd, hd * sizeof(float));
+      }
+      for (int64_t h = 0; h < s.n_head_kv; ++h) {
+        float* k = scratch.k.data() + t * kv_width + h * hd;
+        cpu::rms_norm(k, w.k_norm, hd, s.rms_eps, k);
+        cpu::rope_neox_with(k, s.n_rot, scratch.rope.data());
+      }
+      store_row(opt.type_k, scratch.k.data() + t * kv_width, kv_width, seq.k_row(layer, pos0 + i));
+      store_row(opt.type_v, scratch.v.data() + t * kv_width, kv_width, seq.v_row(layer, pos0 + i));
+    }
   }
 
-  // Causal attention. Work items are (KV head, block of query tokens): the item converts
-  // its KV head's K and V rows to f32 once ([n_keys][head_dim] each) and serves all
-  // n_head / n_head_kv query heads that read that KV head (query head h reads KV head
-  // h / group) for its tokens.
+  // Causal attention. Work items are (sequence, KV head, block of its query rows): the
+  // item converts its KV head's K and V rows to f32 once ([n_keys][head_dim] each) and
+  // serves all n_head / n_head_kv query heads that read that KV head (query head h reads KV
+  // head h / group) for its rows. Each row's arithmetic does not depend on the blocking.
   const int64_t group = s.n_head / s.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t n_ctx_used = pos0 + n;
-  const int64_t token_blocks = std::min<int64_t>(n, std::max<int64_t>(1, 2 * pool.size() / s.n_head_kv));
+  scratch.items.clear();
+  for (const SeqRows& sr : seqs) {
+    const int64_t blocks =
+        std::min<int64_t>(sr.n_rows, std::max<int64_t>(1, 2 * pool.size() / (s.n_head_kv * static_cast<int64_t>(seqs.size()))));
+    for (int64_t kvh = 0; kvh < s.n_head_kv; ++kvh) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        scratch.items.push_back({.seq = &sr,
+                                 .kv_head = kvh,
+                                 .row_begin = sr.row_begin + sr.n_rows * b / blocks,
+                                 .row_end = sr.row_begin + sr.n_rows * (b + 1) / blocks});
+      }
+    }
+  }
   scratch.attn.resize(static_cast<size_t>(n * s.n_head * hd));
-  scratch.scores.resize(static_cast<size_t>(pool.size() * group * n_ctx_used));
-  scratch.kv_f32.resize(static_cast<size_t>(pool.size() * 2 * n_ctx_used * hd));
-  const DType type_k = seq.options().type_k, type_v = seq.options().type_v;
+  scratch.scores.resize(static_cast<size_t>(pool.size() * group * max_keys));
+  scratch.kv_f32.resize(static_cast<size_t>(pool.size() * 2 * max_keys * hd));
   const cpu::DotKernel& qk = *cpu::best_dot_kernel(DType::F32, cpu_features());
-  pool.parallel_for(s.n_head_kv * token_blocks, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* scores = scratch.scores.data() + thread * group * n_ctx_used;  // [group][n_keys]
-    float* keys = scratch.kv_f32.data() + thread * 2 * n_ctx_used * hd;
-    float* values = keys + n_ctx_used * hd;
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t kvh = item / token_blocks, block = item % token_blocks;
-      const int64_t t_begin = n * block / token_blocks, t_end = n * (block + 1) / token_blocks;
-      const int64_t n_keys_max = pos0 + t_end;  // the block's last token sees these keys
+  const int64_t n_items = static_cast<int64_t>(scratch.items.size());
+  pool.parallel_for(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
+    float* scores = scratch.scores.data() + thread * group * max_keys;  // [group][n_keys]
+    float* keys = scratch.kv_f32.data() + thread * 2 * max_keys * hd;
+    float* values = keys + max_keys * hd;
+    for (int64_t it = begin; it < end; ++it) {
+      const AttentionScratch::Item& item = scratch.items[static_cast<size_t>(it)];
+      SequenceState& seq = *item.seq->seq;
+      const int64_t pos0 = seq.n_past() - item.seq->row_begin;  // position of row t is pos0 + t
+      const DType type_k = seq.options().type_k, type_v = seq.options().type_v;
+      const int64_t kvh = item.kv_head;
+      const int64_t n_keys_max = pos0 + item.row_end;  // the block's last row sees these keys
       for (int64_t p = 0; p < n_keys_max; ++p) {
         load_row(type_k, seq.k_row(layer, p), kvh * hd, hd, keys + p * hd);
         load_row(type_v, seq.v_row(layer, p), kvh * hd, hd, values + p * hd);
       }
-      for (int64_t t = t_begin; t < t_end; ++t) {
+      for (int64_t t = item.row_begin; t < item.row_end; ++t) {
         const int64_t n_keys = pos0 + t + 1;
         // Scores of the group's query heads (contiguous rows of q) against every key: one
         // key row against up to kMaxDotRows query rows per kernel call. The F32 kernels sum
@@ -105,12 +128,12 @@ void attention_block(const AttentionWeights& w, const AttentionShape& s, const f
           const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, group - h0));
           for (int64_t p = 0; p < n_keys; ++p) {
             cpu::dot_rows(qk, hd, keys + p * hd, q_group + h0 * hd, hd * static_cast<int64_t>(sizeof(float)), m, tile);
-            for (int j = 0; j < m; ++j) scores[(h0 + j) * n_ctx_used + p] = tile[j] * scale;
+            for (int j = 0; j < m; ++j) scores[(h0 + j) * max_keys + p] = tile[j] * scale;
           }
         }
         for (int64_t hg = 0; hg < group; ++hg) {
           const int64_t h = kvh * group + hg;
-          float* sc = scores + hg * n_ctx_used;
+          float* sc = scores + hg * max_keys;
           cpu::softmax(sc, n_keys);
           float* o = scratch.attn.data() + (t * s.n_head + h) * hd;
           std::memset(o, 0, hd * sizeof(float));

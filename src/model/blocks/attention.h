@@ -1,12 +1,15 @@
-// Softmax attention with a KV cache, for one micro-batch of consecutive tokens of one
-// sequence. Used by qwen3moe (plain) and qwen35moe (with a sigmoid output gate).
+// Softmax attention with a KV cache, for one micro-batch that may hold several sequences
+// (each a run of consecutive tokens). Used by qwen3moe (plain) and qwen35moe (with a
+// sigmoid output gate).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "cpu/matmul.h"
+#include "model/model.h"
 #include "runtime/sequence_state.h"
 
 namespace moetier {
@@ -35,14 +38,22 @@ struct AttentionScratch {
   std::vector<float> q_full, k, v, q, gate, attn, scores;
   std::vector<float> rope;    // [n_rot/2][cos, sin] of the current position
   std::vector<float> kv_f32;  // [threads][2][n_keys][head_dim]: one KV head's rows as f32
+  struct Item {
+    const SeqRows* seq;
+    int64_t kv_head, row_begin, row_end;  // rows of the micro-batch
+  };
+  std::vector<Item> items;
   cpu::ActivationCache input;
   cpu::QuantizedActivations act;
 };
 
-// x: [n][n_embd] (already normalised); writes out: [n][n_embd]. Token t sits at position
-// seq.n_past() + t; its K/V rows are stored in `seq` layer `layer` before attending.
-// The caller checks that the context has room.
-void attention_block(const AttentionWeights& w, const AttentionShape& shape, const float* x, int64_t n, int layer,
-                     SequenceState& seq, float* out, AttentionScratch& scratch, ThreadPool& pool);
+// x: [n][n_embd] (already normalised), n = the rows `seqs` cover; writes out: [n][n_embd].
+// Row r of sequence s sits at position s.seq->n_past() + (r − s.row_begin); its K/V rows
+// are stored in that sequence's layer `layer` before attending. Projections run once over
+// all n rows; each row attends only to its own sequence. The caller checks that every
+// context has room.
+void attention_block(const AttentionWeights& w, const AttentionShape& shape, const float* x,
+                     std::span<const SeqRows> seqs, int layer, float* out, AttentionScratch& scratch,
+                     ThreadPool& pool);
 
 }  // namespace moetier

@@ -8,8 +8,10 @@
 
 namespace moetier {
 
-void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const float* x, int64_t n, int layer,
-                     SequenceState& seq, float* out, DeltaNetScratch& scratch, ThreadPool& pool) {
+void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const float* x,
+                     std::span<const SeqRows> seqs, int layer, float* out, DeltaNetScratch& scratch,
+                     ThreadPool& pool) {
+  const int64_t n = seqs.back().row_begin + seqs.back().n_rows;
   const int64_t ch = s.channels();
   const int64_t taps = s.d_conv;
   const int64_t dk = s.d_state, dv = s.d_state;
@@ -23,27 +25,31 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   cpu::matmul_cached(w.beta, 0, scratch.input, scratch.beta.data(), pool);
   cpu::matmul_cached(w.alpha, 0, scratch.input, scratch.alpha.data(), pool);
 
-  // Causal depthwise conv over time: the input sequence is [carried d_conv−1 rows | n new
-  // rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1 input rows
-  // become the new carried state.
-  float* conv_state = seq.conv_state(layer);
-  scratch.conv_in.resize(static_cast<size_t>((n + taps - 1) * ch));
-  std::memcpy(scratch.conv_in.data(), conv_state, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
-  std::memcpy(scratch.conv_in.data() + (taps - 1) * ch, scratch.qkv.data(), static_cast<size_t>(n * ch) * sizeof(float));
+  // Causal depthwise conv over time, per sequence: its input is [carried d_conv−1 rows |
+  // its new rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1
+  // input rows become the new carried state.
   scratch.conv_out.resize(static_cast<size_t>(n * ch));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t c = 0; c < ch; ++c) {
-      float acc = 0;
-      for (int64_t j = 0; j < taps; ++j) acc += w.conv[c * taps + j] * scratch.conv_in[(t + j) * ch + c];
-      scratch.conv_out[t * ch + c] = cpu::silu(acc);
+  for (const SeqRows& sr : seqs) {
+    const int64_t m = sr.n_rows;
+    float* conv_state = sr.seq->conv_state(layer);
+    scratch.conv_in.resize(static_cast<size_t>((m + taps - 1) * ch));
+    std::memcpy(scratch.conv_in.data(), conv_state, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
+    std::memcpy(scratch.conv_in.data() + (taps - 1) * ch, scratch.qkv.data() + sr.row_begin * ch,
+                static_cast<size_t>(m * ch) * sizeof(float));
+    float* conv_out = scratch.conv_out.data() + sr.row_begin * ch;
+    for (int64_t t = 0; t < m; ++t) {
+      for (int64_t c = 0; c < ch; ++c) {
+        float acc = 0;
+        for (int64_t j = 0; j < taps; ++j) acc += w.conv[c * taps + j] * scratch.conv_in[(t + j) * ch + c];
+        conv_out[t * ch + c] = cpu::silu(acc);
+      }
     }
+    std::memcpy(conv_state, scratch.conv_in.data() + m * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
   }
-  std::memcpy(conv_state, scratch.conv_in.data() + n * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
 
   // Delta rule per V head j (Q/K head j mod n_k — the tiled mapping), token by token:
   //   S ← exp(g)·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  o = Sᵀq / sqrt(d_k)
   // S is d_k × d_v, stored row-major S[i][c] (i over d_k).
-  float* state = seq.ssm_state(layer);
   scratch.head_tmp.resize(static_cast<size_t>(pool.size() * dv));
   scratch.y.resize(static_cast<size_t>(n * s.value_dim()));
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -52,14 +58,18 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     float* row = scratch.conv_out.data() + t * ch;
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
   }
-  // Per V head (threads split heads), token by token: cpu::delta_rule_step (two vectorised
-  // passes over S per token, the arithmetic of the formulas above, sums over i in order).
-  pool.parallel_for(s.n_v_heads, 1, [&](int64_t begin, int64_t end, int thread) {
+  // Per (sequence, V head) (threads split them), token by token: cpu::delta_rule_step (two
+  // vectorised passes over S per token, the arithmetic of the formulas above, sums over i
+  // in order).
+  const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
+  pool.parallel_for(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
     float* sk = scratch.head_tmp.data() + thread * dv;  // [d_v] step scratch
-    for (int64_t j = begin; j < end; ++j) {
-      float* S = state + j * dk * dv;
+    for (int64_t item = begin; item < end; ++item) {
+      const SeqRows& sr = seqs[static_cast<size_t>(item / s.n_v_heads)];
+      const int64_t j = item % s.n_v_heads;
+      float* S = sr.seq->ssm_state(layer) + j * dk * dv;
       const int64_t i_head = j % s.n_k_heads;
-      for (int64_t t = 0; t < n; ++t) {
+      for (int64_t t = sr.row_begin; t < sr.row_begin + sr.n_rows; ++t) {
         const float* row = scratch.conv_out.data() + t * ch;
         const float* q = row + i_head * dk;
         const float* k = row + s.key_dim() + i_head * dk;

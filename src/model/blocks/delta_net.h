@@ -1,12 +1,15 @@
 // Gated DeltaNet (linear attention with a delta-rule recurrent state), for one micro-batch
-// of consecutive tokens of one sequence. Used by qwen35moe's non-attention layers.
+// that may hold several sequences (each a run of consecutive tokens). Used by qwen35moe's
+// non-attention layers.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "cpu/matmul.h"
+#include "model/model.h"
 #include "runtime/sequence_state.h"
 
 namespace moetier {
@@ -46,9 +49,11 @@ struct DeltaNetScratch {
   cpu::QuantizedActivations act;
 };
 
-// x: [n][n_embd] (normalised); writes out: [n][n_embd]; updates the conv and recurrent
-// state of `seq` layer `layer`.
-void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& shape, const float* x, int64_t n, int layer,
-                     SequenceState& seq, float* out, DeltaNetScratch& scratch, ThreadPool& pool);
+// x: [n][n_embd] (normalised), n = the rows `seqs` cover; writes out: [n][n_embd]; updates
+// the conv and recurrent state of layer `layer` of every sequence in `seqs`. Projections
+// run once over all rows; the conv and the recurrence run per sequence.
+void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& shape, const float* x,
+                     std::span<const SeqRows> seqs, int layer, float* out, DeltaNetScratch& scratch,
+                     ThreadPool& pool);
 
 }  // namespace moetier

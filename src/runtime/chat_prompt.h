@@ -1,0 +1,53 @@
+// The model's chat template, ready to render OpenAI-style messages into a prompt: the
+// template from --chat-template-file, else the GGUF's tokenizer.chat_template, else ChatML
+// (what llama-server falls back to), with the special-token strings Hugging Face passes.
+// Shared by `moetier chat` and `moetier serve`. Immutable after load(); render() is const
+// and may run on any number of threads at once.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "gguf/gguf.h"
+#include "text/template/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace moetier {
+
+// ChatML: <|im_start|>role\ncontent<|im_end|>\n per message, then <|im_start|>assistant\n.
+extern const char* const kChatMlTemplate;
+
+struct ChatRenderParams {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools = nullptr;
+  bool add_generation_prompt = true;
+  std::optional<bool> enable_thinking;  // nullopt: not defined for the template
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // merged last
+  // OpenAI clients send content parts and null content; llama-server accepts them.
+  text::MessageNormalization normalization = text::MessageNormalization::llamacpp_compatible();
+};
+
+class ChatPrompt {
+ public:
+  // template_file: "" = the model's own template (or ChatML when it has none).
+  static Result<ChatPrompt> load(const gguf::GgufFile& header, const text::Tokenizer& tokenizer,
+                                 const std::string& template_file);
+
+  Result<std::string> render(const ChatRenderParams& params) const;
+
+  const std::string& source() const { return source_; }
+  // Where the template came from: "file PATH", "model", or "built-in ChatML (...)".
+  const std::string& origin() const { return origin_; }
+
+ private:
+  ChatPrompt(text::ChatTemplate tmpl, std::string source, std::string origin)
+      : template_(std::move(tmpl)), source_(std::move(source)), origin_(std::move(origin)) {}
+  text::ChatTemplate template_;
+  std::string source_, origin_;
+  std::optional<std::string> eos_, pad_;
+};
+
+}  // namespace moetier

@@ -1,0 +1,335 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "server/generation_endpoint.h"
+#include "server/http_util.h"
+#include "server/metrics.h"
+#include "text/utf8.h"
+
+namespace moetier::server {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+bool ServerState::accepts_model_name(const std::string& name) const {
+  if (name.empty() || name == config.model_name || name == config.model_path) return true;
+  const std::filesystem::path p(config.model_path);
+  return name == p.filename().string() || name == p.stem().string();
+}
+
+namespace {
+
+bool public_path(const std::string& path) { return path == "/health" || path == "/v1/health"; }
+
+// Constant-time comparison, so the key cannot be guessed byte by byte from response times.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0 && !b.empty();
+}
+
+ApiError error_for_status(int status, const httplib::Request& req, size_t max_body) {
+  switch (status) {
+    case 404:
+      return {.http_status = 404, .type = "not_found_error", .message = fmt::format("no such endpoint: {} {}", req.method, req.path)};
+    case 405:
+      return {.http_status = 405, .type = "invalid_request_error", .message = fmt::format("{} is not allowed on {}", req.method, req.path)};
+    case 413:
+      return {.http_status = 413,
+              .type = "invalid_request_error",
+              .message = fmt::format("the request body is larger than the limit of {} bytes (--max-body-size)", max_body)};
+    case 414:
+      return {.http_status = 414, .type = "invalid_request_error", .message = "the request URI is too long"};
+    case 408:
+      return {.http_status = 408, .type = "invalid_request_error", .message = "the request was not received in time (--timeout)"};
+    default:
+      if (status >= 500) return {.http_status = status, .type = "server_error", .message = "internal server error"};
+      return {.http_status = status, .type = "invalid_request_error", .message = "bad request"};
+  }
+}
+
+// Reads an optional boolean field of a small JSON request (tokenize & co).
+std::optional<ApiError> read_bool(const ordered_json& body, const char* name, bool& out) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return ApiError::bad_request(fmt::format("'{}' must be true or false", name), name);
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+void handle_tokenize(const ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  ordered_json body;
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  auto content = body.find("content");
+  if (content == body.end() || !content->is_string()) {
+    return send_error(res, ApiError::bad_request("'content' must be a string", "content"));
+  }
+  bool add_special = false, parse_special = true, with_pieces = false;
+  for (auto [name, out] : {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special},
+                           std::pair{"with_pieces", &with_pieces}}) {
+    if (auto e = read_bool(body, name, *out)) return send_error(res, *e);
+  }
+  const auto ids = st.tokenizer.encode(content->get<std::string>(),
+                                       {.parse_special = parse_special, .add_special = add_special});
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    // A piece that is not valid UTF-8 on its own (part of a character) is given as bytes.
+    const std::string piece = st.tokenizer.token_to_piece(id, true);
+    json p = {{"id", id}};
+    if (text::is_valid_utf8(piece)) {
+      p["piece"] = piece;
+    } else {
+      json bytes = json::array();
+      for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+      p["piece"] = bytes;
+    }
+    tokens.push_back(p);
+  }
+  send_json(res, json{{"tokens", tokens}});
+}
+
+void handle_detokenize(const ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  ordered_json body;
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  auto tokens = body.find("tokens");
+  if (tokens == body.end() || !tokens->is_array()) {
+    return send_error(res, ApiError::bad_request("'tokens' must be an array of token ids", "tokens"));
+  }
+  std::vector<int32_t> ids;
+  for (const auto& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= st.tokenizer.n_vocab()) {
+      return send_error(res, ApiError::bad_request(
+                                 fmt::format("'tokens' must hold token ids in [0, {})", st.tokenizer.n_vocab()), "tokens"));
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  std::string content;
+  text::append_utf8_sanitized(st.tokenizer.detokenize(ids, true), content);
+  send_json(res, json{{"content", content}});
+}
+
+void handle_apply_template(const ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  ordered_json body;
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  GenerationRequest r;
+  if (auto e = parse_chat_request(body, st.config.defaults, r)) return send_error(res, *e);
+  std::string prompt;
+  if (auto e = render_chat_prompt(st, r, prompt)) return send_error(res, *e);
+  std::string valid;
+  text::append_utf8_sanitized(prompt, valid);
+  send_json(res, json{{"prompt", valid}});
+}
+
+json sampling_json(const SamplerParams& s) {
+  return {{"temperature", s.temperature},         {"top_k", s.top_k},
+          {"top_p", s.top_p},                     {"min_p", s.min_p},
+          {"repeat_penalty", s.repeat_penalty},   {"repeat_last_n", s.repeat_last_n},
+          {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
+          {"seed", s.seed == kRandomSeed ? -1 : static_cast<int64_t>(s.seed)}};
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerState& state) : state_(state), http_(std::make_unique<httplib::Server>()) {
+  const ServerConfig& c = state_.config;
+  // Every waiting or streaming client holds one thread; leave room for a queue of them
+  // beyond the slots, plus the small endpoints.
+  const int threads = c.http_threads > 0 ? c.http_threads : std::max(32, 8 * state_.scheduler.n_slots());
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_->set_read_timeout(c.timeout_s, 0);
+  http_->set_write_timeout(c.timeout_s, 0);
+  http_->set_payload_max_length(c.max_body_bytes);
+  routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+Status HttpServer::bind() {
+  const ServerConfig& c = state_.config;
+  if (c.port == 0) {
+    port_ = http_->bind_to_any_port(c.host);
+    if (port_ <= 0) return Status::runtime(fmt::format("cannot listen on {} (any port)", c.host));
+    return Status::ok();
+  }
+  if (!http_->bind_to_port(c.host, c.port)) {
+    return Status::runtime(fmt::format("cannot listen on {}:{} (address in use, or not an address of this machine)",
+                                       c.host, c.port));
+  }
+  port_ = c.port;
+  return Status::ok();
+}
+
+void HttpServer::run() { http_->listen_after_bind(); }
+
+void HttpServer::shutdown() {
+  state_.shutting_down = true;
+  state_.scheduler.close();
+  using namespace std::chrono_literals;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(state_.config.shutdown_grace_s);
+  while (state_.counters.generations_in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  if (state_.counters.generations_in_flight.load() > 0) {
+    state_.scheduler.abort_all("the server is shutting down");
+    const auto hard = std::chrono::steady_clock::now() + 2s;
+    while (state_.counters.generations_in_flight.load() > 0 && std::chrono::steady_clock::now() < hard) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  http_->stop();
+}
+
+void HttpServer::routes() {
+  ServerState& st = state_;
+  httplib::Server& h = *http_;
+
+  h.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    // CORS, so browser chat UIs on other origins can call the API.
+    res.set_header("Access-Control-Allow-Origin", req.has_header("Origin") ? req.get_header_value("Origin") : "*");
+    res.set_header("Vary", "Origin");
+    if (req.method == "OPTIONS") {
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+      res.set_header("Access-Control-Max-Age", "86400");
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (st.config.api_key.empty() || public_path(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    std::string key;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+    if (key.empty()) key = req.get_header_value("X-Api-Key");
+    if (!same_secret(key, st.config.api_key)) {
+      send_error(res, {.http_status = 401,
+                       .type = "authentication_error",
+                       .message = key.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key",
+                       .code = "invalid_api_key"});
+      res.set_header("WWW-Authenticate", "Bearer");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  const size_t max_body = st.config.max_body_bytes;
+  h.set_error_handler(httplib::Server::HandlerWithResponse([max_body](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+    if (!res.body.empty() || res.content_length_ > 0) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, error_for_status(res.status, req, max_body));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal server error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = std::string("internal server error: ") + e.what();
+    } catch (...) {
+    }
+    send_error(res, {.http_status = 500, .type = "server_error", .message = what});
+  });
+  h.set_logger([&st](const httplib::Request&, const httplib::Response& res) {
+    st.counters.requests.fetch_add(1);
+    if (res.status >= 500) {
+      st.counters.server_errors.fetch_add(1);
+    } else if (res.status >= 400) {
+      st.counters.client_errors.fetch_add(1);
+    }
+  });
+
+  auto health = [&st](const httplib::Request&, httplib::Response& res) {
+    if (st.shutting_down) {
+      return send_error(res, {.http_status = 503, .type = "unavailable_error", .message = "the server is shutting down"});
+    }
+    send_json(res, json{{"status", "ok"}});
+  };
+  h.Get("/health", health);
+  h.Get("/v1/health", health);
+
+  auto models = [&st](const httplib::Request&, httplib::Response& res) {
+    const HParams& hp = st.hparams;
+    json model = {{"id", st.config.model_name},
+                  {"object", "model"},
+                  {"created", st.started_at},
+                  {"owned_by", "moetier"},
+                  {"meta",
+                   {{"arch", hp.arch},
+                    {"n_vocab", hp.n_vocab},
+                    {"n_ctx_train", hp.n_ctx_train},
+                    {"n_ctx_slot", st.scheduler.n_ctx_slot()},
+                    {"n_embd", hp.n_embd},
+                    {"n_params", st.model_params},
+                    {"size", st.model_file_bytes}}}};
+    send_json(res, json{{"object", "list"}, {"data", json::array({model})}});
+  };
+  h.Get("/v1/models", models);
+  h.Get("/models", models);
+
+  auto chat = [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(st, Endpoint::kChat, req, res);
+  };
+  auto completion = [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(st, Endpoint::kCompletion, req, res);
+  };
+  h.Post("/v1/chat/completions", chat);
+  h.Post("/chat/completions", chat);
+  h.Post("/v1/completions", completion);
+  h.Post("/completions", completion);
+
+  h.Post("/tokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
+  h.Post("/detokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); });
+  h.Post("/apply-template",
+         [&st](const httplib::Request& req, httplib::Response& res) { handle_apply_template(st, req, res); });
+
+  h.Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+    if (!st.config.metrics) {
+      return send_error(res, {.http_status = 501,
+                              .type = "not_supported_error",
+                              .message = "metrics are off; start the server with --metrics"});
+    }
+    res.set_content(render_metrics(st), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  h.Get("/slots", [&st](const httplib::Request&, httplib::Response& res) {
+    if (!st.config.slots_endpoint) {
+      return send_error(res, {.http_status = 501, .type = "not_supported_error", .message = "the /slots endpoint is off (--no-slots)"});
+    }
+    json out = json::array();
+    for (const SlotInfo& s : st.scheduler.slots()) {
+      out.push_back({{"id", s.id},
+                     {"n_ctx", s.n_ctx},
+                     {"is_processing", s.busy},
+                     {"n_cached", s.n_cached},
+                     {"n_prompt_tokens", s.n_prompt},
+                     {"n_decoded", s.n_generated}});
+    }
+    send_json(res, out);
+  });
+
+  h.Get("/props", [&st](const httplib::Request&, httplib::Response& res) {
+    json params = sampling_json(st.config.defaults.sampling);
+    params["n_predict"] = st.config.defaults.n_predict;
+    send_json(res, json{{"default_generation_settings", {{"n_ctx", st.scheduler.n_ctx_slot()}, {"params", params}}},
+                        {"total_slots", st.scheduler.n_slots()},
+                        {"model_path", st.config.model_path},
+                        {"model_alias", st.config.model_name},
+                        {"chat_template", st.chat_prompt.source()},
+                        {"chat_template_origin", st.chat_prompt.origin()},
+                        {"reasoning", st.config.reasoning},
+                        {"reasoning_budget", st.config.reasoning_budget},
+                        {"modalities", {{"vision", false}, {"audio", false}}},
+                        {"build_info", "moetier " MOETIER_VERSION}});
+  });
+}
+
+}  // namespace moetier::server

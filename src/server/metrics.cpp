@@ -1,0 +1,62 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace moetier::server {
+
+namespace {
+
+void metric(std::string& out, const char* type, const char* name, const char* help, double value) {
+  out += fmt::format("# HELP moetier:{} {}\n# TYPE moetier:{} {}\nmoetier:{} {}\n", name, help, name, type, name, value);
+}
+
+}  // namespace
+
+std::string render_metrics(const ServerState& st) {
+  const SchedulerStats s = st.scheduler.stats();
+  std::string out;
+  metric(out, "counter", "prompt_tokens_total", "Prompt tokens computed (cache hits excluded).",
+         static_cast<double>(s.prompt_tokens));
+  metric(out, "counter", "prompt_tokens_cached_total", "Prompt tokens reused from a slot's cache.",
+         static_cast<double>(s.prompt_tokens_cached));
+  metric(out, "counter", "prompt_seconds_total", "Time spent reading prompts, summed over requests.",
+         s.prompt_seconds);
+  metric(out, "counter", "tokens_predicted_total", "Tokens generated.", static_cast<double>(s.generated_tokens));
+  metric(out, "counter", "tokens_predicted_seconds_total", "Time spent generating, summed over requests.",
+         s.generation_seconds);
+  metric(out, "gauge", "prompt_tokens_seconds", "Average prompt throughput per request in tokens/s.",
+         s.prompt_seconds > 0 ? static_cast<double>(s.prompt_tokens) / s.prompt_seconds : 0.0);
+  metric(out, "gauge", "predicted_tokens_seconds", "Average generation throughput per request in tokens/s.",
+         s.generation_seconds > 0 ? static_cast<double>(s.generated_tokens) / s.generation_seconds : 0.0);
+  metric(out, "counter", "n_decode_total", "Forward passes (engine steps).", static_cast<double>(s.steps));
+  metric(out, "counter", "batch_tokens_total", "Tokens through those forward passes.",
+         static_cast<double>(s.step_tokens));
+  metric(out, "counter", "decode_seconds_total", "Time in forward passes.", s.step_seconds);
+  metric(out, "gauge", "engine_tokens_seconds", "Tokens per second of forward-pass time (all slots together).",
+         s.step_seconds > 0 ? static_cast<double>(s.step_tokens) / s.step_seconds : 0.0);
+  metric(out, "gauge", "n_busy_slots_per_decode", "Average number of slots batched per forward pass.",
+         s.steps > 0 ? static_cast<double>(s.step_busy_slots) / static_cast<double>(s.steps) : 0.0);
+  metric(out, "gauge", "requests_processing", "Requests running in a slot.", s.busy_slots);
+  metric(out, "gauge", "requests_deferred", "Requests waiting for a free slot.", s.queued);
+  metric(out, "gauge", "requests_in_flight", "Generation requests received and not yet answered.",
+         static_cast<double>(st.counters.generations_in_flight.load()));
+  metric(out, "gauge", "slots_total", "Parallel slots (-np).", s.n_slots);
+  metric(out, "gauge", "kv_cache_tokens", "Positions held in the slots' KV caches.",
+         static_cast<double>(s.kv_tokens_used));
+  metric(out, "gauge", "kv_cache_usage_ratio", "Share of the slots' KV capacity in use.",
+         s.kv_tokens_capacity > 0 ? static_cast<double>(s.kv_tokens_used) / static_cast<double>(s.kv_tokens_capacity)
+                                  : 0.0);
+  metric(out, "counter", "requests_finished_total", "Generation requests finished.",
+         static_cast<double>(s.tasks_finished));
+  metric(out, "counter", "requests_cancelled_total", "Generation requests cancelled (client went away).",
+         static_cast<double>(s.tasks_cancelled));
+  metric(out, "counter", "http_requests_total", "HTTP requests answered.",
+         static_cast<double>(st.counters.requests.load()));
+  metric(out, "counter", "http_client_errors_total", "HTTP requests answered with 4xx.",
+         static_cast<double>(st.counters.client_errors.load()));
+  metric(out, "counter", "http_server_errors_total", "HTTP requests answered with 5xx.",
+         static_cast<double>(st.counters.server_errors.load()));
+  return out;
+}
+
+}  // namespace moetier::server

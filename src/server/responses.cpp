@@ -1,0 +1,182 @@
+#include "server/responses.h"
+
+#include <algorithm>
+#include <random>
+
+#include "text/utf8.h"
+
+namespace moetier::server {
+
+using nlohmann::json;
+
+namespace {
+
+// JSON has no -inf; OpenAI reports impossible tokens as -9999.
+double wire_logprob(float lp) { return std::max(static_cast<double>(lp), -9999.0); }
+
+json token_bytes(const std::string& piece) {
+  json b = json::array();
+  for (unsigned char c : piece) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+std::string piece_text(const text::Tokenizer& tok, int32_t id) {
+  std::string out;
+  text::append_utf8_sanitized(tok.token_to_piece(id, true), out);
+  return out;
+}
+
+json chat_logprobs(const ResponseMeta& meta, const std::vector<PositionLogprobs>& lps) {
+  json content = json::array();
+  for (const auto& p : lps) {
+    const std::string raw = meta.tokenizer->token_to_piece(p.chosen.token, true);
+    json top = json::array();
+    for (const auto& t : p.top) {
+      const std::string r = meta.tokenizer->token_to_piece(t.token, true);
+      top.push_back({{"id", t.token}, {"token", piece_text(*meta.tokenizer, t.token)},
+                     {"logprob", wire_logprob(t.logprob)}, {"bytes", token_bytes(r)}});
+    }
+    content.push_back({{"id", p.chosen.token},
+                       {"token", piece_text(*meta.tokenizer, p.chosen.token)},
+                       {"logprob", wire_logprob(p.chosen.logprob)},
+                       {"bytes", token_bytes(raw)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+json completion_logprobs(const ResponseMeta& meta, const std::vector<PositionLogprobs>& lps, size_t text_offset) {
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const auto& p : lps) {
+    const std::string piece = piece_text(*meta.tokenizer, p.chosen.token);
+    tokens.push_back(piece);
+    token_lps.push_back(wire_logprob(p.chosen.logprob));
+    json top = json::object();
+    for (const auto& t : p.top) top[piece_text(*meta.tokenizer, t.token)] = wire_logprob(t.logprob);
+    tops.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += piece.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json envelope(const ResponseMeta& meta, bool chunk) {
+  const bool chat = meta.endpoint == Endpoint::kChat;
+  return {{"id", meta.id},
+          {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", "moetier-" MOETIER_VERSION}};
+}
+
+json choice_logprobs(const ResponseMeta& meta, const std::vector<PositionLogprobs>& lps) {
+  if (!meta.logprobs) return nullptr;
+  return meta.endpoint == Endpoint::kChat ? chat_logprobs(meta, lps) : completion_logprobs(meta, lps, 0);
+}
+
+const char* wire_finish_reason(FinishReason r) {
+  // OpenAI knows stop and length; a cancelled task has no client left to tell.
+  return r == FinishReason::kLength ? "length" : "stop";
+}
+
+}  // namespace
+
+std::string new_response_id(const char* prefix) {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = prefix;
+  std::uniform_int_distribution<int> pick(0, sizeof(kAlphabet) - 2);
+  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  return id;
+}
+
+json usage_json(const TaskTimings& t) {
+  return {{"prompt_tokens", t.n_prompt},
+          {"completion_tokens", t.n_generated},
+          {"total_tokens", t.n_prompt + t.n_generated},
+          {"prompt_tokens_details", {{"cached_tokens", t.n_cached}}}};
+}
+
+json timings_json(const TaskTimings& t) {
+  const int64_t computed = t.n_prompt - t.n_cached;
+  auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
+  auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0; };
+  return {{"cache_n", t.n_cached},
+          {"prompt_n", computed},
+          {"prompt_ms", t.prompt_ms},
+          {"prompt_per_token_ms", per_token(t.prompt_ms, computed)},
+          {"prompt_per_second", per_second(t.prompt_ms, computed)},
+          {"predicted_n", t.n_generated},
+          {"predicted_ms", t.generation_ms},
+          {"predicted_per_token_ms", per_token(t.generation_ms, t.n_generated)},
+          {"predicted_per_second", per_second(t.generation_ms, t.n_generated)},
+          {"queue_ms", t.queue_ms}};
+}
+
+json first_chat_chunk(const ResponseMeta& meta) {
+  json j = envelope(meta, true);
+  j["choices"] = json::array(
+      {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  return j;
+}
+
+json delta_chunk(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
+                 const std::vector<PositionLogprobs>& logprobs) {
+  json j = envelope(meta, true);
+  json choice = {{"index", 0}};
+  if (meta.endpoint == Endpoint::kChat) {
+    json delta = json::object();
+    if (!content.empty()) delta["content"] = content;
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = content;
+  }
+  choice["logprobs"] = choice_logprobs(meta, logprobs);
+  choice["finish_reason"] = nullptr;
+  j["choices"] = json::array({choice});
+  return j;
+}
+
+json finish_chunk(const ResponseMeta& meta, const TaskEvent& e) {
+  json j = envelope(meta, true);
+  json choice = {{"index", 0}};
+  if (meta.endpoint == Endpoint::kChat) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = wire_finish_reason(e.finish);
+  j["choices"] = json::array({choice});
+  j["timings"] = timings_json(e.timings);
+  return j;
+}
+
+json usage_chunk(const ResponseMeta& meta, const TaskTimings& timings) {
+  json j = envelope(meta, true);
+  j["choices"] = json::array();
+  j["usage"] = usage_json(timings);
+  return j;
+}
+
+json full_response(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
+                   const std::vector<PositionLogprobs>& logprobs, const TaskEvent& e) {
+  json j = envelope(meta, false);
+  json choice = {{"index", 0}};
+  if (meta.endpoint == Endpoint::kChat) {
+    json message = {{"role", "assistant"}, {"content", content}};
+    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+    choice["message"] = message;
+  } else {
+    choice["text"] = content;
+  }
+  choice["logprobs"] = choice_logprobs(meta, logprobs);
+  choice["finish_reason"] = wire_finish_reason(e.finish);
+  j["choices"] = json::array({choice});
+  j["usage"] = usage_json(e.timings);
+  j["timings"] = timings_json(e.timings);
+  return j;
+}
+
+}  // namespace moetier::server

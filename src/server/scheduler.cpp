@@ -1,0 +1,463 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "server/text_stream.h"
+
+namespace moetier::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "error";
+}
+
+void GenerationTask::push(TaskEvent event) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+bool GenerationTask::wait(std::vector<TaskEvent>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (events_.empty()) cv_.wait_for(lk, timeout, [&] { return !events_.empty(); });
+  if (events_.empty()) return false;
+  for (auto& e : events_) out.push_back(std::move(e));
+  events_.clear();
+  return true;
+}
+
+// One slot: its sequence state, the tokens that state holds, and the task it runs.
+struct Scheduler::Slot {
+  int id = 0;
+  SequenceState seq;
+  std::vector<int32_t> cached;  // the tokens whose state `seq` holds (seq.n_past() of them)
+  uint64_t last_used = 0;
+
+  // The task in progress (null: free).
+  std::shared_ptr<GenerationTask> task;
+  std::optional<Sampler> sampler;
+  std::optional<text::Detokenizer> detok;
+  StopMatcher stop;
+  ReasoningSplitter split;
+  size_t n_fed = 0;             // prompt tokens in `seq` (cached or computed)
+  bool generating = false;      // the prompt is in; `pending` is the next token to feed
+  int32_t pending = 0;
+  std::deque<int32_t> forced;   // tokens to emit instead of sampling (reasoning budget)
+  bool forced_end_think = false;
+  int64_t reasoning_tokens = 0;
+  TaskTimings timings;
+  Clock::time_point t_start, t_first;
+  TaskEvent event;              // accumulates this step's output
+  SlotInfo info;                // published copy (under the scheduler's mutex)
+  PositionLogprobs scratch_logprobs;
+
+  explicit Slot(SequenceState s) : seq(std::move(s)) {}
+};
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const text::Tokenizer& tokenizer,
+                                                     ThreadPool& pool, const SchedulerOptions& options) {
+  if (options.n_slots < 1) return Status::bad_input("-np must be at least 1");
+  if (options.kv.n_ctx < 1) return Status::bad_input("the context per slot must be at least 1 token");
+  if (options.step_tokens < 1) return Status::bad_input("step size must be at least 1 token");
+  std::unique_ptr<Scheduler> s(new Scheduler(model, tokenizer, pool, options));
+  for (int i = 0; i < options.n_slots; ++i) {
+    auto seq = model.new_sequence(options.kv);
+    if (!seq) return seq.status().with_context(fmt::format("slot {}", i));
+    auto slot = std::make_unique<Slot>(std::move(seq).value());
+    slot->id = i;
+    slot->info = {.id = i, .n_ctx = options.kv.n_ctx};
+    s->slots_.push_back(std::move(slot));
+  }
+  s->stats_.n_slots = options.n_slots;
+  s->stats_.kv_tokens_capacity = options.kv.n_ctx * options.n_slots;
+  // What ends a think block when the budget runs out: the newline the model would write,
+  // the tag, and the blank line templates put before the answer.
+  s->end_think_tokens_ = tokenizer.encode("\n</think>\n\n", {.parse_special = true, .add_special = false});
+  return s;
+}
+
+Scheduler::Scheduler(Model& model, const text::Tokenizer& tokenizer, ThreadPool& pool,
+                     const SchedulerOptions& options)
+    : model_(model), tokenizer_(tokenizer), pool_(pool), options_(options) {}
+
+Scheduler::~Scheduler() { stop(); }
+
+void Scheduler::start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+}
+
+Status Scheduler::submit(const std::shared_ptr<GenerationTask>& task) {
+  const auto& spec = task->spec();
+  if (spec.prompt.empty()) return Status::bad_input("the prompt has no tokens");
+  if (static_cast<int64_t>(spec.prompt.size()) >= options_.kv.n_ctx) {
+    return Status::bad_input(fmt::format("the prompt has {} tokens, but a slot's context is {} tokens", spec.prompt.size(),
+                                         options_.kv.n_ctx));
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) return Status::runtime("the server is shutting down");
+    task->submitted_at = Clock::now();
+    queue_.push_back(task);
+    stats_.queued = static_cast<int>(queue_.size());
+  }
+  cv_.notify_all();
+  return Status::ok();
+}
+
+void Scheduler::close() {
+  std::deque<std::shared_ptr<GenerationTask>> rejected;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closed_ = true;
+    rejected.swap(queue_);
+    stats_.queued = 0;
+  }
+  for (auto& t : rejected) {
+    TaskEvent e;
+    e.final = true;
+    e.finish = FinishReason::kError;
+    e.error = "the server is shutting down";
+    t->push(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::abort_all(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    abort_reason_ = why;
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::stop() {
+  close();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+std::vector<SlotInfo> Scheduler::slots() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<SlotInfo> out;
+  for (const auto& s : slots_) out.push_back(s->info);
+  return out;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      auto any_busy = [&] {
+        return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->task != nullptr; });
+      };
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || any_busy() || !abort_reason_.empty(); });
+      if (stopping_ && !any_busy()) return;
+      assign_queued();
+    }
+    std::string abort;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      abort.swap(abort_reason_);
+    }
+    for (auto& s : slots_) {
+      if (!s->task) continue;
+      if (!abort.empty()) {
+        finish(*s, FinishReason::kError, abort);
+      } else if (s->task->cancelled()) {
+        finish(*s, FinishReason::kCancelled);
+      }
+    }
+    step();
+  }
+}
+
+void Scheduler::assign_queued() {
+  while (!queue_.empty()) {
+    // The free slot with the longest reusable prefix; ties go to the least recently used.
+    Slot* best = nullptr;
+    size_t best_reuse = 0;
+    const auto& task = queue_.front();
+    const auto& prompt = task->spec().prompt;
+    for (auto& s : slots_) {
+      if (s->task) continue;
+      size_t common = 0;
+      if (task->spec().cache_prompt) {
+        const size_t n = std::min(s->cached.size(), prompt.size() - 1);  // at least one token to compute
+        while (common < n && s->cached[common] == prompt[common]) ++common;
+        if (s->seq.has_recurrent_state() && common != s->cached.size()) common = 0;
+      }
+      if (!best || common > best_reuse || (common == best_reuse && s->last_used < best->last_used)) {
+        best = s.get();
+        best_reuse = common;
+      }
+    }
+    if (!best) return;
+    Slot& s = *best;
+    s.task = task;
+    queue_.pop_front();
+    stats_.queued = static_cast<int>(queue_.size());
+    s.last_used = ++use_counter_;
+    const bool kept = s.seq.truncate(static_cast<int64_t>(best_reuse));
+    if (!kept) {  // cannot happen (reuse is chosen to be keepable); start over to be safe
+      s.seq.clear();
+      best_reuse = 0;
+    }
+    s.cached.resize(best_reuse);
+    const GenerationSpec& spec = s.task->spec();
+    auto sampler = Sampler::create(spec.sampling);
+    s.t_start = Clock::now();
+    s.timings = {.n_prompt = static_cast<int64_t>(prompt.size()),
+                 .n_cached = static_cast<int64_t>(best_reuse),
+                 .queue_ms = ms_between(s.task->submitted_at, s.t_start)};
+    s.event = {};
+    if (!sampler) {  // validated by the HTTP layer; never leave a slot in a bad state
+      s.task->push({.final = true, .finish = FinishReason::kError, .error = sampler.status().message()});
+      s.task.reset();
+      continue;
+    }
+    s.sampler = std::move(sampler).value();
+    for (int32_t t : prompt) s.sampler->accept(t);  // as `moetier run` and llama.cpp penalise the prompt
+    s.detok.emplace(tokenizer_);
+    s.stop = StopMatcher(spec.stop);
+    s.split = ReasoningSplitter(spec.prompt_opens_reasoning);
+    s.n_fed = best_reuse;
+    s.generating = false;
+    s.forced.clear();
+    s.forced_end_think = false;
+    s.reasoning_tokens = 0;
+    s.info.busy = true;
+    s.info.n_prompt = static_cast<int64_t>(prompt.size());
+    s.info.n_generated = 0;
+    stats_.busy_slots = static_cast<int>(
+        std::count_if(slots_.begin(), slots_.end(), [](const auto& x) { return x->task != nullptr; }));
+  }
+}
+
+bool Scheduler::step() {
+  entries_.clear();
+  std::vector<Slot*> with_logits;
+  int64_t budget = options_.step_tokens;
+  for (auto& s : slots_) {
+    if (!s->task || !s->generating) continue;
+    entries_.push_back({.seq = &s->seq, .tokens = {&s->pending, 1}, .want_logits = true});
+    with_logits.push_back(s.get());
+    --budget;
+  }
+  budget = std::max<int64_t>(budget, 1);  // prompts always make progress
+  int64_t n_prompt_tokens = 0;
+  for (auto& s : slots_) {
+    if (!s->task || s->generating || budget == 0) continue;
+    const auto& prompt = s->task->spec().prompt;
+    if (s->task->spec().max_tokens == 0) {  // nothing to generate: no need to read the prompt
+      finish(*s, FinishReason::kLength);
+      continue;
+    }
+    const int64_t left = static_cast<int64_t>(prompt.size() - s->n_fed);
+    const int64_t take = std::min(left, budget);
+    const bool last = take == left;
+    entries_.push_back({.seq = &s->seq, .tokens = {prompt.data() + s->n_fed, static_cast<size_t>(take)},
+                        .want_logits = last});
+    if (last) with_logits.push_back(s.get());
+    budget -= take;
+    n_prompt_tokens += take;
+  }
+  if (entries_.empty()) return false;
+
+  // Logit rows come in entry order; with_logits is in the same order (decoders, then the
+  // prompts that completed).
+  std::vector<Slot*> logit_order;
+  for (const auto& e : entries_) {
+    if (!e.want_logits) continue;
+    for (Slot* s : with_logits) {
+      if (&s->seq == e.seq) logit_order.push_back(s);
+    }
+  }
+  const auto t0 = Clock::now();
+  const Status st = model_.forward_batch(entries_, logits_, pool_);
+  const auto t1 = Clock::now();
+  int64_t n_tokens = 0;
+  for (const auto& e : entries_) n_tokens += static_cast<int64_t>(e.tokens.size());
+  if (!st.is_ok()) {
+    // Inputs were validated; a failure here is the server's fault. End the tasks of this
+    // batch with the reason and start their slots over.
+    for (const auto& e : entries_) {
+      for (auto& s : slots_) {
+        if (&s->seq == e.seq && s->task) {
+          s->seq.clear();
+          s->cached.clear();
+          finish(*s, FinishReason::kError, st.message());
+        }
+      }
+    }
+    return true;
+  }
+  // Record what each sequence now holds.
+  for (const auto& e : entries_) {
+    for (auto& s : slots_) {
+      if (&s->seq != e.seq) continue;
+      s->cached.insert(s->cached.end(), e.tokens.begin(), e.tokens.end());
+      if (!s->generating) s->n_fed += e.tokens.size();
+    }
+  }
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  for (size_t i = 0; i < logit_order.size(); ++i) {
+    Slot& s = *logit_order[i];
+    if (!s.generating) {
+      s.generating = true;
+      s.t_first = Clock::now();
+      s.timings.prompt_ms = ms_between(s.t_start, s.t_first);
+    }
+    emit_token(s, logits_.data() + static_cast<int64_t>(i) * n_vocab);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.steps += 1;
+  stats_.step_tokens += static_cast<uint64_t>(n_tokens);
+  stats_.step_seconds += std::chrono::duration<double>(t1 - t0).count();
+  stats_.step_busy_slots += entries_.size();
+  stats_.prompt_tokens += static_cast<uint64_t>(n_prompt_tokens);
+  int64_t used = 0;
+  for (auto& s : slots_) {
+    s->info.n_cached = static_cast<int64_t>(s->cached.size());
+    s->info.n_generated = s->task ? s->timings.n_generated : 0;
+    used += s->info.n_cached;
+  }
+  stats_.kv_tokens_used = used;
+  return true;
+}
+
+void Scheduler::emit_token(Slot& s, const float* logits) {
+  const GenerationSpec& spec = s.task->spec();
+  const int32_t n_vocab = static_cast<int32_t>(model_.hparams().n_vocab);
+  // Reasoning budget: once spent, the block is closed by forced tokens instead of samples.
+  if (!s.forced_end_think && spec.reasoning_budget >= 0 && s.split.in_reasoning() &&
+      s.reasoning_tokens >= spec.reasoning_budget) {
+    s.forced.assign(end_think_tokens_.begin(), end_think_tokens_.end());
+    s.forced_end_think = true;
+  }
+  int32_t token;
+  if (!s.forced.empty()) {
+    token = s.forced.front();
+    s.forced.pop_front();
+  } else {
+    token = s.sampler->sample(logits, n_vocab);
+  }
+  s.sampler->accept(token);
+  ++s.timings.n_generated;
+  if (spec.n_logprobs >= 0) {
+    compute_logprobs({logits, static_cast<size_t>(n_vocab)}, token, spec.n_logprobs, &s.scratch_logprobs);
+    s.event.logprobs.push_back(s.scratch_logprobs);
+  }
+  if (!spec.ignore_eos && tokenizer_.is_eog(token)) {
+    finish(s, FinishReason::kStop);
+    return;
+  }
+  const bool was_reasoning = s.split.in_reasoning();
+  const std::string text = s.stop.push(s.detok->push(token));
+  const auto delta = s.split.push(text);
+  if (spec.split_reasoning) {
+    s.event.reasoning += delta.reasoning;
+    s.event.content += delta.content;
+  } else {
+    s.event.content += text;
+  }
+  if (was_reasoning && s.forced.empty()) ++s.reasoning_tokens;
+  if (s.stop.stopped()) {
+    finish(s, FinishReason::kStop);
+    return;
+  }
+  if (spec.max_tokens >= 0 && s.timings.n_generated >= spec.max_tokens) {
+    finish(s, FinishReason::kLength);
+    return;
+  }
+  if (s.seq.n_past() >= s.seq.n_ctx()) {  // no room to feed this token
+    finish(s, FinishReason::kLength);
+    return;
+  }
+  s.pending = token;
+  if (!s.event.content.empty() || !s.event.reasoning.empty() || !s.event.logprobs.empty()) {
+    s.task->push(std::move(s.event));
+    s.event = {};
+  }
+}
+
+void Scheduler::finish(Slot& s, FinishReason reason, std::string error) {
+  const GenerationSpec& spec = s.task->spec();
+  const auto now = Clock::now();
+  if (s.generating) {
+    s.timings.generation_ms = ms_between(s.t_first, now);
+  } else {
+    s.timings.prompt_ms = ms_between(s.t_start, now);
+  }
+  TaskEvent e = std::move(s.event);
+  s.event = {};
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    // Release what each stage still holds: an incomplete character (as U+FFFD), a tail that
+    // was not a stop string after all, a partial tag.
+    std::string text = s.stop.stopped() ? std::string() : s.stop.push(s.detok->finish());
+    text += s.stop.finish();
+    auto d1 = s.split.push(text);
+    auto d2 = s.split.finish();
+    if (spec.split_reasoning) {
+      e.reasoning += d1.reasoning + d2.reasoning;
+      e.content += d1.content + d2.content;
+    } else {
+      e.content += text;
+    }
+  }
+  e.final = true;
+  e.finish = reason;
+  e.error = std::move(error);
+  e.timings = s.timings;
+  e.slot = s.id;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.tasks_finished += 1;
+    if (reason == FinishReason::kCancelled) stats_.tasks_cancelled += 1;
+    stats_.prompt_tokens_cached += static_cast<uint64_t>(s.timings.n_cached);
+    stats_.generated_tokens += static_cast<uint64_t>(s.timings.n_generated);
+    stats_.prompt_seconds += s.timings.prompt_ms / 1000.0;
+    stats_.generation_seconds += s.timings.generation_ms / 1000.0;
+    s.info.busy = false;
+    s.info.n_prompt = 0;
+    s.info.n_generated = 0;
+    s.info.n_cached = static_cast<int64_t>(s.cached.size());
+    auto task = std::move(s.task);
+    s.task.reset();
+    stats_.busy_slots = static_cast<int>(
+        std::count_if(slots_.begin(), slots_.end(), [](const auto& x) { return x->task != nullptr; }));
+    task->push(std::move(e));
+  }
+  s.sampler.reset();
+  s.generating = false;
+}
+
+}  // namespace moetier::server

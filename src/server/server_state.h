@@ -1,0 +1,62 @@
+// What every HTTP handler of `moetier serve` shares: the configuration from the command
+// line, the tokenizer and chat template (read-only, thread-safe), the scheduler, and the
+// HTTP-level counters. Passed explicitly to the handlers (no globals).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/arch.h"
+#include "runtime/chat_prompt.h"
+#include "server/request.h"
+#include "server/scheduler.h"
+#include "text/tokenizer.h"
+
+namespace moetier::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                 // 0: any free port (printed at startup)
+  std::string api_key;             // "": no authentication
+  std::string model_name;          // --alias, else the file name
+  std::string model_path;
+  RequestDefaults defaults;
+  std::string reasoning = "auto";  // --reasoning on|off|auto: enable_thinking for the template
+  int64_t reasoning_budget = -1;   // --reasoning-budget
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
+  bool metrics = false;            // --metrics: serve /metrics
+  bool slots_endpoint = true;      // --no-slots turns /slots off
+  int timeout_s = 600;             // --timeout: socket read/write timeout
+  size_t max_body_bytes = 16u << 20;  // --max-body-size
+  int http_threads = 0;            // 0: enough for the slots and a queue of waiting clients
+  int shutdown_grace_s = 5;        // after SIGTERM, in-flight requests get this long to finish
+};
+
+struct HttpCounters {
+  std::atomic<uint64_t> requests{0};        // every request answered
+  std::atomic<uint64_t> client_errors{0};   // 4xx
+  std::atomic<uint64_t> server_errors{0};   // 5xx
+  std::atomic<int64_t> generations_in_flight{0};  // chat/completion requests not yet answered
+};
+
+struct ServerState {
+  ServerConfig config;
+  const HParams& hparams;
+  const text::Tokenizer& tokenizer;
+  const ChatPrompt& chat_prompt;
+  Scheduler& scheduler;
+  HttpCounters counters;
+  std::atomic<bool> shutting_down{false};
+  int64_t started_at = 0;  // Unix seconds
+  uint64_t model_file_bytes = 0;
+  uint64_t model_params = 0;
+
+  // Whether a request's "model" names this server's model (absent/empty always does).
+  bool accepts_model_name(const std::string& name) const;
+};
+
+}  // namespace moetier::server

@@ -1,0 +1,87 @@
+// A generation request as the scheduler sees it (already validated and tokenized by the
+// HTTP layer), and the channel its results travel back on. The HTTP thread that owns the
+// request waits on the channel; the engine thread pushes one event per generated token
+// and a final event; either side may cancel.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "runtime/sampler_logprobs.h"
+
+namespace moetier::server {
+
+enum class FinishReason {
+  kStop,       // end-of-generation token or a stop string
+  kLength,     // max_tokens reached, or the slot's context is full
+  kCancelled,  // the client went away (or asked to stop)
+  kError,      // the server could not finish it (shutdown, internal error): see TaskEvent::error
+};
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct GenerationSpec {
+  std::vector<int32_t> prompt;     // token ids, at least one
+  SamplerParams sampling;
+  int64_t max_tokens = -1;         // -1: until end of generation or the slot's context is full
+  std::vector<std::string> stop;   // stop strings
+  bool ignore_eos = false;
+  int n_logprobs = -1;             // -1: none; N >= 0: the chosen token's logprob and the top N
+  bool split_reasoning = true;     // <think> … </think> into reasoning_content
+  bool prompt_opens_reasoning = false;  // the prompt ends inside an open <think> block
+  int64_t reasoning_budget = -1;   // tokens of thinking before "</think>" is forced; -1: no limit
+  bool cache_prompt = true;        // reuse a slot's cached prefix of this prompt
+};
+
+struct TaskTimings {
+  int64_t n_prompt = 0;      // prompt tokens
+  int64_t n_cached = 0;      // of which reused from the slot's cache (not computed)
+  int64_t n_generated = 0;   // tokens sampled (including an end-of-generation token)
+  double prompt_ms = 0;      // from the slot taking the task to the first token's logits
+  double generation_ms = 0;  // from then to the end
+  double queue_ms = 0;       // waiting for a free slot
+};
+
+struct TaskEvent {
+  std::string content;    // new answer text (valid UTF-8)
+  std::string reasoning;  // new reasoning text (valid UTF-8)
+  std::vector<PositionLogprobs> logprobs;  // one per token sampled since the last event
+  bool final = false;
+  FinishReason finish = FinishReason::kStop;
+  std::string error;      // kError: why
+  TaskTimings timings;    // final events
+  int slot = -1;          // final events: the slot that ran it
+};
+
+class GenerationTask {
+ public:
+  explicit GenerationTask(GenerationSpec spec) : spec_(std::move(spec)) {}
+  const GenerationSpec& spec() const { return spec_; }
+
+  // Ask the engine to stop this task at its next step (idempotent, any thread).
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+  // Engine side.
+  void push(TaskEvent event);
+  // Client side: moves all pending events into `out` (appending); waits up to `timeout`
+  // when there are none. Returns false when nothing arrived.
+  bool wait(std::vector<TaskEvent>& out, std::chrono::milliseconds timeout);
+
+  std::chrono::steady_clock::time_point submitted_at;
+
+ private:
+  GenerationSpec spec_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<TaskEvent> events_;
+};
+
+}  // namespace moetier::server

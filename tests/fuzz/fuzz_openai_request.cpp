@@ -1,0 +1,87 @@
+// libFuzzer target for the HTTP/JSON layer of `moetier serve`: any request body must give
+// either a 4xx ApiError with a message, or parameters within their documented ranges; and
+// the text stages after the detokenizer (stop strings, <think> splitting) must keep valid
+// UTF-8 valid whatever chunks they are fed.
+// Build: CC=clang CXX=clang++ cmake -DMOETIER_FUZZ=ON -DMOETIER_SANITIZE=ON ...; target fuzz_openai_request.
+#include <cstdint>
+#include <string>
+
+#include "server/request.h"
+#include "server/text_stream.h"
+#include "text/utf8.h"
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+void check_error(const moetier::server::ApiError& e) {
+  require(e.http_status >= 400 && e.http_status < 500);
+  require(!e.message.empty());
+  // The error body must serialise (the message may quote the client's bytes).
+  require(!moetier::server::dump_json(e.to_json()).empty());
+}
+
+void check_request(const moetier::server::GenerationRequest& r, const moetier::server::RequestDefaults& d) {
+  require(r.max_tokens >= -1 && r.max_tokens <= d.n_ctx_slot);
+  require(r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
+  require(r.sampling.temperature >= 0);
+  require(r.n_logprobs >= -1 && r.n_logprobs <= 20);
+  for (const auto& s : r.stop) require(!s.empty());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace moetier::server;
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  const RequestDefaults defaults{.n_ctx_slot = 4096};
+  nlohmann::ordered_json j;
+  if (auto e = parse_json_body(body, j)) {
+    check_error(*e);
+  } else {
+    GenerationRequest chat, completion;
+    if (auto e = parse_chat_request(j, defaults, chat)) {
+      check_error(*e);
+    } else {
+      check_request(chat, defaults);
+      require(chat.messages.is_array() && !chat.messages.empty());
+    }
+    if (auto e = parse_completion_request(j, defaults, completion)) {
+      check_error(*e);
+    } else {
+      check_request(completion, defaults);
+      require(completion.prompt_text.has_value() != !completion.prompt_tokens.empty());
+    }
+  }
+
+  // Text stages: the input made valid UTF-8, cut into chunks at character boundaries.
+  std::string text;
+  moetier::text::append_utf8_sanitized(body, text);
+  StopMatcher stop({"</s>", "\n\n", "é"});
+  ReasoningSplitter split(size % 2 == 0);
+  std::string out_stop, reasoning, content;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t n = 1 + (static_cast<unsigned char>(text[pos]) % 7);
+    while (pos + n < text.size() && (static_cast<unsigned char>(text[pos + n]) & 0xC0) == 0x80) ++n;
+    const std::string piece = stop.push(std::string_view(text).substr(pos, n));
+    out_stop += piece;
+    auto d = split.push(piece);
+    reasoning += d.reasoning;
+    content += d.content;
+    pos += n;
+  }
+  const std::string tail = stop.finish();
+  out_stop += tail;
+  auto d1 = split.push(tail);
+  auto d2 = split.finish();
+  reasoning += d1.reasoning + d2.reasoning;
+  content += d1.content + d2.content;
+  require(moetier::text::is_valid_utf8(out_stop));
+  require(moetier::text::is_valid_utf8(reasoning));
+  require(moetier::text::is_valid_utf8(content));
+  require(text.compare(0, out_stop.size(), out_stop) == 0);  // the stop stage only ever cuts
+  return 0;
+}
