@@ -44,7 +44,8 @@ struct Stream {
   }
 };
 
-bool write_sse(httplib::DataSink& sink, const json& payload) {
+template <class Json>
+bool write_sse(httplib::DataSink& sink, const Json& payload) {
   const std::string line = "data: " + dump_json(payload) + "\n\n";
   return sink.write(line.data(), line.size());
 }

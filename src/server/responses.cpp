@@ -7,7 +7,7 @@
 
 namespace moetier::server {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 

@@ -31,19 +31,19 @@ std::string new_response_id(const char* prefix);
 // One streamed chunk with new text (content and/or reasoning) and the logprobs of the tokens
 // sampled since the previous chunk. Chat streams begin with a chunk whose delta is
 // {"role": "assistant", "content": ""} (first_chat_chunk).
-nlohmann::json first_chat_chunk(const ResponseMeta& meta);
-nlohmann::json delta_chunk(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
+nlohmann::ordered_json first_chat_chunk(const ResponseMeta& meta);
+nlohmann::ordered_json delta_chunk(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
                            const std::vector<PositionLogprobs>& logprobs);
 // The last chunk: empty delta with the finish reason, and timings.
-nlohmann::json finish_chunk(const ResponseMeta& meta, const TaskEvent& final_event);
+nlohmann::ordered_json finish_chunk(const ResponseMeta& meta, const TaskEvent& final_event);
 // stream_options.include_usage: a chunk with no choices and the usage.
-nlohmann::json usage_chunk(const ResponseMeta& meta, const TaskTimings& timings);
+nlohmann::ordered_json usage_chunk(const ResponseMeta& meta, const TaskTimings& timings);
 
 // The whole response of a non-streamed request.
-nlohmann::json full_response(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
+nlohmann::ordered_json full_response(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
                              const std::vector<PositionLogprobs>& logprobs, const TaskEvent& final_event);
 
-nlohmann::json usage_json(const TaskTimings& t);
-nlohmann::json timings_json(const TaskTimings& t);
+nlohmann::ordered_json usage_json(const TaskTimings& t);
+nlohmann::ordered_json timings_json(const TaskTimings& t);
 
 }  // namespace moetier::server
