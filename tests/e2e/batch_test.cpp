@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/ref_data.h"
+#include "support/ref_model.h"
 
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
@@ -21,30 +22,10 @@ namespace {
 
 const std::string kRef = moetier::testing::kRefDir;
 
-struct Loaded {
-  std::unique_ptr<gguf::ModelFile> file;
-  std::unique_ptr<Model> model;
-};
-
-Loaded load(const std::string& name, int64_t n_ubatch) {
-  Loaded l;
-  auto file = gguf::ModelFile::open(kRef + "/models/" + name + ".gguf", {.verbose = false});
-  EXPECT_TRUE(file.is_ok()) << file.status().message();
-  if (!file) return l;
-  l.file = std::move(file).value();
-  auto model = load_model(*l.file, {.n_ubatch = n_ubatch});
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  if (model) l.model = std::move(model).value();
-  return l;
-}
-
+using Loaded = moetier::testing::LoadedModel;
+Loaded load(const std::string& name, int64_t n_ubatch = 512) { return moetier::testing::load_ref_model(name, n_ubatch); }
 std::vector<int32_t> prompt_tokens(const std::string& model, const std::string& prompt_id) {
-  const auto manifest = moetier::testing::read_json_file(kRef + "/manifest.json");
-  for (const auto& c : manifest["cases"]) {
-    if (c["case_id"] == model + "/" + prompt_id) return c["prompt_tokens"].get<std::vector<int32_t>>();
-  }
-  ADD_FAILURE() << "no case " << model << "/" << prompt_id;
-  return {};
+  return moetier::testing::ref_prompt_tokens(model, prompt_id);
 }
 
 // A sequence's schedule: its prompt goes in as `chunks` (token counts), then `decode`

@@ -1,0 +1,45 @@
+// Loading a reference model (../shared/ref/models) into a runnable Model, and the prompt
+// tokens llama.cpp used for a case, for engine-level tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/model_file.h"
+#include "model/model.h"
+#include "support/ref_data.h"
+
+namespace moetier::testing {
+
+struct LoadedModel {
+  std::unique_ptr<gguf::ModelFile> file;
+  std::unique_ptr<Model> model;
+};
+
+// Records a test failure (and returns an empty model) when the file does not load.
+inline LoadedModel load_ref_model(const std::string& name, int64_t n_ubatch = 512) {
+  LoadedModel l;
+  auto file = gguf::ModelFile::open(std::string(kRefDir) + "/models/" + name + ".gguf", {.verbose = false});
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  if (!file) return l;
+  l.file = std::move(file).value();
+  auto model = load_model(*l.file, {.n_ubatch = n_ubatch});
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  if (model) l.model = std::move(model).value();
+  return l;
+}
+
+// The token ids of case MODEL/PROMPT_ID in manifest.json.
+inline std::vector<int32_t> ref_prompt_tokens(const std::string& model, const std::string& prompt_id) {
+  const auto manifest = read_json_file(std::string(kRefDir) + "/manifest.json");
+  for (const auto& c : manifest["cases"]) {
+    if (c["case_id"] == model + "/" + prompt_id) return c["prompt_tokens"].get<std::vector<int32_t>>();
+  }
+  ADD_FAILURE() << "no case " << model << "/" << prompt_id;
+  return {};
+}
+
+}  // namespace moetier::testing
