@@ -1,0 +1,14 @@
+# The compute-shader variants of the Vulkan backend: "name|source|defines" (defines comma-
+# separated, "-" for none). Each variant is compiled by glslc into its own SPIR-V binary and
+# embedded under its name (src/gpu/vulkan/vk_shaders.h).
+set(MOETIER_SHADER_VARIANTS
+  "quantize_q8_k|quantize.comp|ACT_Q8_K"
+  "quantize_q8_0|quantize.comp|ACT_Q8_0"
+  "quantize_f16|quantize.comp|ACT_F16"
+  "quantize_bf16|quantize.comp|ACT_BF16"
+)
+foreach(w F32 F16 BF16 Q4_0 Q8_0 Q4_K Q5_K Q6_K IQ4_XS)
+  string(TOLOWER ${w} lw)
+  list(APPEND MOETIER_SHADER_VARIANTS "matmul_${lw}|matmul.comp|WTYPE_${w}")
+  list(APPEND MOETIER_SHADER_VARIANTS "matmul_id_${lw}|matmul.comp|WTYPE_${w},MATMUL_ID")
+endforeach()

@@ -1,0 +1,88 @@
+// Vulkan device access: the loader is opened at run time (volk), so a machine without any
+// Vulkan driver gets a clear error here and the engine falls back to the CPU. One Context
+// = one instance + one logical device with one compute queue. Everything GPU-side is
+// created from a Context and passed explicitly (no global device).
+#pragma once
+
+#include <volk.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace moetier::vk {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  std::string type;    // "discrete GPU", "integrated GPU", "virtual GPU", "CPU (software)", "other"
+  std::string driver;  // driver name and version string, when the driver reports them
+  uint32_t api_version = 0;
+  uint64_t local_heap_bytes = 0;  // device-local heaps, in total
+  uint64_t budget_bytes = 0;      // what this process may use now (VK_EXT_memory_budget), else the heap size
+  uint64_t used_bytes = 0;        // used by every process (VK_EXT_memory_budget), else 0
+  bool has_memory_budget = false;
+  bool unified_memory = false;    // device-local memory is also host-visible (integrated GPUs, lavapipe)
+  uint64_t max_storage_buffer_range = 0;  // bytes one storage-buffer binding may span (lavapipe: 128 MiB)
+  uint64_t max_allocation_bytes = 0;
+  uint64_t min_storage_offset_alignment = 0;
+  uint32_t subgroup_size = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_shared_bytes = 0;
+  std::array<uint32_t, 3> max_workgroup_count{};
+
+  // One line: "llvmpipe (LLVM 15.0.6, 256 bits), CPU (software), 23.4 GiB, Vulkan 1.3.230"
+  std::string describe() const;
+};
+
+// Every Vulkan device of the machine. Errors (runtime): no Vulkan loader, no driver, or
+// instance creation failed; the message says which and what to install.
+Result<std::vector<DeviceInfo>> list_devices();
+
+class Context {
+ public:
+  // device_index: from list_devices(). Errors name the device and the failing step.
+  static Result<std::unique_ptr<Context>> create(int device_index);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  // Re-reads VK_EXT_memory_budget (budget and usage change as other processes allocate).
+  DeviceInfo refreshed_info() const;
+
+  VkDevice device() const { return device_; }
+  VkPhysicalDevice physical() const { return physical_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return queue_family_; }
+  VkPipelineCache pipeline_cache() const { return pipeline_cache_; }
+
+  // Memory type for device buffers (device-local), and for staging (host-visible and
+  // coherent; on unified-memory devices both are the same type).
+  uint32_t device_memory_type() const { return device_type_; }
+  uint32_t host_memory_type() const { return host_type_; }
+  bool device_memory_is_host_visible() const { return device_host_visible_; }
+
+ private:
+  Context() = default;
+  DeviceInfo info_;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  uint32_t device_type_ = 0, host_type_ = 0;
+  bool device_host_visible_ = false;
+  VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  std::string pipeline_cache_path_;
+};
+
+// "VK_ERROR_OUT_OF_DEVICE_MEMORY" etc.
+const char* result_name(VkResult r);
+
+}  // namespace moetier::vk

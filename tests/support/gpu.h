@@ -1,0 +1,38 @@
+// Opening the GPU for tests. CI installs Mesa's lavapipe (a Vulkan implementation on the
+// CPU) and sets MOETIER_REQUIRE_VULKAN=1, so there a missing device fails the test; on a
+// developer machine without Vulkan the GPU tests are skipped with a message.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+
+#if MOETIER_HAVE_VULKAN
+#include "gpu/vulkan/vk_device.h"
+
+namespace moetier::testing {
+
+inline bool vulkan_required() { return std::getenv("MOETIER_REQUIRE_VULKAN") != nullptr; }
+
+// The first Vulkan device, or null with the reason in `why`.
+inline std::unique_ptr<vk::Device> open_test_gpu(std::string& why) {
+  auto dev = vk::Device::open(0);
+  if (!dev) {
+    why = dev.status().message();
+    return nullptr;
+  }
+  return std::move(dev).value();
+}
+
+}  // namespace moetier::testing
+
+// In a TEST body: `GPU_OR_SKIP(dev);` declares `std::unique_ptr<vk::Device> dev`.
+#define GPU_OR_SKIP(dev)                                                                 \
+  std::string gpu_why_##dev;                                                             \
+  auto dev = ::moetier::testing::open_test_gpu(gpu_why_##dev);                           \
+  if (!dev) {                                                                            \
+    if (::moetier::testing::vulkan_required()) FAIL() << "no Vulkan device: " << gpu_why_##dev; \
+    GTEST_SKIP() << "no Vulkan device: " << gpu_why_##dev;                               \
+  }
+#endif
