@@ -12,3 +12,17 @@ foreach(w F32 F16 BF16 Q4_0 Q8_0 Q4_K Q5_K Q6_K IQ4_XS)
   list(APPEND MOETIER_SHADER_VARIANTS "matmul_${lw}|matmul.comp|WTYPE_${w}")
   list(APPEND MOETIER_SHADER_VARIANTS "matmul_id_${lw}|matmul.comp|WTYPE_${w},MATMUL_ID")
 endforeach()
+list(APPEND MOETIER_SHADER_VARIANTS
+  "rms_norm|norm.comp|NORM_RMS"
+  "l2_norm|norm.comp|NORM_L2"
+  "rope_neox|rope.comp|-"
+  "add|elementwise.comp|EW_ADD"
+  "silu_mul|elementwise.comp|EW_SILU_MUL"
+  "copy_rows|elementwise.comp|EW_COPY_ROWS"
+  "kv_store|kv_store.comp|-"
+  "attention|attention.comp|-"
+  "ssm_conv|conv.comp|-"
+  "delta_rule|delta_rule.comp|-"
+  "moe_router|router.comp|-"
+  "moe_combine|moe_combine.comp|-"
+)
