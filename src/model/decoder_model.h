@@ -4,11 +4,13 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "cpu/matmul.h"
 #include "model/blocks/embedding.h"
+#include "model/cpu_exec.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -21,10 +23,6 @@ class DecoderModel : public Model {
  protected:
   // Binds token_embd.weight, output.weight and output_norm.weight.
   void bind_embeddings(WeightBinder& binder);
-  // out[t] = rmsnorm(x[t]) * w for the n rows of [n][n_embd].
-  void norm_rows(const float* x, const float* w, int64_t n, float* out) const;
-  // x += y over n rows of [n][n_embd] (the residual connection).
-  void add_rows(float* x, const float* y, int64_t n) const;
 
   void forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
                       std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) override;
@@ -33,8 +31,9 @@ class DecoderModel : public Model {
   std::deque<std::vector<float>> converted_;  // f32 copies of small tensors stored in other types
   cpu::WeightMatrix token_embd_, output_;
   const float* output_norm_ = nullptr;
-  // Activations of the current micro-batch, [n][n_embd] each; reused across calls.
-  std::vector<float> x_, h_, mix_;
+  // The residual stream of the current micro-batch, [n][n_embd]; reused across calls.
+  std::vector<float> x_;
+  std::unique_ptr<CpuExec> cpu_exec_;
   std::vector<float> logit_x_;  // [logit rows][n_embd]: the rows the LM head reads, gathered
   LmHeadScratch lm_head_scratch_;
 };

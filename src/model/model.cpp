@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gguf/model_file.h"
+#include "model/cpu_exec.h"
 
 namespace moetier {
 
@@ -28,6 +29,14 @@ Status check_fits(const SequenceState& seq, int64_t n) {
 }
 
 }  // namespace
+
+void Model::forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer, ThreadPool& pool) {
+  const HParams& hp = hparams();
+  CpuExec exec(hp.n_embd, hp.rms_eps);
+  const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = n};
+  exec.begin(x, std::span<const SeqRows>(&rows, 1), pool, profiler(), after_mixer);
+  forward_layer(layer, exec);
+}
 
 Status Model::forward(std::span<const int32_t> tokens, SequenceState& seq, const ForwardOptions& options,
                       std::vector<float>& logits, ThreadPool& pool) {

@@ -17,6 +17,7 @@
 namespace moetier {
 
 namespace gguf { class ModelFile; }
+class LayerExec;
 
 struct ForwardOptions {
   bool all_logits = false;  // false: logits of the last token only
@@ -64,18 +65,15 @@ class Model {
   // given twice, a token id out of range, an entry that does not fit its context.
   Status forward_batch(std::span<const BatchEntry> entries, std::vector<float>& logits, ThreadPool& pool);
 
-  // One compute layer on the hidden states x [n][n_embd] (updated in place to the layer's
-  // output), n = the rows `seqs` cover; when after_mixer is not null it receives the
-  // residual stream after the attention/DeltaNet block. Does not advance n_past.
-  // forward() is built from this; tests use it to feed a layer llama.cpp's own input
-  // (teacher forcing).
-  virtual void forward_layer(int layer, float* x, std::span<const SeqRows> seqs, float* after_mixer,
-                             ThreadPool& pool) = 0;
-  // The same for n tokens of one sequence.
-  void forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer, ThreadPool& pool) {
-    const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = n};
-    forward_layer(layer, x, std::span<const SeqRows>(&rows, 1), after_mixer, pool);
-  }
+  // One compute layer, written by the architecture file as straight-line calls on `exec`
+  // (model/layer_exec.h), which holds the micro-batch's rows and runs the blocks on its
+  // device. Does not advance n_past.
+  virtual void forward_layer(int layer, LayerExec& exec) = 0;
+  // On the CPU, for n tokens of one sequence: x [n][n_embd] is updated in place to the
+  // layer's output; when after_mixer is not null it receives the residual stream after the
+  // attention/DeltaNet block. Tests use it to feed a layer llama.cpp's own input (teacher
+  // forcing).
+  void forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer, ThreadPool& pool);
 
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }

@@ -19,6 +19,7 @@
 #include "model/blocks/delta_net.h"
 #include "model/blocks/moe.h"
 #include "model/decoder_model.h"
+#include "model/layer_exec.h"
 
 namespace moetier {
 
@@ -111,25 +112,19 @@ class Qwen35MoeModel final : public DecoderModel {
     return SequenceState::create(specs, options);
   }
 
-  void forward_layer(int il, float* x, std::span<const SeqRows> seqs, float* after_mixer,
-                     ThreadPool& pool) override {
+  void forward_layer(int il, LayerExec& e) override {
     const Layer& l = layers_[static_cast<size_t>(il)];
-    const int64_t n = seqs.back().row_begin + seqs.back().n_rows;
-    h_.resize(static_cast<size_t>(n * hp_.n_embd));
-    mix_.resize(static_cast<size_t>(n * hp_.n_embd));
-    norm_rows(x, l.attn_norm, n, h_.data());
+    e.rms_norm(Act::kX, l.attn_norm, Act::kH);
     if (l.kind == LayerKind::kAttention) {
-      ScopedProfile p(profiler(), ProfileBlock::kAttention);
-      attention_block(l.attention, attention_shape_, h_.data(), seqs, il, mix_.data(), attention_scratch_, pool);
+      e.attention(l.attention, attention_shape_, Act::kH, il, Act::kMix);
     } else {
-      ScopedProfile p(profiler(), ProfileBlock::kDeltaNet);
-      delta_net_block(l.delta_net, delta_net_shape_, h_.data(), seqs, il, mix_.data(), delta_net_scratch_, pool);
+      e.delta_net(l.delta_net, delta_net_shape_, Act::kH, il, Act::kMix);
     }
-    add_rows(x, mix_.data(), n);
-    if (after_mixer) std::copy(x, x + n * hp_.n_embd, after_mixer);
-    norm_rows(x, l.post_attention_norm, n, h_.data());
-    moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool, profiler());
-    add_rows(x, mix_.data(), n);
+    e.add(Act::kX, Act::kMix);
+    e.mark_after_mixer();
+    e.rms_norm(Act::kX, l.post_attention_norm, Act::kH);
+    e.moe(l.moe, moe_shape_, Act::kH, Act::kMix);  // routed experts + gated shared expert
+    e.add(Act::kX, Act::kMix);
   }
 
  private:
@@ -138,9 +133,6 @@ class Qwen35MoeModel final : public DecoderModel {
   AttentionShape attention_shape_;
   DeltaNetShape delta_net_shape_;
   MoeShape moe_shape_;
-  AttentionScratch attention_scratch_;
-  DeltaNetScratch delta_net_scratch_;
-  MoeScratch moe_scratch_;
 };
 
 }  // namespace

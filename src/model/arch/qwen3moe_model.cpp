@@ -15,6 +15,7 @@
 #include "model/blocks/attention.h"
 #include "model/blocks/moe.h"
 #include "model/decoder_model.h"
+#include "model/layer_exec.h"
 
 namespace moetier {
 
@@ -73,22 +74,15 @@ class Qwen3MoeModel final : public DecoderModel {
     return SequenceState::create(specs, options);
   }
 
-  void forward_layer(int il, float* x, std::span<const SeqRows> seqs, float* after_mixer,
-                     ThreadPool& pool) override {
+  void forward_layer(int il, LayerExec& e) override {
     const Layer& l = layers_[static_cast<size_t>(il)];
-    const int64_t n = seqs.back().row_begin + seqs.back().n_rows;
-    h_.resize(static_cast<size_t>(n * hp_.n_embd));
-    mix_.resize(static_cast<size_t>(n * hp_.n_embd));
-    norm_rows(x, l.attn_norm, n, h_.data());
-    {
-      ScopedProfile p(profiler(), ProfileBlock::kAttention);
-      attention_block(l.attention, attention_shape_, h_.data(), seqs, il, mix_.data(), attention_scratch_, pool);
-    }
-    add_rows(x, mix_.data(), n);
-    if (after_mixer) std::copy(x, x + n * hp_.n_embd, after_mixer);
-    norm_rows(x, l.ffn_norm, n, h_.data());
-    moe_block(l.moe, moe_shape_, h_.data(), n, mix_.data(), moe_scratch_, pool, profiler());
-    add_rows(x, mix_.data(), n);
+    e.rms_norm(Act::kX, l.attn_norm, Act::kH);
+    e.attention(l.attention, attention_shape_, Act::kH, il, Act::kMix);
+    e.add(Act::kX, Act::kMix);
+    e.mark_after_mixer();
+    e.rms_norm(Act::kX, l.ffn_norm, Act::kH);
+    e.moe(l.moe, moe_shape_, Act::kH, Act::kMix);
+    e.add(Act::kX, Act::kMix);
   }
 
  private:
@@ -96,8 +90,6 @@ class Qwen3MoeModel final : public DecoderModel {
   std::vector<Layer> layers_;
   AttentionShape attention_shape_;
   MoeShape moe_shape_;
-  AttentionScratch attention_scratch_;
-  MoeScratch moe_scratch_;
 };
 
 }  // namespace

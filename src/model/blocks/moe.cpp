@@ -121,15 +121,21 @@ const cpu::DotKernel& kernel_for(const cpu::WeightMatrix& w) {
 
 }  // namespace
 
-void moe_block(const MoeWeights& w, const MoeShape& s, const float* h, int64_t n, float* out, MoeScratch& sc,
-               ThreadPool& pool, Profiler* profiler) {
+void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_t n, float* out, MoeScratch& sc,
+               ThreadPool& pool, Profiler* profiler, const MoeOptions& options) {
+  MoeWeights w = w_in;
+  if (options.skip_shared) w.has_shared = false;
   const int64_t d = s.n_embd;
   const int64_t n_pairs = n * s.n_expert_used;
   sc.input.reset(h, n, d);
   {
     ScopedProfile p(profiler, ProfileBlock::kMoeRouter);
     grow(sc.router_logits, n * s.n_expert);
-    cpu::matmul_cached(w.router, 0, sc.input, sc.router_logits.data(), pool);
+    if (options.router_logits) {
+      std::copy(options.router_logits, options.router_logits + n * s.n_expert, sc.router_logits.begin());
+    } else {
+      cpu::matmul_cached(w.router, 0, sc.input, sc.router_logits.data(), pool);
+    }
     route(s, n, sc);
     group_pairs(s, n, sc);
   }

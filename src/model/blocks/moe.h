@@ -83,8 +83,15 @@ struct MoeScratch {
   std::atomic<int64_t> next_up{0}, next_down{0};
 };
 
+// For a layer whose dense part runs elsewhere (the GPU computes the router logits and the
+// shared expert while the CPU computes the routed experts).
+struct MoeOptions {
+  const float* router_logits = nullptr;  // [n][n_expert]: use these instead of computing them
+  bool skip_shared = false;              // leave the shared expert out of `out`
+};
+
 // h: [n][n_embd] (normalised); writes out: [n][n_embd]. profiler may be null.
 void moe_block(const MoeWeights& w, const MoeShape& shape, const float* h, int64_t n, float* out,
-               MoeScratch& scratch, ThreadPool& pool, Profiler* profiler);
+               MoeScratch& scratch, ThreadPool& pool, Profiler* profiler, const MoeOptions& options = {});
 
 }  // namespace moetier
