@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/progress.h"
 #include "cpu/ops.h"
 
 namespace moetier {
@@ -12,8 +13,78 @@ void DecoderModel::bind_embeddings(WeightBinder& b) {
   output_norm_ = b.f32("output_norm.weight");
 }
 
-void DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
-                                  std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) {
+Result<SequenceState> DecoderModel::new_sequence(const KvCacheOptions& options) const {
+  std::vector<LayerStateSpec> specs = state_specs();
+  if (gpu_) {
+    for (size_t il = 0; il < specs.size() && il < placement_.layer_on_gpu.size(); ++il) {
+      specs[il].on_device = placement_.layer_on_gpu[il];
+    }
+  }
+  ASSIGN_OR_RETURN(SequenceState seq, SequenceState::create(specs, options));
+  if (gpu_) {
+    ASSIGN_OR_RETURN(auto device_state, gpu_->new_state(specs, options));
+    seq.set_device_state(std::move(device_state));
+  }
+  return seq;
+}
+
+Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
+  gpu_.reset();
+  if (!placement.any()) return Status::ok();
+  GpuPlacement p = placement;
+  p.layer_on_gpu.resize(static_cast<size_t>(hp_.n_layer), false);
+  p.experts_on_gpu.resize(static_cast<size_t>(hp_.n_layer), false);
+  for (size_t il = 0; il < p.experts_on_gpu.size(); ++il) p.experts_on_gpu[il] = p.experts_on_gpu[il] && p.layer_on_gpu[il];
+  ASSIGN_OR_RETURN(auto backend, create_gpu_backend(hp_, {.device = p.device,
+                                                          .n_ubatch = n_ubatch(),
+                                                          .n_layer = hp_.n_layer,
+                                                          .layer_on_gpu = p.layer_on_gpu,
+                                                          .experts_on_gpu = p.experts_on_gpu,
+                                                          .output_on_gpu = p.output_on_gpu}));
+  // Upload the GPU layers' weights: each layer's code runs once in prepare mode, which
+  // uploads every tensor its blocks read (so no architecture needs GPU-specific code).
+  int n_gpu = 0;
+  for (bool b : p.layer_on_gpu) n_gpu += b ? 1 : 0;
+  ProgressBar progress({.label = "uploading to the GPU", .total = static_cast<uint64_t>(n_gpu + (p.output_on_gpu ? 1 : 0)),
+                        .bytes = false, .enabled = p.progress});
+  ThreadPool pool(1);
+  ASSIGN_OR_RETURN(SequenceState dummy, SequenceState::create({}, {.n_ctx = 1}));  // prepare mode reads no state
+  const SeqRows rows{.seq = &dummy, .row_begin = 0, .n_rows = 1};
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    if (!p.layer_on_gpu[static_cast<size_t>(il)]) continue;
+    forward_layer(il, backend->begin_layer(il, std::span<const SeqRows>(&rows, 1), pool, nullptr, true));
+    RETURN_IF_ERROR(backend->finish());
+    progress.add(1);
+  }
+  if (p.output_on_gpu) {
+    RETURN_IF_ERROR(backend->lm_head(output_, output_norm_, {}, nullptr, true));
+    progress.add(1);
+  }
+  progress.finish();
+  gpu_ = std::move(backend);
+  placement_ = std::move(p);
+  return Status::ok();
+}
+
+Status DecoderModel::forward_layer_placed(int layer, float* x, int64_t n, SequenceState& seq, ThreadPool& pool) {
+  if (!gpu_ || !placement_.layer_on_gpu[static_cast<size_t>(layer)]) {
+    forward_layer(layer, x, n, seq, nullptr, pool);
+    return Status::ok();
+  }
+  const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = n};
+  RETURN_IF_ERROR(gpu_->upload_x(x, n));
+  forward_layer(layer, gpu_->begin_layer(layer, std::span<const SeqRows>(&rows, 1), pool, profiler(), false));
+  RETURN_IF_ERROR(gpu_->download_x(x, n));
+  return gpu_->finish();
+}
+
+std::optional<GpuMemoryReport> DecoderModel::gpu_memory() const {
+  if (!gpu_) return std::nullopt;
+  return gpu_->memory();
+}
+
+Status DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
+                                    std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t d = hp_.n_embd;
   x_.resize(static_cast<size_t>(n * d));
@@ -22,11 +93,29 @@ void DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<con
     embed_tokens(token_embd_, tokens, x_.data());
   }
   if (!cpu_exec_) cpu_exec_ = std::make_unique<CpuExec>(hp_.n_embd, hp_.rms_eps);
+  // The residual stream moves to the GPU before a GPU layer and back before a CPU one.
+  bool x_on_gpu = false;
   for (int il = 0; il < hp_.n_layer; ++il) {
+    if (gpu_ && placement_.layer_on_gpu[static_cast<size_t>(il)]) {
+      if (!x_on_gpu) RETURN_IF_ERROR(gpu_->upload_x(x_.data(), n));
+      x_on_gpu = true;
+      forward_layer(il, gpu_->begin_layer(il, seqs, pool, profiler(), false));
+      continue;
+    }
+    if (x_on_gpu) RETURN_IF_ERROR(gpu_->download_x(x_.data(), n));
+    x_on_gpu = false;
     cpu_exec_->begin(x_.data(), seqs, pool, profiler());
     forward_layer(il, *cpu_exec_);
   }
-  if (logit_rows.empty()) return;
+  if (gpu_ && placement_.output_on_gpu && !logit_rows.empty()) {
+    if (!x_on_gpu) RETURN_IF_ERROR(gpu_->upload_x(x_.data(), n));
+    ScopedProfile p(profiler(), ProfileBlock::kLmHead);
+    RETURN_IF_ERROR(gpu_->lm_head(output_, output_norm_, logit_rows, logits_out, false));
+    return gpu_->finish();
+  }
+  if (x_on_gpu) RETURN_IF_ERROR(gpu_->download_x(x_.data(), n));
+  if (gpu_) RETURN_IF_ERROR(gpu_->finish());
+  if (logit_rows.empty()) return Status::ok();
   ScopedProfile p(profiler(), ProfileBlock::kLmHead);
   const int64_t m = static_cast<int64_t>(logit_rows.size());
   const float* rows = x_.data() + logit_rows[0] * d;
@@ -40,6 +129,7 @@ void DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<con
     rows = logit_x_.data();
   }
   lm_head(output_, output_norm_, hp_.rms_eps, rows, m, logits_out, lm_head_scratch_, pool);
+  return Status::ok();
 }
 
 }  // namespace moetier

@@ -11,6 +11,7 @@
 #include "cpu/matmul.h"
 #include "model/blocks/embedding.h"
 #include "model/cpu_exec.h"
+#include "model/gpu_backend.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -19,13 +20,17 @@ namespace moetier {
 class DecoderModel : public Model {
  public:
   const HParams& hparams() const override { return hp_; }
+  Result<SequenceState> new_sequence(const KvCacheOptions& options) const final;
+  Status place_on_gpu(const GpuPlacement& placement) final;
+  std::optional<GpuMemoryReport> gpu_memory() const final;
+  Status forward_layer_placed(int layer, float* x, int64_t n, SequenceState& seq, ThreadPool& pool) final;
 
  protected:
   // Binds token_embd.weight, output.weight and output_norm.weight.
   void bind_embeddings(WeightBinder& binder);
 
-  void forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
-                      std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) override;
+  Status forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
+                        std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) override;
 
   HParams hp_;
   std::deque<std::vector<float>> converted_;  // f32 copies of small tensors stored in other types
@@ -34,6 +39,9 @@ class DecoderModel : public Model {
   // The residual stream of the current micro-batch, [n][n_embd]; reused across calls.
   std::vector<float> x_;
   std::unique_ptr<CpuExec> cpu_exec_;
+  // Layers placed on the GPU (place_on_gpu); null: everything on the CPU.
+  std::unique_ptr<GpuBackend> gpu_;
+  GpuPlacement placement_;
   std::vector<float> logit_x_;  // [logit rows][n_embd]: the rows the LM head reads, gathered
   LmHeadScratch lm_head_scratch_;
 };

@@ -30,6 +30,18 @@ Status check_fits(const SequenceState& seq, int64_t n) {
 
 }  // namespace
 
+bool GpuPlacement::any() const {
+  for (bool b : layer_on_gpu) {
+    if (b) return true;
+  }
+  return output_on_gpu;
+}
+
+Status Model::place_on_gpu(const GpuPlacement& placement) {
+  if (!placement.any()) return Status::ok();
+  return Status::bad_input("this model cannot run on the GPU");
+}
+
 void Model::forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer, ThreadPool& pool) {
   const HParams& hp = hparams();
   CpuExec exec(hp.n_embd, hp.rms_eps);
@@ -61,8 +73,8 @@ Status Model::forward(std::span<const int32_t> tokens, SequenceState& seq, const
       out = logits.data();
     }
     const SeqRows layout{.seq = &seq, .row_begin = 0, .n_rows = count};
-    forward_ubatch(tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)), {&layout, 1},
-                   logit_rows, out, pool);
+    RETURN_IF_ERROR(forward_ubatch(tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)),
+                                   {&layout, 1}, logit_rows, out, pool));
     seq.set_n_past(seq.n_past() + count);
   }
   return Status::ok();
@@ -109,8 +121,8 @@ Status Model::forward_batch(std::span<const BatchEntry> entries, std::vector<flo
         offset = 0;
       }
     }
-    forward_ubatch(tokens, layout, logit_rows,
-                   logit_rows.empty() ? nullptr : logits.data() + logits_done * hp.n_vocab, pool);
+    RETURN_IF_ERROR(forward_ubatch(tokens, layout, logit_rows,
+                                   logit_rows.empty() ? nullptr : logits.data() + logits_done * hp.n_vocab, pool));
     logits_done += static_cast<int64_t>(logit_rows.size());
     for (const SeqRows& r : layout) r.seq->set_n_past(r.seq->n_past() + r.n_rows);
   }

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/profiler.h"
@@ -18,6 +20,26 @@ namespace moetier {
 
 namespace gguf { class ModelFile; }
 class LayerExec;
+
+// What a GPU holds for a model placed on it (bytes).
+struct GpuMemoryReport {
+  std::string device;           // name of the device
+  uint64_t weight_bytes = 0, kv_bytes = 0, state_bytes = 0, scratch_bytes = 0;
+  uint64_t budget_bytes = 0;    // what the device says this process may use (0: unknown)
+  uint64_t used_bytes = 0;      // used on the device by every process (0: unknown)
+  uint64_t total() const { return weight_bytes + kv_bytes + state_bytes + scratch_bytes; }
+};
+
+// Which layers run on the GPU, from the placement plan (runtime/plan.h): for each compute
+// layer its dense part and its routed experts, and the LM head.
+struct GpuPlacement {
+  int device = 0;                    // -dev
+  std::vector<bool> layer_on_gpu;    // [n_layer]
+  std::vector<bool> experts_on_gpu;  // [n_layer]; only where layer_on_gpu
+  bool output_on_gpu = false;
+  bool progress = true;              // progress bar while uploading
+  bool any() const;
+};
 
 struct ForwardOptions {
   bool all_logits = false;  // false: logits of the last token only
@@ -46,8 +68,10 @@ class Model {
   virtual const HParams& hparams() const = 0;
 
   // Fresh per-sequence state (KV cache for attention layers, conv/recurrent state for
-  // DeltaNet layers).
+  // DeltaNet layers), in host memory for CPU layers and on the GPU for GPU layers.
   virtual Result<SequenceState> new_sequence(const KvCacheOptions& options) const = 0;
+  // What each layer keeps per sequence (the architecture file says; new_sequence allocates).
+  virtual std::vector<LayerStateSpec> state_specs() const = 0;
 
   // Runs `tokens` at positions seq.n_past() ... and advances n_past. Tokens are processed
   // in micro-batches of at most n_ubatch (ModelOptions). logits: resized to
@@ -74,6 +98,19 @@ class Model {
   // attention/DeltaNet block. Tests use it to feed a layer llama.cpp's own input (teacher
   // forcing).
   void forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer, ThreadPool& pool);
+  // The same on the device the placement gives the layer (the GPU for layers placed there),
+  // x on the host before and after; for tests comparing one layer across devices.
+  virtual Status forward_layer_placed(int layer, float* x, int64_t n, SequenceState& seq, ThreadPool& pool) {
+    forward_layer(layer, x, n, seq, nullptr, pool);
+    return Status::ok();
+  }
+
+  // Moves layers to the GPU as `placement` says: opens the device, uploads their weights
+  // (with a progress bar) and keeps their KV cache and state there for sequences made
+  // afterwards. Errors (no device, out of GPU memory) leave the model on the CPU, usable.
+  virtual Status place_on_gpu(const GpuPlacement& placement);
+  // The GPU's memory use, when layers were placed there.
+  virtual std::optional<GpuMemoryReport> gpu_memory() const { return std::nullopt; }
 
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }
@@ -87,8 +124,8 @@ class Model {
   // One micro-batch: tokens [n], laid out as `seqs` says. Writes the logits of the rows
   // listed in logit_rows (ascending) into logits_out [logit_rows.size()][n_vocab]. Does not
   // advance n_past (forward() and forward_batch() do).
-  virtual void forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
-                              std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) = 0;
+  virtual Status forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
+                                std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) = 0;
 
  private:
   int64_t n_ubatch_ = 512;

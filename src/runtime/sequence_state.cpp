@@ -26,6 +26,10 @@ Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& l
       l.spec = spec;
       l.k_row_bytes = dtype_row_bytes(options.type_k, spec.k_row_elems);
       l.v_row_bytes = dtype_row_bytes(options.type_v, spec.v_row_elems);
+      if (spec.on_device) {  // the GPU holds this layer's memory
+        s.layers_.push_back(std::move(l));
+        continue;
+      }
       l.k.resize(static_cast<size_t>(l.k_row_bytes * options.n_ctx));
       l.v.resize(static_cast<size_t>(l.v_row_bytes * options.n_ctx));
       l.conv.assign(static_cast<size_t>(spec.conv_state_elems), 0.0f);
@@ -40,6 +44,7 @@ Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& l
 
 void SequenceState::clear() {
   n_past_ = 0;
+  if (device_) device_->clear();
   for (auto& l : layers_) {
     std::fill(l.conv.begin(), l.conv.end(), 0.0f);
     std::fill(l.ssm.begin(), l.ssm.end(), 0.0f);
@@ -48,7 +53,7 @@ void SequenceState::clear() {
 
 bool SequenceState::has_recurrent_state() const {
   for (const auto& l : layers_) {
-    if (!l.conv.empty() || !l.ssm.empty()) return true;
+    if (l.spec.conv_state_elems > 0 || l.spec.ssm_state_elems > 0) return true;
   }
   return false;
 }

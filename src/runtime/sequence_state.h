@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
@@ -18,6 +19,17 @@ struct LayerStateSpec {
   // recurrent layers (f32)
   int64_t conv_state_elems = 0;  // (d_conv − 1) · channels
   int64_t ssm_state_elems = 0;   // n_v_heads · d_k · d_v
+  // The layer runs on a GPU: its KV cache / state live in DeviceState, not in host memory.
+  bool on_device = false;
+};
+
+// The part of a sequence's memory that lives on a GPU (layers placed there), owned by the
+// SequenceState and defined by the backend (gpu_exec.*).
+class DeviceState {
+ public:
+  virtual ~DeviceState() = default;
+  virtual void clear() = 0;  // zero the recurrent state (KV rows are overwritten on use)
+  virtual uint64_t bytes() const = 0;
 };
 
 struct KvCacheOptions {
@@ -53,9 +65,12 @@ class SequenceState {
   float* ssm_state(int layer) { return layers_[static_cast<size_t>(layer)].ssm.data(); }
   const LayerStateSpec& spec(int layer) const { return layers_[static_cast<size_t>(layer)].spec; }
 
-  // Bytes held, for reporting.
+  // Bytes held in host memory, for reporting (device_state()->bytes() for the GPU part).
   uint64_t kv_bytes() const;
   uint64_t recurrent_bytes() const;
+
+  DeviceState* device_state() const { return device_.get(); }
+  void set_device_state(std::unique_ptr<DeviceState> d) { device_ = std::move(d); }
 
  private:
   struct Layer {
@@ -67,6 +82,7 @@ class SequenceState {
   KvCacheOptions options_;
   std::vector<Layer> layers_;
   int64_t n_past_ = 0;
+  std::unique_ptr<DeviceState> device_;
 };
 
 }  // namespace moetier

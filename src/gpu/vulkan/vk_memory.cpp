@@ -46,7 +46,9 @@ Result<BufferRef> Allocator::allocate(uint64_t bytes, MemoryUse use) { return ta
 Result<BufferRef> Allocator::allocate_staging(uint64_t bytes) { return take(bytes, true, MemoryUse::kStaging); }
 
 Result<BufferRef> Allocator::take(uint64_t bytes, bool host, MemoryUse use) {
-  if (bytes == 0) bytes = 4;
+  // Shaders read buffers as 32-bit words: a range that ends inside a word (a Q6_K or Q8_0
+  // tensor of an odd number of blocks) must cover that whole word.
+  bytes = std::max<uint64_t>((bytes + 3) / 4 * 4, 4);
   if (!host && bytes > max_range_) {
     return Status::runtime(fmt::format("GPU buffer of {} bytes exceeds the device's storage-buffer range of {} bytes",
                                        bytes, max_range_));

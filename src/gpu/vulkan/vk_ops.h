@@ -30,3 +30,74 @@ Status matmul_id(Device& dev, const GpuMatrix& w, const BufferRef& xq, uint64_t 
                  const BufferRef& rows, int64_t n_pairs, const BufferRef& y, int64_t y_stride);
 
 }  // namespace moetier::vk
+
+namespace moetier::vk {
+
+// out = norm(x) per vector: n elements, vectors (row r, head h) at r·row_stride + h·head_stride
+// (out: the out_ strides). RMS (w applied when not empty) or L2.
+struct NormShape {
+  int64_t n = 0, n_rows = 0, n_heads = 1;
+  int64_t head_stride = 0, row_stride = 0, out_head_stride = 0, out_row_stride = 0;
+  float eps = 1e-6f;
+};
+Status rms_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& w, const BufferRef& out);
+Status l2_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& out);
+
+// NEOX rotation in place of n_heads heads per row (head_stride / row_stride floats) by the
+// cos/sin table [n_rows][n_rot/2][2].
+Status rope_neox(Device& dev, const BufferRef& x, int64_t n_rows, int64_t n_heads, int64_t head_stride,
+                 int64_t row_stride, int64_t n_rot, const BufferRef& cos_sin);
+
+struct RowsView {
+  BufferRef buffer;
+  int64_t stride = 0;  // floats between rows
+  int64_t offset = 0;  // floats before row 0
+};
+// a += b over n_rows rows of n elements.
+Status add(Device& dev, const RowsView& a, const RowsView& b, int64_t n, int64_t n_rows);
+// out = silu(gate) · up.
+Status silu_mul(Device& dev, const RowsView& gate, const RowsView& up, const RowsView& out, int64_t n, int64_t n_rows);
+
+// f32 rows → a cache at positions first_row ... (f16 or f32 cache rows of `width` elements).
+Status kv_store(Device& dev, const RowsView& src, int64_t n_rows, int64_t width, const BufferRef& cache,
+                int64_t first_row, bool f16);
+
+struct AttentionDispatch {
+  int64_t hd = 0, n_head = 0, n_head_kv = 0;
+  int64_t n_rows = 0, row_base = 0, pos0 = 0;
+  float scale = 1.0f;
+  bool kv_f16 = true;
+  bool has_gate = false;
+  int64_t gate_row_stride = 0, gate_head_stride = 0, gate_offset = 0;
+};
+// Rows are cut into chunks so the score scratch (scores.size bytes) is never exceeded.
+Status attention(Device& dev, const AttentionDispatch& a, const BufferRef& q, const BufferRef& k_cache,
+                 const BufferRef& v_cache, const BufferRef& scores, const BufferRef& out, const BufferRef& gate);
+
+struct ConvDispatch {
+  int64_t n_rows = 0, channels = 0, taps = 4, row_begin = 0;
+};
+Status ssm_conv(Device& dev, const ConvDispatch& c, const BufferRef& qkv, const BufferRef& weights,
+                const BufferRef& state, const BufferRef& out);
+
+struct DeltaRuleDispatch {
+  int64_t n_rows = 0, row_begin = 0;
+  int64_t dk = 0, dv = 0, n_k_heads = 0, n_v_heads = 0;
+  int64_t channels = 0, key_dim = 0, value_dim = 0;
+  float q_scale = 1.0f, eps = 1e-6f;
+};
+Status delta_rule(Device& dev, const DeltaRuleDispatch& d, const BufferRef& conv_out, const BufferRef& beta,
+                  const BufferRef& alpha, const BufferRef& params, const BufferRef& state, const BufferRef& z,
+                  const BufferRef& y);
+
+// Softmax + top-k + renormalised weights per token (logits become probabilities in place);
+// ids/weights/rows: [n_rows · k].
+Status moe_router(Device& dev, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,
+                  const BufferRef& ids, const BufferRef& weights, const BufferRef& rows);
+// out[t] = Σ_k w·e (when routed) + sigmoid(g)·shared (when shared); without routed, out
+// already holds the routed sum.
+Status moe_combine(Device& dev, const BufferRef& experts, const BufferRef& weights, const BufferRef& shared,
+                   const BufferRef& shared_gate, const BufferRef& out, int64_t n_embd, int64_t k, int64_t n_rows,
+                   bool has_routed, bool has_shared);
+
+}  // namespace moetier::vk

@@ -99,7 +99,7 @@ class Qwen35MoeModel final : public DecoderModel {
     return std::unique_ptr<Model>(std::move(m));
   }
 
-  Result<SequenceState> new_sequence(const KvCacheOptions& options) const override {
+  std::vector<LayerStateSpec> state_specs() const override {
     std::vector<LayerStateSpec> specs;
     for (const auto& l : layers_) {
       if (l.kind == LayerKind::kAttention) {
@@ -109,7 +109,7 @@ class Qwen35MoeModel final : public DecoderModel {
                          .ssm_state_elems = delta_net_shape_.ssm_state_elems()});
       }
     }
-    return SequenceState::create(specs, options);
+    return specs;
   }
 
   void forward_layer(int il, LayerExec& e) override {

@@ -68,10 +68,9 @@ class Qwen3MoeModel final : public DecoderModel {
     return std::unique_ptr<Model>(std::move(m));
   }
 
-  Result<SequenceState> new_sequence(const KvCacheOptions& options) const override {
-    std::vector<LayerStateSpec> specs(
+  std::vector<LayerStateSpec> state_specs() const override {
+    return std::vector<LayerStateSpec>(
         layers_.size(), {.k_row_elems = hp_.n_head_kv * hp_.head_dim_k, .v_row_elems = hp_.n_head_kv * hp_.head_dim_v});
-    return SequenceState::create(specs, options);
   }
 
   void forward_layer(int il, LayerExec& e) override {

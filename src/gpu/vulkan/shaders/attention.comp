@@ -17,6 +17,7 @@ layout(push_constant) uniform Push {
   uint kv_f16;        // 1: f16 cache rows, 0: f32
   uint has_gate;
   uint gate_row_stride, gate_head_stride, gate_offset;  // floats, in the gate buffer
+  uint row_base;      // q, o and gate rows of this sequence start at this micro-batch row
 } p;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };      // [row][n_head][hd]
 layout(std430, binding = 1) readonly buffer K { uint kc[]; };      // cache rows [pos][n_head_kv·hd]
@@ -50,7 +51,7 @@ void main() {
   const uint row = g / p.n_head, h = g % p.n_head;
   const uint kvh = h / (p.n_head / p.n_head_kv);
   const uint n_keys = p.pos0 + row + 1u;
-  const uint qb = (row * p.n_head + h) * p.hd;
+  const uint qb = ((p.row_base + row) * p.n_head + h) * p.hd;
   const uint sb = g * p.max_keys;
 
   float mx = -3.402823466e38;
@@ -92,7 +93,8 @@ void main() {
       acc = sum;
     }
     if (p.has_gate != 0u) {
-      precise float gated = acc * sigmoid(gate[p.gate_offset + row * p.gate_row_stride + h * p.gate_head_stride + c]);
+      precise float gated =
+          acc * sigmoid(gate[p.gate_offset + (p.row_base + row) * p.gate_row_stride + h * p.gate_head_stride + c]);
       acc = gated;
     }
     o[qb + c] = acc;

@@ -9,6 +9,7 @@ layout(push_constant) uniform Push {
   uint src_stride;      // floats between source rows
   uint dst_first_row;   // cache position of row 0
   uint f16;             // 1: f16 cache, 0: f32
+  uint src_offset;      // floats before source row 0
 } p;
 layout(std430, binding = 0) readonly buffer Src { float src[]; };
 layout(std430, binding = 1) writeonly buffer Dst { uint dst[]; };
@@ -20,8 +21,8 @@ void main() {
   const uint r = i / words_per_row, w = i % words_per_row;
   const uint out_word = (p.dst_first_row + r) * words_per_row + w;
   if (p.f16 != 0u) {
-    dst[out_word] = f32_to_f16(src[r * p.src_stride + 2u * w]) | (f32_to_f16(src[r * p.src_stride + 2u * w + 1u]) << 16u);
+    dst[out_word] = f32_to_f16(src[p.src_offset + r * p.src_stride + 2u * w]) | (f32_to_f16(src[p.src_offset + r * p.src_stride + 2u * w + 1u]) << 16u);
   } else {
-    dst[out_word] = floatBitsToUint(src[r * p.src_stride + w]);
+    dst[out_word] = floatBitsToUint(src[p.src_offset + r * p.src_stride + w]);
   }
 }

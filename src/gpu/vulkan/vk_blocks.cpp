@@ -1,0 +1,187 @@
+// The blocks of model/blocks/ as GPU kernels (VulkanBackend's LayerExec methods). Each
+// mirrors its CPU twin step for step (same activation rounding, same order of additions
+// where the CPU has one), so GPU and CPU layers can be mixed freely. In prepare mode a
+// block only uploads the weights it reads.
+#include <cmath>
+
+#include "cpu/ops.h"
+#include "gpu/vulkan/vk_exec.h"
+
+namespace moetier::vk {
+
+void VulkanBackend::rms_norm(Act in, const float* w, Act out) {
+  const int64_t d = hp_.n_embd;
+  const BufferRef wb = vector(w, d);
+  if (prepare_ || !status_) return;
+  fail(vk::rms_norm(*dev_, {.n = d, .n_rows = n_, .row_stride = d, .out_row_stride = d, .eps = hp_.rms_eps}, rows(in),
+                    wb, rows(out)));
+}
+
+void VulkanBackend::add(Act x, Act y) {
+  if (prepare_ || !status_) return;
+  const int64_t d = hp_.n_embd;
+  fail(vk::add(*dev_, {.buffer = rows(x), .stride = d}, {.buffer = rows(y), .stride = d}, d, n_));
+}
+
+void VulkanBackend::attention(const AttentionWeights& w, const AttentionShape& s, Act in, int layer, Act out) {
+  const int64_t hd = s.head_dim, d = s.n_embd;
+  const int64_t q_width = s.n_head * hd * (s.output_gate ? 2 : 1), kv_width = s.n_head_kv * hd, q_dim = s.n_head * hd;
+  const BufferRef q_norm = vector(w.q_norm, hd), k_norm = vector(w.k_norm, hd);
+  for (const auto* m : {&w.q, &w.k, &w.v, &w.out}) matrix(*m);
+  if (prepare_ || !status_) return;
+  const BufferRef q_full = big_[0], k = big_[1], v = big_[2], q = big_[3], attn = big_[4];
+  project(w.q, rows(in), n_, d, q_full, q_width);
+  project(w.k, rows(in), n_, d, k, kv_width);
+  project(w.v, rows(in), n_, d, v, kv_width);
+  // Per-head RMSNorm: q out of [query | gate] into q; k in place.
+  fail(vk::rms_norm(*dev_,
+                    {.n = hd, .n_rows = n_, .n_heads = s.n_head, .head_stride = hd * (s.output_gate ? 2 : 1),
+                     .row_stride = q_width, .out_head_stride = hd, .out_row_stride = q_dim, .eps = s.rms_eps},
+                    q_full, q_norm, q));
+  fail(vk::rms_norm(*dev_,
+                    {.n = hd, .n_rows = n_, .n_heads = s.n_head_kv, .head_stride = hd, .row_stride = kv_width,
+                     .out_head_stride = hd, .out_row_stride = kv_width, .eps = s.rms_eps},
+                    k, k_norm, k));
+  // Rotary angles per row, computed as the CPU does (in double) and uploaded.
+  host_cos_sin_.resize(static_cast<size_t>(n_ * s.n_rot));
+  for (const SeqRows& sr : seqs_) {
+    for (int64_t i = 0; i < sr.n_rows; ++i) {
+      cpu::rope_angles(s.n_rot, sr.seq->n_past() + i, s.rope_base, host_cos_sin_.data() + (sr.row_begin + i) * s.n_rot);
+    }
+  }
+  fail(dev_->upload(cos_sin_, host_cos_sin_.data(), host_cos_sin_.size() * 4));
+  fail(rope_neox(*dev_, q, n_, s.n_head, hd, q_dim, s.n_rot, cos_sin_));
+  fail(rope_neox(*dev_, k, n_, s.n_head_kv, hd, kv_width, s.n_rot, cos_sin_));
+  for (const SeqRows& sr : seqs_) {
+    GpuSequenceState* st = state_of(sr);
+    if (!st) return;
+    const auto& cache = st->layer(layer);
+    const bool k_f16 = sr.seq->options().type_k == DType::F16, v_f16 = sr.seq->options().type_v == DType::F16;
+    const int64_t pos0 = sr.seq->n_past();
+    fail(kv_store(*dev_, {.buffer = k, .stride = kv_width, .offset = sr.row_begin * kv_width}, sr.n_rows, kv_width,
+                  cache.k, pos0, k_f16));
+    fail(kv_store(*dev_, {.buffer = v, .stride = kv_width, .offset = sr.row_begin * kv_width}, sr.n_rows, kv_width,
+                  cache.v, pos0, v_f16));
+    if (k_f16 != v_f16) {
+      fail(Status::bad_input("the GPU attention needs -ctk and -ctv of the same type"));
+      return;
+    }
+    fail(vk::attention(*dev_,
+                       {.hd = hd, .n_head = s.n_head, .n_head_kv = s.n_head_kv, .n_rows = sr.n_rows,
+                        .row_base = sr.row_begin, .pos0 = pos0, .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
+                        .kv_f16 = k_f16, .has_gate = s.output_gate, .gate_row_stride = q_width,
+                        .gate_head_stride = 2 * hd, .gate_offset = hd},
+                       q, cache.k, cache.v, scores_, attn, q_full));
+  }
+  project(w.out, attn, n_, q_dim, rows(out), d);
+}
+
+void VulkanBackend::delta_net(const DeltaNetWeights& w, const DeltaNetShape& s, Act in, int layer, Act out) {
+  const int64_t d = s.n_embd, ch = s.channels(), vd = s.value_dim(), nv = s.n_v_heads, dk = s.d_state;
+  for (const auto* m : {&w.qkv, &w.gate, &w.beta, &w.alpha, &w.out}) matrix(*m);
+  const BufferRef conv_w = vector(w.conv, ch * s.d_conv);
+  // dt_bias | A | norm in one buffer (the kernel has 8 bindings).
+  BufferRef params;
+  if (auto it = vectors_.find(w.dt_bias); it != vectors_.end()) {
+    params = it->second;
+  } else {
+    std::vector<float> p(static_cast<size_t>(2 * nv + dk));
+    std::copy(w.dt_bias, w.dt_bias + nv, p.begin());
+    std::copy(w.a, w.a + nv, p.begin() + nv);
+    std::copy(w.norm, w.norm + dk, p.begin() + 2 * nv);
+    auto b = dev_->create_buffer(p.data(), p.size() * 4, MemoryUse::kWeights);
+    if (!b) return fail(b.status());
+    params = *b;
+    vectors_.emplace(w.dt_bias, params);
+  }
+  if (prepare_ || !status_) return;
+  const BufferRef qkv = big_[0], conv_out = big_[1], z = big_[2], y = big_[3];
+  project(w.qkv, rows(in), n_, d, qkv, ch);
+  project(w.gate, rows(in), n_, d, z, vd);
+  project(w.beta, rows(in), n_, d, small_a_, nv);
+  project(w.alpha, rows(in), n_, d, small_b_, nv);
+  for (const SeqRows& sr : seqs_) {
+    GpuSequenceState* st = state_of(sr);
+    if (!st) return;
+    fail(ssm_conv(*dev_, {.n_rows = sr.n_rows, .channels = ch, .taps = s.d_conv, .row_begin = sr.row_begin}, qkv,
+                  conv_w, st->layer(layer).conv, conv_out));
+  }
+  fail(l2_norm(*dev_,
+               {.n = dk, .n_rows = n_, .n_heads = 2 * s.n_k_heads, .head_stride = dk, .row_stride = ch,
+                .out_head_stride = dk, .out_row_stride = ch, .eps = s.rms_eps},
+               conv_out, conv_out));
+  for (const SeqRows& sr : seqs_) {
+    GpuSequenceState* st = state_of(sr);
+    if (!st) return;
+    fail(delta_rule(*dev_,
+                    {.n_rows = sr.n_rows, .row_begin = sr.row_begin, .dk = dk, .dv = dk, .n_k_heads = s.n_k_heads,
+                     .n_v_heads = nv, .channels = ch, .key_dim = s.key_dim(), .value_dim = vd,
+                     .q_scale = 1.0f / std::sqrt(static_cast<float>(dk)), .eps = s.rms_eps},
+                    conv_out, small_a_, small_b_, params, st->layer(layer).ssm, z, y));
+  }
+  project(w.out, y, n_, vd, rows(out), d);
+}
+
+void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out) {
+  const int64_t d = s.n_embd, k = s.n_expert_used, n_pairs = n_ * s.n_expert_used;
+  const bool gpu_experts = options_.experts_on_gpu[static_cast<size_t>(layer_)];
+  matrix(w.router);
+  if (w.has_shared) {
+    for (const auto* m : {&w.shared_gate_inp, &w.gate_shexp, &w.up_shexp, &w.down_shexp}) matrix(*m);
+  }
+  if (gpu_experts) {
+    for (const auto* m : {&w.gate_exps, &w.up_exps, &w.down_exps}) matrix(*m);
+  }
+  if (prepare_ || !status_) return;
+  const BufferRef logits = big_[0];
+  project(w.router, rows(in), n_, d, logits, s.n_expert);
+
+  // The shared expert into big_[5] (sigmoid gate logits into small_a_).
+  auto shared_expert = [&] {
+    if (!w.has_shared) return;
+    project(w.shared_gate_inp, rows(in), n_, d, small_a_, 1);
+    project(w.gate_shexp, rows(in), n_, d, big_[1], s.n_ff_shexp);
+    project(w.up_shexp, rows(in), n_, d, big_[2], s.n_ff_shexp);
+    fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_shexp}, {.buffer = big_[2], .stride = s.n_ff_shexp},
+                  {.buffer = big_[3], .stride = s.n_ff_shexp}, s.n_ff_shexp, n_));
+    project(w.down_shexp, big_[3], n_, s.n_ff_shexp, big_[5], d);
+  };
+
+  if (gpu_experts) {
+    fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
+    const GpuMatrix* gate = matrix(w.gate_exps);
+    const GpuMatrix* up = matrix(w.up_exps);
+    const GpuMatrix* down = matrix(w.down_exps);
+    if (!gate || !up || !down) return;
+    const Converted xg = convert(*gate, rows(in), n_, d, d, xq_);
+    const Converted xu = gate->type == up->type || gpu_activation_type(gate->type).value() == gpu_activation_type(up->type).value()
+                             ? xg
+                             : convert(*up, rows(in), n_, d, d, xq2_);
+    fail(matmul_id(*dev_, *gate, xg.buffer, xg.row_bytes, ids_, pair_rows_, n_pairs, big_[1], s.n_ff_exp));
+    fail(matmul_id(*dev_, *up, xu.buffer, xu.row_bytes, ids_, pair_rows_, n_pairs, big_[2], s.n_ff_exp));
+    fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
+                  {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
+    const Converted xd = convert(*down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq2_);
+    fail(matmul_id(*dev_, *down, xd.buffer, xd.row_bytes, ids_, iota_, n_pairs, big_[4], d));
+    shared_expert();
+    fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
+    return;
+  }
+
+  // Routed experts on the CPU: hand it the normalised rows and the router logits, run the
+  // shared expert on the GPU meanwhile, then add the CPU's routed sum.
+  host_a_.resize(static_cast<size_t>(n_ * d));
+  host_b_.resize(static_cast<size_t>(n_ * s.n_expert));
+  host_c_.resize(static_cast<size_t>(n_ * d));
+  fail(dev_->download(rows(in), host_a_.data(), host_a_.size() * 4));
+  fail(dev_->download(logits, host_b_.data(), host_b_.size() * 4));
+  if (!status_) return;
+  shared_expert();
+  fail(dev_->stream().submit());
+  cpu_.begin(host_a_.data(), seqs_, *pool_, profiler_);
+  cpu_.moe_routed(w, s, host_a_.data(), host_b_.data(), host_c_.data());
+  fail(dev_->upload(rows(out), host_c_.data(), host_c_.size() * 4));
+  fail(moe_combine(*dev_, {}, {}, big_[5], small_a_, rows(out), d, k, n_, false, w.has_shared));
+}
+
+}  // namespace moetier::vk

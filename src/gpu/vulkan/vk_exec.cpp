@@ -1,0 +1,249 @@
+#include "gpu/vulkan/vk_exec.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/progress.h"
+
+namespace moetier {
+
+// --- the engine's entry points (model/gpu_backend.h) ------------------------------------
+
+Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams& hp, const GpuBackendOptions& options) {
+  ASSIGN_OR_RETURN(auto backend, vk::VulkanBackend::create(hp, options));
+  return std::unique_ptr<GpuBackend>(std::move(backend));
+}
+
+Result<std::vector<std::string>> list_gpu_devices() {
+  ASSIGN_OR_RETURN(auto devices, vk::list_devices());
+  std::vector<std::string> out;
+  for (const auto& d : devices) out.push_back(fmt::format("{}: {}", d.index, d.describe()));
+  return out;
+}
+
+Result<uint64_t> gpu_free_bytes(int index) {
+  ASSIGN_OR_RETURN(auto devices, vk::list_devices());
+  if (index < 0 || index >= static_cast<int>(devices.size())) {
+    return Status::bad_input(fmt::format("-dev {}: there are {} Vulkan devices", index, devices.size()));
+  }
+  const auto& d = devices[static_cast<size_t>(index)];
+  return d.budget_bytes > d.used_bytes ? d.budget_bytes - d.used_bytes : 0;
+}
+
+}  // namespace moetier
+
+namespace moetier::vk {
+
+void GpuSequenceState::clear() {
+  for (const auto& l : layers_) {
+    if (l.conv.valid()) dev_.stream().fill_zero(l.conv);
+    if (l.ssm.valid()) dev_.stream().fill_zero(l.ssm);
+  }
+  (void)dev_.stream().finish();
+}
+
+Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(const HParams& hp, const GpuBackendOptions& options) {
+  std::unique_ptr<VulkanBackend> b(new VulkanBackend(hp, options));
+  ASSIGN_OR_RETURN(b->dev_, Device::open(options.device));
+  RETURN_IF_ERROR(b->allocate_scratch());
+  return b;
+}
+
+Status VulkanBackend::allocate_scratch() {
+  const HParams& hp = hp_;
+  const int64_t R = std::max<int64_t>(1, options_.n_ubatch);
+  capacity_ = R;
+  const int64_t k = std::max<int64_t>(1, hp.n_expert_used);
+  const int64_t q_width = hp.n_head * hp.head_dim_k * 2;  // room for [query | gate]
+  const int64_t key_dim = hp.ssm_n_group * hp.ssm_d_state;
+  const int64_t channels = 2 * key_dim + hp.ssm_d_inner;
+  const int64_t widest_in = std::max({hp.n_embd, hp.n_head * hp.head_dim_v, hp.ssm_d_inner, hp.n_ff_exp, hp.n_ff_shexp});
+  const int64_t big_floats = std::max({R * q_width, R * channels, R * k * hp.n_ff_exp, R * k * hp.n_embd,
+                                       R * hp.n_expert, R * hp.n_ff_shexp, R * hp.ssm_d_inner, R * hp.n_embd});
+  Allocator& a = dev_->allocator();
+  auto take = [&](uint64_t bytes, BufferRef& out) -> Status {
+    ASSIGN_OR_RETURN(out, a.allocate(std::max<uint64_t>(bytes, 16), MemoryUse::kScratch));
+    return Status::ok();
+  };
+  const uint64_t row_f32 = static_cast<uint64_t>(hp.n_embd) * 4;
+  RETURN_IF_ERROR(take(R * row_f32, x_));
+  RETURN_IF_ERROR(take(R * row_f32, h_));
+  RETURN_IF_ERROR(take(R * row_f32, mix_));
+  const uint64_t xq_bytes = static_cast<uint64_t>(std::max(R * widest_in, R * k * hp.n_ff_exp)) * 4;
+  RETURN_IF_ERROR(take(xq_bytes, xq_));
+  RETURN_IF_ERROR(take(xq_bytes, xq2_));
+  for (auto& b : big_) RETURN_IF_ERROR(take(static_cast<uint64_t>(big_floats) * 4, b));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_a_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_b_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.n_rot, 2)) * 4, cos_sin_));
+  RETURN_IF_ERROR(take(std::min<uint64_t>(32ull << 20, a.max_range()), scores_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, ids_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, weights_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, pair_rows_));
+  std::vector<uint32_t> iota(static_cast<size_t>(R * k));
+  for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<uint32_t>(i);
+  ASSIGN_OR_RETURN(iota_, dev_->create_buffer(iota.data(), iota.size() * 4, MemoryUse::kScratch));
+  const uint64_t vocab_row = static_cast<uint64_t>(std::max<int64_t>(hp.n_vocab, 1)) * 4;
+  logits_rows_ = std::clamp<int64_t>(static_cast<int64_t>(std::min<uint64_t>(64ull << 20, a.max_range()) / vocab_row), 1, R);
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(logits_rows_) * vocab_row, logits_));
+  return Status::ok();
+}
+
+BufferRef VulkanBackend::rows(Act a) const {
+  switch (a) {
+    case Act::kX: return x_;
+    case Act::kH: return h_;
+    case Act::kMix: return mix_;
+  }
+  return x_;
+}
+
+LayerExec& VulkanBackend::begin_layer(int layer, std::span<const SeqRows> seqs, ThreadPool& pool, Profiler* profiler,
+                                      bool prepare) {
+  layer_ = layer;
+  seqs_ = seqs;
+  n_ = seqs.empty() ? 0 : seqs.back().row_begin + seqs.back().n_rows;
+  pool_ = &pool;
+  profiler_ = profiler;
+  prepare_ = prepare;
+  if (n_ > capacity_) fail(Status::runtime(fmt::format("{} rows exceed the GPU scratch of {} rows", n_, capacity_)));
+  return *this;
+}
+
+Status VulkanBackend::upload_x(const float* x, int64_t n) {
+  return dev_->upload(x_, x, static_cast<uint64_t>(n * hp_.n_embd) * 4);
+}
+
+Status VulkanBackend::download_x(float* x, int64_t n) {
+  RETURN_IF_ERROR(status_);
+  return dev_->download(x_, x, static_cast<uint64_t>(n * hp_.n_embd) * 4);
+}
+
+Status VulkanBackend::finish() {
+  if (Status s = dev_->stream().finish(); !s) fail(s);
+  return status_;
+}
+
+const GpuMatrix* VulkanBackend::matrix(const cpu::WeightMatrix& w) {
+  if (auto it = matrices_.find(w.data); it != matrices_.end()) return &it->second;
+  auto m = upload_matrix(*dev_, w.type, w.n_in, w.n_out, w.n_mat, w.row_bytes, w.data);
+  if (!m) {
+    fail(m.status());
+    return nullptr;
+  }
+  return &matrices_.emplace(w.data, std::move(m).value()).first->second;
+}
+
+BufferRef VulkanBackend::vector(const float* host, int64_t n) {
+  if (auto it = vectors_.find(host); it != vectors_.end()) return it->second;
+  auto b = dev_->create_buffer(host, static_cast<uint64_t>(n) * 4, MemoryUse::kWeights);
+  if (!b) {
+    fail(b.status());
+    return {};
+  }
+  vectors_.emplace(host, *b);
+  return *b;
+}
+
+VulkanBackend::Converted VulkanBackend::convert(const GpuMatrix& w, const BufferRef& in, int64_t n_rows, int64_t n_in,
+                                                int64_t in_stride, const BufferRef& scratch) {
+  auto act = gpu_activation_type(w.type);
+  if (!act) {
+    fail(act.status());
+    return {};
+  }
+  if (*act == DType::F32 && in_stride == n_in) return {in, static_cast<uint64_t>(n_in) * 4};
+  const uint64_t row_bytes = gpu_activation_row_bytes(*act, n_in);
+  fail(quantize_rows(*dev_, *act, in, n_rows, n_in, in_stride, scratch));
+  return {scratch, row_bytes};
+}
+
+void VulkanBackend::project(const cpu::WeightMatrix& w, const BufferRef& in, int64_t n_rows, int64_t in_stride,
+                            const BufferRef& y, int64_t y_stride) {
+  const GpuMatrix* m = matrix(w);
+  if (!m || prepare_) return;
+  const Converted xq = convert(*m, in, n_rows, w.n_in, in_stride, xq_);
+  if (!xq.buffer.valid()) return;
+  fail(vk::matmul(*dev_, *m, 0, xq.buffer, xq.row_bytes, n_rows, y, y_stride));
+}
+
+Status VulkanBackend::lm_head(const cpu::WeightMatrix& output, const float* output_norm,
+                              std::span<const int64_t> logit_rows, float* logits, bool prepare) {
+  const BufferRef norm = vector(output_norm, hp_.n_embd);
+  const GpuMatrix* m = matrix(output);
+  if (prepare || !m) return status_;
+  const int64_t d = hp_.n_embd;
+  for (size_t r0 = 0; r0 < logit_rows.size(); r0 += static_cast<size_t>(logits_rows_)) {
+    const int64_t rows = std::min<int64_t>(logits_rows_, static_cast<int64_t>(logit_rows.size() - r0));
+    // Gather the rows, normalise them, project them.
+    for (int64_t i = 0; i < rows; ++i) {
+      dev_->stream().copy(x_.slice(static_cast<uint64_t>(logit_rows[r0 + i] * d) * 4, static_cast<uint64_t>(d) * 4),
+                          h_.slice(static_cast<uint64_t>(i * d) * 4, static_cast<uint64_t>(d) * 4),
+                          static_cast<uint64_t>(d) * 4);
+    }
+    fail(vk::rms_norm(*dev_, {.n = d, .n_rows = rows, .row_stride = d, .out_row_stride = d, .eps = hp_.rms_eps}, h_,
+                      norm, h_));
+    const Converted xq = convert(*m, h_, rows, d, d, xq_);
+    if (!xq.buffer.valid()) return status_;
+    fail(vk::matmul(*dev_, *m, 0, xq.buffer, xq.row_bytes, rows, logits_, hp_.n_vocab));
+    RETURN_IF_ERROR(status_);
+    RETURN_IF_ERROR(dev_->download(logits_, logits + r0 * static_cast<size_t>(hp_.n_vocab),
+                                   static_cast<uint64_t>(rows * hp_.n_vocab) * 4));
+  }
+  return status_;
+}
+
+Result<std::unique_ptr<DeviceState>> VulkanBackend::new_state(const std::vector<LayerStateSpec>& specs,
+                                                              const KvCacheOptions& options) {
+  std::vector<GpuSequenceState::Layer> layers(specs.size());
+  uint64_t bytes = 0;
+  Allocator& a = dev_->allocator();
+  for (size_t il = 0; il < specs.size(); ++il) {
+    const LayerStateSpec& s = specs[il];
+    if (!s.on_device) continue;
+    auto& l = layers[il];
+    if (s.k_row_elems > 0) {
+      const uint64_t k_bytes = static_cast<uint64_t>(dtype_row_bytes(options.type_k, s.k_row_elems) * options.n_ctx);
+      const uint64_t v_bytes = static_cast<uint64_t>(dtype_row_bytes(options.type_v, s.v_row_elems) * options.n_ctx);
+      if (k_bytes > a.max_range() || v_bytes > a.max_range()) {
+        return Status::bad_input(fmt::format("a {}-token KV cache of one layer ({:.0f} MiB) exceeds the GPU's largest "
+                                             "buffer binding ({:.0f} MiB); use a smaller -c",
+                                             options.n_ctx, k_bytes / 1048576.0, a.max_range() / 1048576.0));
+      }
+      ASSIGN_OR_RETURN(l.k, a.allocate(k_bytes, MemoryUse::kKvCache));
+      ASSIGN_OR_RETURN(l.v, a.allocate(v_bytes, MemoryUse::kKvCache));
+      bytes += k_bytes + v_bytes;
+    }
+    if (s.conv_state_elems > 0) {
+      ASSIGN_OR_RETURN(l.conv, a.allocate(static_cast<uint64_t>(s.conv_state_elems) * 4, MemoryUse::kState));
+      ASSIGN_OR_RETURN(l.ssm, a.allocate(static_cast<uint64_t>(s.ssm_state_elems) * 4, MemoryUse::kState));
+      dev_->stream().fill_zero(l.conv);
+      dev_->stream().fill_zero(l.ssm);
+      bytes += static_cast<uint64_t>(s.conv_state_elems + s.ssm_state_elems) * 4;
+    }
+  }
+  RETURN_IF_ERROR(dev_->stream().finish());
+  return std::unique_ptr<DeviceState>(new GpuSequenceState(*dev_, std::move(layers), bytes));
+}
+
+GpuSequenceState* VulkanBackend::state_of(const SeqRows& s) {
+  auto* st = dynamic_cast<GpuSequenceState*>(s.seq->device_state());
+  if (!st) fail(Status::runtime("a sequence without GPU state reached a GPU layer (a bug)"));
+  return st;
+}
+
+GpuMemoryReport VulkanBackend::memory() const {
+  const Allocator& a = dev_->allocator();
+  const DeviceInfo info = dev_->context().refreshed_info();
+  return {.device = info.name,
+          .weight_bytes = a.bytes(MemoryUse::kWeights),
+          .kv_bytes = a.bytes(MemoryUse::kKvCache),
+          .state_bytes = a.bytes(MemoryUse::kState),
+          .scratch_bytes = a.bytes(MemoryUse::kScratch),
+          .budget_bytes = info.budget_bytes,
+          .used_bytes = info.used_bytes};
+}
+
+}  // namespace moetier::vk

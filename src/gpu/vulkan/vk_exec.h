@@ -1,0 +1,122 @@
+// The Vulkan GpuBackend: a LayerExec that records each block of a GPU layer as kernels
+// (vk_blocks.cpp), the GPU weights it has uploaded (keyed by the host tensor they copy, so
+// architecture files need no GPU code), its scratch buffers, and the per-sequence GPU state.
+//
+// Decode of one GPU layer is one stream of kernels; when the layer's routed experts stay on
+// the CPU the stream is submitted after the router, the CPU runs the routed experts while the
+// GPU runs the shared expert, and the routed sum comes back for the combine: one host round
+// trip per layer.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "gpu/vulkan/vk_device.h"
+#include "gpu/vulkan/vk_ops.h"
+#include "model/cpu_exec.h"
+#include "model/gpu_backend.h"
+
+namespace moetier::vk {
+
+// A sequence's memory for its GPU layers.
+class GpuSequenceState final : public DeviceState {
+ public:
+  struct Layer {
+    BufferRef k, v;        // attention: [n_ctx][kv width] (f16 or f32)
+    BufferRef conv, ssm;   // DeltaNet: [(d_conv − 1)][channels], [n_v][d_k][d_v] (f32)
+  };
+  GpuSequenceState(Device& dev, std::vector<Layer> layers, uint64_t bytes)
+      : dev_(dev), layers_(std::move(layers)), bytes_(bytes) {}
+  void clear() override;
+  uint64_t bytes() const override { return bytes_; }
+  const Layer& layer(int il) const { return layers_[static_cast<size_t>(il)]; }
+
+ private:
+  Device& dev_;
+  std::vector<Layer> layers_;
+  uint64_t bytes_;
+};
+
+class VulkanBackend final : public GpuBackend, public LayerExec {
+ public:
+  static Result<std::unique_ptr<VulkanBackend>> create(const HParams& hp, const GpuBackendOptions& options);
+
+  // GpuBackend
+  LayerExec& begin_layer(int layer, std::span<const SeqRows> seqs, ThreadPool& pool, Profiler* profiler,
+                         bool prepare) override;
+  Status upload_x(const float* x, int64_t n) override;
+  Status download_x(float* x, int64_t n) override;
+  Status lm_head(const cpu::WeightMatrix& output, const float* output_norm, std::span<const int64_t> logit_rows,
+                 float* logits, bool prepare) override;
+  Status finish() override;
+  Result<std::unique_ptr<DeviceState>> new_state(const std::vector<LayerStateSpec>& specs,
+                                                 const KvCacheOptions& options) override;
+  GpuMemoryReport memory() const override;
+
+  // LayerExec (vk_blocks.cpp)
+  void rms_norm(Act in, const float* w, Act out) override;
+  void add(Act x, Act y) override;
+  void mark_after_mixer() override {}
+  void attention(const AttentionWeights& w, const AttentionShape& shape, Act in, int layer, Act out) override;
+  void delta_net(const DeltaNetWeights& w, const DeltaNetShape& shape, Act in, int layer, Act out) override;
+  void moe(const MoeWeights& w, const MoeShape& shape, Act in, Act out) override;
+
+  Device& device() { return *dev_; }
+
+ private:
+  VulkanBackend(const HParams& hp, const GpuBackendOptions& options) : hp_(hp), options_(options), cpu_(hp.n_embd, hp.rms_eps) {}
+  Status allocate_scratch();
+  // The GPU copy of a host tensor, uploaded on first use (prepare mode uploads them all).
+  const GpuMatrix* matrix(const cpu::WeightMatrix& w);
+  BufferRef vector(const float* host, int64_t n);
+  BufferRef rows(Act a) const;
+  // xq = rows of `in` (n_in wide, `rows` of them) in the activation type of `w`; returns the
+  // buffer and its row stride. F32 weights read the f32 rows directly.
+  struct Converted {
+    BufferRef buffer;
+    uint64_t row_bytes = 0;
+  };
+  Converted convert(const GpuMatrix& w, const BufferRef& in, int64_t n_rows, int64_t n_in, int64_t in_stride,
+                    const BufferRef& scratch);
+  // y[r] = w · in[r] (in: f32 rows `in_stride` floats apart).
+  void project(const cpu::WeightMatrix& w, const BufferRef& in, int64_t n_rows, int64_t in_stride, const BufferRef& y,
+               int64_t y_stride);
+  void fail(const Status& s) {
+    if (status_.is_ok() && !s.is_ok()) status_ = s;
+  }
+  GpuSequenceState* state_of(const SeqRows& s);
+
+  HParams hp_;
+  GpuBackendOptions options_;
+  std::unique_ptr<Device> dev_;
+  CpuExec cpu_;  // the routed experts of layers whose experts stay on the CPU
+  Status status_;
+
+  // The current layer.
+  int layer_ = 0;
+  bool prepare_ = false;
+  int64_t n_ = 0;
+  std::span<const SeqRows> seqs_;
+  ThreadPool* pool_ = nullptr;
+  Profiler* profiler_ = nullptr;
+
+  std::unordered_map<const void*, GpuMatrix> matrices_;
+  std::unordered_map<const void*, BufferRef> vectors_;
+
+  // Scratch, sized for options_.n_ubatch rows.
+  int64_t capacity_ = 0;
+  BufferRef x_, h_, mix_;
+  BufferRef xq_, xq2_;             // converted activations
+  static constexpr int kBig = 6;
+  BufferRef big_[kBig];             // block intermediates, each big enough for any of them (vk_blocks.cpp)
+  BufferRef small_a_, small_b_;     // [rows][n_v_heads] (β, α) or [rows] (shared gate)
+  BufferRef cos_sin_, scores_;
+  BufferRef ids_, weights_, pair_rows_, iota_;
+  BufferRef logits_;
+  int64_t logits_rows_ = 0;         // rows of n_vocab logits_ holds
+  std::vector<float> host_a_, host_b_, host_c_;  // downloads for the CPU part of hybrid layers
+  std::vector<float> host_cos_sin_;
+};
+
+}  // namespace moetier::vk

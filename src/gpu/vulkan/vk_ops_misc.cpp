@@ -1,0 +1,161 @@
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpu/vulkan/vk_ops.h"
+
+namespace moetier::vk {
+
+namespace {
+
+constexpr uint32_t kThreads = 64;  // local_size_x of every shader
+
+Groups spread(const Device& dev, uint64_t n_groups) {
+  const uint32_t max_x = dev.info().max_workgroup_count[0];
+  n_groups = std::max<uint64_t>(n_groups, 1);
+  if (n_groups <= max_x) return {.x = static_cast<uint32_t>(n_groups)};
+  return {.x = max_x, .y = static_cast<uint32_t>((n_groups + max_x - 1) / max_x)};
+}
+
+Groups per_invocation(const Device& dev, uint64_t n) { return spread(dev, (n + kThreads - 1) / kThreads); }
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+
+struct NormPush {
+  uint32_t n, n_heads, head_stride, row_stride, out_head_stride, out_row_stride, n_vectors;
+  float eps;
+  uint32_t has_weight;
+};
+
+NormPush norm_push(const NormShape& s, bool weight) {
+  return {u32(s.n), u32(s.n_heads), u32(s.head_stride), u32(s.row_stride), u32(s.out_head_stride),
+          u32(s.out_row_stride), u32(s.n_rows * s.n_heads), s.eps, weight ? 1u : 0u};
+}
+
+struct EwPush {
+  uint32_t n, n_rows, a_stride, b_stride, out_stride, a_offset, b_offset, out_offset;
+};
+
+}  // namespace
+
+Status rms_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& w, const BufferRef& out) {
+  if (s.n_rows == 0) return Status::ok();
+  const bool weight = w.valid();
+  return dev.stream().dispatch("rms_norm", {x, weight ? w : x, out}, norm_push(s, weight),
+                               spread(dev, static_cast<uint64_t>(s.n_rows * s.n_heads)));
+}
+
+Status l2_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& out) {
+  if (s.n_rows == 0) return Status::ok();
+  return dev.stream().dispatch("l2_norm", {x, x, out}, norm_push(s, false),
+                               spread(dev, static_cast<uint64_t>(s.n_rows * s.n_heads)));
+}
+
+Status rope_neox(Device& dev, const BufferRef& x, int64_t n_rows, int64_t n_heads, int64_t head_stride,
+                 int64_t row_stride, int64_t n_rot, const BufferRef& cos_sin) {
+  if (n_rows == 0 || n_rot == 0) return Status::ok();
+  const struct {
+    uint32_t n_rows, n_heads, head_stride, row_stride, n_rot;
+  } push{u32(n_rows), u32(n_heads), u32(head_stride), u32(row_stride), u32(n_rot)};
+  return dev.stream().dispatch("rope_neox", {x, cos_sin}, push,
+                               per_invocation(dev, static_cast<uint64_t>(n_rows * n_heads * (n_rot / 2))));
+}
+
+Status add(Device& dev, const RowsView& a, const RowsView& b, int64_t n, int64_t n_rows) {
+  if (n_rows == 0) return Status::ok();
+  const EwPush push{u32(n), u32(n_rows), u32(a.stride), u32(b.stride), 0, u32(a.offset), u32(b.offset), 0};
+  return dev.stream().dispatch("add", {a.buffer, b.buffer, a.buffer}, push,
+                               per_invocation(dev, static_cast<uint64_t>(n * n_rows)));
+}
+
+Status silu_mul(Device& dev, const RowsView& gate, const RowsView& up, const RowsView& out, int64_t n, int64_t n_rows) {
+  if (n_rows == 0) return Status::ok();
+  const EwPush push{u32(n),          u32(n_rows),      u32(gate.stride), u32(up.stride), u32(out.stride),
+                    u32(gate.offset), u32(up.offset), u32(out.offset)};
+  return dev.stream().dispatch("silu_mul", {gate.buffer, up.buffer, out.buffer}, push,
+                               per_invocation(dev, static_cast<uint64_t>(n * n_rows)));
+}
+
+Status kv_store(Device& dev, const RowsView& src, int64_t n_rows, int64_t width, const BufferRef& cache,
+                int64_t first_row, bool f16) {
+  if (n_rows == 0) return Status::ok();
+  const struct {
+    uint32_t n_rows, width, src_stride, dst_first_row, f16, src_offset;
+  } push{u32(n_rows), u32(width), u32(src.stride), u32(first_row), f16 ? 1u : 0u, u32(src.offset)};
+  const uint64_t words = static_cast<uint64_t>(n_rows * (f16 ? width / 2 : width));
+  return dev.stream().dispatch("kv_store", {src.buffer, cache}, push, per_invocation(dev, words));
+}
+
+Status attention(Device& dev, const AttentionDispatch& a, const BufferRef& q, const BufferRef& k_cache,
+                 const BufferRef& v_cache, const BufferRef& scores, const BufferRef& out, const BufferRef& gate) {
+  const int64_t max_keys = a.pos0 + a.n_rows;
+  const int64_t per_row = a.n_head * max_keys * 4;  // bytes of scores per query row
+  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(scores.size) / per_row);
+  if (static_cast<int64_t>(scores.size) < per_row) {
+    return Status::runtime(fmt::format("the attention scratch ({} bytes) is too small for {} keys", scores.size, max_keys));
+  }
+  for (int64_t r0 = 0; r0 < a.n_rows; r0 += chunk) {
+    const int64_t rows = std::min(chunk, a.n_rows - r0);
+    const struct {
+      uint32_t hd, n_head, n_head_kv, n_rows, pos0, max_keys;
+      float scale;
+      uint32_t kv_f16, has_gate, gate_row_stride, gate_head_stride, gate_offset, row_base;
+    } push{u32(a.hd),          u32(a.n_head),           u32(a.n_head_kv),      u32(rows),
+           u32(a.pos0 + r0),   u32(max_keys),           a.scale,               a.kv_f16 ? 1u : 0u,
+           a.has_gate ? 1u : 0u, u32(a.gate_row_stride), u32(a.gate_head_stride), u32(a.gate_offset),
+           u32(a.row_base + r0)};
+    RETURN_IF_ERROR(dev.stream().dispatch("attention", {q, k_cache, v_cache, scores, out, gate.valid() ? gate : q}, push,
+                                          spread(dev, static_cast<uint64_t>(rows * a.n_head))));
+  }
+  return Status::ok();
+}
+
+Status ssm_conv(Device& dev, const ConvDispatch& c, const BufferRef& qkv, const BufferRef& weights,
+                const BufferRef& state, const BufferRef& out) {
+  if (c.n_rows == 0) return Status::ok();
+  if (c.taps < 2 || c.taps > 9) return Status::bad_input(fmt::format("GPU conv supports 2..9 taps, not {}", c.taps));
+  const struct {
+    uint32_t n_rows, channels, taps, row_begin;
+  } push{u32(c.n_rows), u32(c.channels), u32(c.taps), u32(c.row_begin)};
+  return dev.stream().dispatch("ssm_conv", {qkv, weights, state, out}, push,
+                               per_invocation(dev, static_cast<uint64_t>(c.channels)));
+}
+
+Status delta_rule(Device& dev, const DeltaRuleDispatch& d, const BufferRef& conv_out, const BufferRef& beta,
+                  const BufferRef& alpha, const BufferRef& params, const BufferRef& state, const BufferRef& z,
+                  const BufferRef& y) {
+  if (d.n_rows == 0) return Status::ok();
+  if (d.dk > 256 || d.dv > 256) return Status::bad_input("GPU delta rule supports state dims up to 256");
+  const struct {
+    uint32_t n_rows, row_begin, dk, dv, n_k_heads, n_v_heads, channels, key_dim, value_dim;
+    float q_scale, eps;
+  } push{u32(d.n_rows),    u32(d.row_begin), u32(d.dk),      u32(d.dv),        u32(d.n_k_heads), u32(d.n_v_heads),
+         u32(d.channels), u32(d.key_dim),   u32(d.value_dim), d.q_scale,       d.eps};
+  return dev.stream().dispatch("delta_rule", {conv_out, beta, alpha, params, state, z, y}, push,
+                               Groups{.x = u32(d.n_v_heads)});
+}
+
+Status moe_router(Device& dev, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,
+                  const BufferRef& ids, const BufferRef& weights, const BufferRef& rows) {
+  if (n_rows == 0) return Status::ok();
+  if (k > 16) return Status::bad_input("GPU routing supports up to 16 experts per token");
+  const struct {
+    uint32_t n_expert, k, n_rows;
+  } push{u32(n_expert), u32(k), u32(n_rows)};
+  return dev.stream().dispatch("moe_router", {logits, ids, weights, rows}, push, spread(dev, static_cast<uint64_t>(n_rows)));
+}
+
+Status moe_combine(Device& dev, const BufferRef& experts, const BufferRef& weights, const BufferRef& shared,
+                   const BufferRef& shared_gate, const BufferRef& out, int64_t n_embd, int64_t k, int64_t n_rows,
+                   bool has_routed, bool has_shared) {
+  if (n_rows == 0) return Status::ok();
+  const struct {
+    uint32_t n_embd, k, n_rows, has_shared, has_routed;
+  } push{u32(n_embd), u32(k), u32(n_rows), has_shared ? 1u : 0u, has_routed ? 1u : 0u};
+  return dev.stream().dispatch("moe_combine",
+                               {experts.valid() ? experts : out, weights.valid() ? weights : out,
+                                shared.valid() ? shared : out, shared_gate.valid() ? shared_gate : out, out},
+                               push, per_invocation(dev, static_cast<uint64_t>(n_embd * n_rows)));
+}
+
+}  // namespace moetier::vk

@@ -1,0 +1,68 @@
+// The engine's view of a GPU backend (Vulkan today; a CUDA backend would implement the same
+// interface beside it): a LayerExec for the layers placed on the GPU, moving the residual
+// stream between host and device at the edges of GPU layers, the LM head, and the GPU part
+// of each sequence's memory. Created from the placement plan at load (load_model); the
+// DecoderModel owns it. All errors are values: a device lost or out of memory ends the
+// forward pass with a clear Status.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/profiler.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "cpu/matmul.h"
+#include "model/arch.h"
+#include "model/layer_exec.h"
+#include "runtime/sequence_state.h"
+
+namespace moetier {
+
+struct GpuBackendOptions {
+  int device = 0;                    // -dev: index from --list-devices
+  int64_t n_ubatch = 512;            // largest micro-batch (sizes the scratch buffers)
+  int64_t n_layer = 0;
+  std::vector<bool> layer_on_gpu;    // dense part (norms, attention/DeltaNet, router, shared expert)
+  std::vector<bool> experts_on_gpu;  // routed experts
+  bool output_on_gpu = false;        // output_norm + output (the LM head)
+};
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+
+  // The executor for layer `layer` of a micro-batch laid out as `seqs`. prepare = true only
+  // uploads the weights the layer's blocks use (done once at load, with a progress bar).
+  virtual LayerExec& begin_layer(int layer, std::span<const SeqRows> seqs, ThreadPool& pool, Profiler* profiler,
+                                 bool prepare) = 0;
+  // The residual stream [n][n_embd] host → GPU before the first GPU layer, and back after the
+  // last one (or before a CPU layer).
+  virtual Status upload_x(const float* x, int64_t n) = 0;
+  virtual Status download_x(float* x, int64_t n) = 0;
+  // logits [logit_rows.size()][n_vocab] = output · rmsnorm(x[row]) · output_norm, from the
+  // residual stream on the GPU. prepare = true only uploads the two tensors.
+  virtual Status lm_head(const cpu::WeightMatrix& output, const float* output_norm, std::span<const int64_t> logit_rows,
+                         float* logits, bool prepare) = 0;
+  // Completes every recorded GPU command; the first error the executor met, if any.
+  virtual Status finish() = 0;
+
+  // The GPU part of a sequence's memory, for the layers the specs mark on_device.
+  virtual Result<std::unique_ptr<DeviceState>> new_state(const std::vector<LayerStateSpec>& specs,
+                                                         const KvCacheOptions& options) = 0;
+  virtual GpuMemoryReport memory() const = 0;
+};
+
+// The Vulkan backend, or an error when this build has none, or the device cannot be
+// opened (no driver, index out of range): the caller then runs everything on the CPU.
+Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams& hp, const GpuBackendOptions& options);
+
+// One line per Vulkan device (--list-devices), or the reason there are none.
+Result<std::vector<std::string>> list_gpu_devices();
+// Free device-local memory of device `index` (budget − usage), for --fit; 0 when unknown.
+Result<uint64_t> gpu_free_bytes(int index);
+
+}  // namespace moetier
