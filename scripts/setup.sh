@@ -6,6 +6,8 @@ packages=(
   build-essential cmake pkg-config
   libfmt-dev nlohmann-json3-dev libssl-dev libpcre2-dev
   libcpp-httplib-dev                  # moetier serve (HTTP)
+  libvulkan-dev libvulkan-volk-dev glslc   # the Vulkan GPU backend (headers, run-time loader, shader compiler)
+  mesa-vulkan-drivers                 # lavapipe: Vulkan on the CPU, so the GPU kernels are tested without a GPU
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev   # libFuzzer target and sanitizer runtime
 )

@@ -29,6 +29,7 @@ struct GpuBackendOptions {
   std::vector<bool> layer_on_gpu;    // dense part (norms, attention/DeltaNet, router, shared expert)
   std::vector<bool> experts_on_gpu;  // routed experts
   bool output_on_gpu = false;        // output_norm + output (the LM head)
+  uint64_t memory_limit_bytes = 0;   // refuse GPU allocations beyond this (0: the device's own limit)
 };
 
 class GpuBackend {
@@ -64,5 +65,7 @@ Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams& hp, const 
 Result<std::vector<std::string>> list_gpu_devices();
 // Free device-local memory of device `index` (budget − usage), for --fit; 0 when unknown.
 Result<uint64_t> gpu_free_bytes(int index);
+// Device-local memory in use by every process (VK_EXT_memory_budget); 0 when unknown.
+Result<uint64_t> gpu_used_bytes(int index);
 
 }  // namespace moetier

@@ -14,6 +14,7 @@ Result<std::vector<std::string>> list_gpu_devices() {
 }
 
 Result<uint64_t> gpu_free_bytes(int) { return Status::runtime("this moetier was built without the Vulkan GPU backend"); }
+Result<uint64_t> gpu_used_bytes(int) { return Status::runtime("this moetier was built without the Vulkan GPU backend"); }
 
 }  // namespace moetier
 #endif

@@ -38,6 +38,7 @@ struct GpuPlacement {
   std::vector<bool> experts_on_gpu;  // [n_layer]; only where layer_on_gpu
   bool output_on_gpu = false;
   bool progress = true;              // progress bar while uploading
+  uint64_t memory_limit_bytes = 0;   // --vram-budget: allocate no more than this on the GPU (0: no limit)
   bool any() const;
 };
 

@@ -1,6 +1,10 @@
 #include "runtime/plan.h"
 
 #include <algorithm>
+#include <memory>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 namespace moetier {
 
@@ -59,11 +63,70 @@ Status validate(const PlanParams& p) {
   return Status::ok();
 }
 
+// One -ot rule: a compiled regex and the device it sends matching tensors to.
+struct Override {
+  std::shared_ptr<pcre2_code> regex;
+  std::string device;
+};
+
+Result<std::vector<Override>> parse_overrides(const std::vector<std::string>& rules) {
+  std::vector<Override> out;
+  for (const std::string& rule : rules) {
+    // A rule may hold several comma-separated REGEX=DEV pairs, as llama.cpp accepts.
+    size_t start = 0;
+    while (start <= rule.size()) {
+      const size_t comma = rule.find(',', start);
+      const std::string pair = rule.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      start = comma == std::string::npos ? rule.size() + 1 : comma + 1;
+      if (pair.empty()) continue;
+      const size_t eq = pair.rfind('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size()) {
+        return Status::bad_input(fmt::format("-ot '{}': expected REGEX=DEVICE (e.g. 'exps=CPU')", pair));
+      }
+      std::string dev = pair.substr(eq + 1);
+      std::string upper;
+      for (char c : dev) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (upper == "CPU") {
+        dev = kCpuDevice;
+      } else if (upper == "GPU" || upper == "GPU0" || upper == "VULKAN0" || upper == "CUDA0") {
+        dev = kGpuDevice;
+      } else {
+        return Status::bad_input(fmt::format("-ot '{}': unknown device '{}' (CPU, GPU0, Vulkan0 or CUDA0)", pair, dev));
+      }
+      int code = 0;
+      PCRE2_SIZE offset = 0;
+      const std::string pattern = pair.substr(0, eq);
+      pcre2_code* re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), 0, &code, &offset,
+                                     nullptr);
+      if (!re) {
+        PCRE2_UCHAR buf[256];
+        pcre2_get_error_message(code, buf, sizeof(buf));
+        return Status::bad_input(fmt::format("-ot '{}': bad regex at offset {}: {}", pair, offset,
+                                             reinterpret_cast<const char*>(buf)));
+      }
+      out.push_back({std::shared_ptr<pcre2_code>(re, pcre2_code_free), dev});
+    }
+  }
+  return out;
+}
+
+// The device the first matching rule names, or "" (llama.cpp applies the first match).
+std::string override_for(const std::vector<Override>& rules, const std::string& name) {
+  for (const Override& o : rules) {
+    pcre2_match_data* md = pcre2_match_data_create_from_pattern(o.regex.get(), nullptr);
+    const int rc = pcre2_match(o.regex.get(), reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, 0, md, nullptr);
+    pcre2_match_data_free(md);
+    if (rc >= 0) return o.device;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
                        const PlanParams& params) {
   RETURN_IF_ERROR(validate(params));
+  ASSIGN_OR_RETURN(const std::vector<Override> overrides, parse_overrides(params.override_tensor));
   CHECK_MSG(static_cast<int64_t>(hp.layer_kinds.size()) == hp.n_layer, "HParams: {} layer kinds for {} layers",
             hp.layer_kinds.size(), hp.n_layer);
   ASSIGN_OR_RETURN(const int64_t k_row, kv_row_bytes(params.type_k, hp.head_dim_k, "-ctk"));
@@ -76,7 +139,9 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
   const int64_t n_gpu = params.n_gpu_layers < 0 ? n_layer_all + 1 : std::min(params.n_gpu_layers, n_layer_all + 1);
   const int64_t first_gpu_layer = n_layer_all + 1 - n_gpu;
   const auto layer_device = [&](int64_t il) -> std::string { return il >= first_gpu_layer ? kGpuDevice : kCpuDevice; };
-  const bool use_gpu = n_gpu > 0 || params.vram_budget_bytes > 0;
+  bool any_gpu_override = false;
+  for (const auto& o : overrides) any_gpu_override = any_gpu_override || o.device == kGpuDevice;
+  const bool use_gpu = n_gpu > 0 || params.vram_budget_bytes > 0 || any_gpu_override;
 
   plan.devices.push_back({.name = kCpuDevice, .budget_bytes = params.ram_budget_bytes});
   if (use_gpu) plan.devices.push_back({.name = kGpuDevice, .budget_bytes = params.vram_budget_bytes});
@@ -89,6 +154,22 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
   };
   plan.output_device = layer_device(n_layer_all);
 
+  // -ot: per block, where its dense tensors and its routed experts were sent (a CPU match
+  // wins: a block's part runs on one device).
+  std::vector<std::string> dense_override(static_cast<size_t>(n_layer_all)), expert_override(static_cast<size_t>(n_layer_all));
+  for (const PlanTensor& t : tensors) {
+    if (overrides.empty() || t.layer < 0 || t.layer >= n_layer_all) continue;
+    const std::string dev = override_for(overrides, t.name);
+    if (dev.empty()) continue;
+    std::string& slot = (is_routed_expert(t.role) ? expert_override : dense_override)[static_cast<size_t>(t.layer)];
+    if (slot.empty() || dev == kCpuDevice) slot = dev;
+  }
+  for (const PlanTensor& t : tensors) {  // the output layer follows output.weight's override
+    if (t.layer < 0 && t.role != TensorRole::kTokenEmbedding && !overrides.empty()) {
+      if (const std::string dev = override_for(overrides, t.name); !dev.empty()) plan.output_device = dev;
+    }
+  }
+
   // Per layer: devices, KV cache and recurrent state.
   plan.kv_bytes_per_layer = params.n_ctx * hp.n_head_kv * (k_row + v_row);
   for (int64_t il = 0; il < n_layer_all; ++il) {
@@ -97,7 +178,11 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
     lp.mtp = il >= hp.n_layer;
     lp.kind = lp.mtp ? LayerKind::kAttention : hp.layer_kinds[static_cast<size_t>(il)];
     lp.dense = layer_device(il);
+    if (!dense_override[static_cast<size_t>(il)].empty()) lp.dense = dense_override[static_cast<size_t>(il)];
     lp.experts = (params.cpu_moe || il < params.n_cpu_moe) ? kCpuDevice : lp.dense;
+    if (!expert_override[static_cast<size_t>(il)].empty()) lp.experts = expert_override[static_cast<size_t>(il)];
+    // Experts on the GPU need their block's router there too.
+    if (lp.dense == kCpuDevice) lp.experts = kCpuDevice;
     if (!lp.mtp) {
       // MTP blocks are not run by the decoder, so they get no cache or state.
       lp.kv_bytes = lp.kind == LayerKind::kAttention ? plan.kv_bytes_per_layer : 0;
@@ -137,6 +222,11 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
     d.scratch_bytes = estimate_scratch_bytes(hp, params.n_ubatch, d.name == plan.output_device);
   }
 
+  // A GPU that ended up with nothing (every part overridden to the CPU) is not listed.
+  if (const DevicePlan* gpu = plan.device(kGpuDevice); gpu != nullptr && gpu->weight_bytes == 0 && gpu->kv_bytes == 0 &&
+                                                    gpu->state_bytes == 0 && params.vram_budget_bytes == 0) {
+    plan.devices.pop_back();
+  }
   if (const DevicePlan* gpu = plan.device(kGpuDevice); gpu != nullptr && gpu->budget_bytes > 0) {
     plan.gpu_free_bytes = gpu->budget_bytes - gpu->total_bytes();
     plan.fits = *plan.gpu_free_bytes >= 0;
@@ -146,6 +236,50 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
     plan.fits_ram = *plan.ram_free_bytes >= 0;
   }
   return plan;
+}
+
+Result<FitResult> fit_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
+                           const PlanParams& base, int64_t free_bytes, int64_t margin_bytes) {
+  if (margin_bytes < 0) return Status::bad_input("--fit-margin must not be negative");
+  const int64_t budget = free_bytes - margin_bytes;
+  struct Candidate {
+    int64_t n_gpu_layers;
+    bool cpu_moe;
+    const char* what;
+  };
+  const Candidate candidates[] = {
+      {-1, false, "everything on the GPU"},
+      {-1, true, "dense layers, router, shared experts, KV cache and LM head on the GPU, every routed expert on the CPU"},
+  };
+  if (budget > 0) {
+    for (const Candidate& c : candidates) {
+      PlanParams p = base;
+      p.n_gpu_layers = c.n_gpu_layers;
+      p.cpu_moe = c.cpu_moe;
+      p.n_cpu_moe = 0;
+      p.override_tensor.clear();
+      p.vram_budget_bytes = budget;
+      ASSIGN_OR_RETURN(Plan plan, make_plan(hp, arch, tensors, p));
+      if (plan.fits.value_or(false)) {
+        const std::string choice = fmt::format("--fit: {} ({:.0f} MiB of the {:.0f} MiB budget left, {:.0f} MiB kept free)",
+                                               c.what, *plan.gpu_free_bytes / 1048576.0, budget / 1048576.0,
+                                               margin_bytes / 1048576.0);
+        return FitResult{.params = std::move(p), .plan = std::move(plan), .choice = choice};
+      }
+    }
+  }
+  PlanParams p = base;
+  p.n_gpu_layers = 0;
+  p.cpu_moe = false;
+  p.n_cpu_moe = 0;
+  p.override_tensor.clear();
+  p.vram_budget_bytes = 0;
+  ASSIGN_OR_RETURN(Plan plan, make_plan(hp, arch, tensors, p));
+  return FitResult{.params = std::move(p),
+                   .plan = std::move(plan),
+                   .choice = fmt::format("--fit: not even the dense part fits {:.0f} MiB of GPU memory (after the {:.0f} MiB "
+                                         "margin): everything on the CPU",
+                                         std::max<int64_t>(budget, 0) / 1048576.0, margin_bytes / 1048576.0)};
 }
 
 }  // namespace moetier

@@ -56,6 +56,11 @@ struct PlanParams {
   int64_t n_ubatch = 512;           // -ub: tokens per compute batch (drives scratch)
   int64_t vram_budget_bytes = 0;    // --vram-budget; 0 = unknown (fit not judged)
   int64_t ram_budget_bytes = 0;     // --ram-budget; 0 = unknown
+  // -ot REGEX=DEV (llama.cpp's --override-tensor): tensors whose name matches REGEX go to
+  // DEV (CPU, or a GPU: GPU, GPU0, Vulkan0, CUDA0). A block's dense part runs on one device,
+  // so one dense tensor sent to the CPU takes its whole dense part there; the same for the
+  // routed experts of a block.
+  std::vector<std::string> override_tensor;
 };
 
 struct DevicePlan {
@@ -107,8 +112,25 @@ Result<int64_t> kv_row_bytes(DType type, int64_t n, std::string_view flag);
 int64_t estimate_scratch_bytes(const HParams& hp, int64_t n_ubatch, bool holds_output);
 
 // Plan the placement. kBadInput for invalid parameters (n_ctx < 1, a KV type whose block
-// does not divide the head width, ...). `arch` supplies recurrent_state_bytes.
+// does not divide the head width, a bad -ot regex, ...). `arch` supplies recurrent_state_bytes.
 Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
                        const PlanParams& params);
+
+// --fit: the best plan for `free_bytes` of GPU memory, keeping `margin_bytes` of it free
+// (the headroom the seeds needed: a driver that runs out spills to system RAM silently).
+// Candidates, in order, as the seeds measured them (../shared/docs/mission.md):
+//   1. everything on the GPU;
+//   2. every dense part and the LM head on the GPU, every routed expert on the CPU (-ngl all
+//      -cmoe: 4.2x faster than spilling experts to a small GPU, and partial expert offload
+//      was no better);
+//   3. nothing on the GPU (partial dense offload was slower than none).
+// The first that fits is chosen; its PlanParams carry vram_budget_bytes = free − margin.
+struct FitResult {
+  PlanParams params;
+  Plan plan;
+  std::string choice;  // one line: what was chosen and why
+};
+Result<FitResult> fit_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
+                           const PlanParams& base, int64_t free_bytes, int64_t margin_bytes);
 
 }  // namespace moetier

@@ -20,11 +20,6 @@ namespace moetier {
 
 namespace {
 
-bool placement_requested(const bench::BenchParams& p) {
-  return p.n_gpu_layers != std::vector<int64_t>{-1} || p.n_cpu_moe != std::vector<int64_t>{0} ||
-         p.tensor_overrides != std::vector<std::string>{""};
-}
-
 void print_profile(const bench::TestResult& r) {
   std::fprintf(stderr, "moetier bench: profile of %s (per repetition, %.3f ms):\n", bench::test_name(r.spec).c_str(),
                static_cast<double>(r.avg_ns()) / 1e6);
@@ -51,7 +46,6 @@ int cmd_bench(int argc, char** argv) {
 
   const std::vector<bench::TestSpec> tests = bench::expand_tests(params);
   const bench::Environment env = bench::detect_environment();
-  if (placement_requested(params)) std::fprintf(stderr, "moetier bench: no GPU backend: all on CPU\n");
 
   std::optional<double> machine_gbps;
   if (params.measure_bandwidth) {
@@ -91,6 +85,8 @@ int cmd_bench(int argc, char** argv) {
         .verbose = params.verbose,
         .seed = params.seed + static_cast<uint32_t>(i),
         .progress_prefix = fmt::format("[{}/{}] {} t={}", i + 1, tests.size(), name, test.n_threads),
+        .device = params.device,
+        .vram_budget_mib = params.vram_budget_mib,
     };
     auto result = bench::run_test(*loaded, test, options);
     if (!result) {

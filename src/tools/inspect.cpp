@@ -7,6 +7,7 @@
 #include "core/args.h"
 #include "gguf/gguf.h"
 #include "runtime/plan.h"
+#include "model/gpu_backend.h"
 #include "tools/commands.h"
 #include "tools/file_sha256.h"
 #include "tools/inspect/render.h"
@@ -57,6 +58,8 @@ int cmd_inspect(int argc, char** argv) {
   bool want_sha = false, want_json = false, want_plan = false, want_tensors = false, quiet = false;
   int64_t n_ctx = 0;
   PlanParams plan_params;
+  std::string fit = "off";
+  int64_t fit_margin_bytes = int64_t{1536} << 20;
   ArgParser p("inspect", "What is really in a GGUF file: identity, tensor census, architecture, memory plan.");
   p.positional("MODEL", "GGUF file", &path);
   p.flag({"--json"}, &want_json, "print one JSON object instead of the text report");
@@ -94,6 +97,13 @@ int cmd_inspect(int argc, char** argv) {
              return Status::ok();
            });
   p.flag({"-cmoe", "--cpu-moe"}, &plan_params.cpu_moe, "keep all routed experts on the CPU");
+  p.option({"-ot", "--override-tensor"}, "REGEX=DEV", "place tensors matching REGEX on DEV: CPU or GPU0 (repeatable)",
+           &plan_params.override_tensor);
+  p.option({"--fit"}, "on|off", "choose the best plan for --vram-budget (or the first GPU's free memory)", &fit);
+  p.option({"--fit-margin"}, "MiB", "GPU memory --fit keeps free (default 1536)", [&](std::string_view v) -> Status {
+    ASSIGN_OR_RETURN(fit_margin_bytes, parse_mib(v, "--fit-margin"));
+    return Status::ok();
+  });
   p.option({"-ub", "--ubatch-size"}, "N", "tokens per compute batch, for the scratch estimate (default 512)",
            &plan_params.n_ubatch);
   p.option({"--vram-budget"}, "MiB", "GPU memory to plan for", [&](std::string_view v) -> Status {
@@ -110,8 +120,9 @@ int cmd_inspect(int argc, char** argv) {
     std::fputs(p.help_text().c_str(), stdout);
     return 0;
   }
+  if (fit != "on" && fit != "off") return report_error(Status::bad_input(fmt::format("--fit: '{}' is not on or off", fit)));
   for (const char* flag : {"-c", "-ctk", "-ctv", "-np", "-ngl", "-ncmoe", "-cmoe", "-ub", "--vram-budget",
-                           "--ram-budget"}) {
+                           "--ram-budget", "-ot", "--fit"}) {
     if (p.given(flag)) want_plan = true;
   }
 
@@ -128,9 +139,26 @@ int cmd_inspect(int argc, char** argv) {
       return report_error(Status::bad_input(fmt::format("{}: --plan needs the model's hyper-parameters: {}", path, why)));
     }
     plan_params.n_ctx = n_ctx > 0 ? n_ctx : summary.hparams->n_ctx_train;
-    auto made = make_plan(*summary.hparams, *summary.arch_info, inspect::plan_tensors(*file, summary), plan_params);
-    if (!made) return report_error(made.status());
-    plan = std::move(made).value();
+    const auto tensors = inspect::plan_tensors(*file, summary);
+    if (fit == "on") {
+      int64_t free_bytes = plan_params.vram_budget_bytes;
+      if (free_bytes == 0) {
+        auto f = gpu_free_bytes(0);
+        if (!f || *f == 0) {
+          return report_error(Status::bad_input("--fit on: give --vram-budget MiB (no GPU memory size known here)"));
+        }
+        free_bytes = static_cast<int64_t>(*f);
+      }
+      auto fitted = fit_plan(*summary.hparams, *summary.arch_info, tensors, plan_params, free_bytes, fit_margin_bytes);
+      if (!fitted) return report_error(fitted.status());
+      plan_params = fitted->params;
+      plan = std::move(fitted->plan);
+      if (!want_json) std::printf("%s\n\n", fitted->choice.c_str());
+    } else {
+      auto made = make_plan(*summary.hparams, *summary.arch_info, tensors, plan_params);
+      if (!made) return report_error(made.status());
+      plan = std::move(made).value();
+    }
   }
 
   std::optional<std::string> sha;

@@ -106,6 +106,7 @@ int cmd_serve(int argc, char** argv) {
     std::fputs(p.help_text().c_str(), stdout);
     return 0;
   }
+  if (flags.list_devices) return print_gpu_devices();
   if (config.api_key.empty()) {
     if (const char* env = std::getenv("MOETIER_API_KEY")) config.api_key = env;
   }
@@ -134,7 +135,7 @@ int cmd_serve(int argc, char** argv) {
   if (n_predict < -1) return report_error(Status::bad_input("-n must be -1 or more"));
   if (auto st = validate(sampling); !st) return report_error(st);
 
-  auto session = open_session(flags, {.need_sequence = false});
+  auto session = open_session(flags, {.need_sequence = false, .n_seq = n_parallel});
   if (!session) return report_error(session.status());
   const int64_t n_ctx_slot = session->n_ctx / n_parallel;
   if (n_ctx_slot < 2) {

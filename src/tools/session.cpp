@@ -6,6 +6,7 @@
 
 #include "core/cpu_features.h"
 #include "core/progress.h"
+#include "model/gpu_backend.h"
 
 namespace moetier {
 
@@ -23,12 +24,26 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.option({"-fa", "--flash-attn"}, "on|off|auto", "accepted for compatibility; CPU attention is exact either way",
            &f.flash_attn);
   p.flag({"-v", "--verbose"}, &f.verbose, "more detail on stderr");
-  p.section("placement (llama.cpp spelling; no GPU backend yet: everything runs on the CPU)");
-  p.option({"-ngl", "--n-gpu-layers", "--gpu-layers"}, "N|all", "layers on the GPU", &f.n_gpu_layers);
+  p.section("placement (llama.cpp spelling; Vulkan GPU backend)");
+  p.option({"-ngl", "--n-gpu-layers", "--gpu-layers"}, "N|all",
+           "layers on the GPU, counted from the output layer (default: --fit decides)", &f.n_gpu_layers);
   p.option({"-ncmoe", "--n-cpu-moe"}, "N", "keep the routed experts of the first N layers on the CPU", &f.n_cpu_moe);
   p.flag({"-cmoe", "--cpu-moe"}, &f.cpu_moe, "keep all routed experts on the CPU");
-  p.option({"-ot", "--override-tensor"}, "REGEX=DEV", "place tensors matching REGEX on DEV (repeatable)",
+  p.option({"-ot", "--override-tensor"}, "REGEX=DEV", "place tensors matching REGEX on DEV: CPU or GPU0 (repeatable)",
            &f.override_tensor);
+  p.option({"-dev", "--device"}, "N", "Vulkan device to use (see --list-devices; default: the first hardware GPU)",
+           &f.device);
+  p.flag({"--list-devices"}, &f.list_devices, "list the Vulkan devices and exit");
+  p.option({"--fit"}, "on|off|auto",
+           "choose the placement for the GPU's free memory (default auto: when a hardware GPU is present and no "
+           "-ngl/-ncmoe/-cmoe/-ot is given)",
+           &f.fit);
+  p.option({"--fit-margin"}, "MiB", "GPU memory --fit keeps free (default 1536, the headroom the seeds needed)",
+           &f.fit_margin_mib);
+  p.option({"--vram-budget"}, "MiB", "plan for a GPU of this size (a big GPU behaves like a small one)",
+           &f.vram_budget_mib);
+  p.flag({"--no-op-offload"}, &f.no_op_offload,
+         "never stream CPU-resident experts to the GPU for big prompt batches (moetier does not do that yet)");
 }
 
 void add_sampling_flags(ArgParser& p, SamplerParams& s) {
@@ -63,6 +78,17 @@ Result<DType> parse_cache_type(const std::string& name, const char* flag) {
   if (name == "f32") return DType::F32;
   if (name == "f16") return DType::F16;
   return Status::bad_input(fmt::format("{}: KV cache type '{}' is not supported (supported: f32, f16)", flag, name));
+}
+
+int print_gpu_devices() {
+  auto devices = list_gpu_devices();
+  if (!devices) {
+    std::printf("no GPU: %s\n", devices.status().message().c_str());
+    return 0;
+  }
+  if (devices->empty()) std::printf("no Vulkan devices\n");
+  for (const auto& d : *devices) std::printf("%s\n", d.c_str());
+  return 0;
 }
 
 Result<Session> open_session(const EngineFlags& flags, const SessionOptions& options) {
@@ -100,18 +126,17 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   }
   s.n_ctx = n_ctx;
   s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};
-  if (options.need_sequence) {
-    ASSIGN_OR_RETURN(SequenceState seq, s.model->new_sequence(s.kv));
-    s.sequence = std::move(seq);
-  }
   const int threads = flags.n_threads > 0 ? flags.n_threads : cpu_features().physical_cores;
   s.pool = std::make_unique<ThreadPool>(threads);
   if (!options.quiet) {
-    const bool placement = !flags.n_gpu_layers.empty() || flags.n_cpu_moe > 0 || flags.cpu_moe ||
-                           !flags.override_tensor.empty();
-    std::fprintf(stderr, "moetier: %s (%s, %lld layers), ctx %lld, %d threads, cpu %s%s\n", hp.name.c_str(),
+    std::fprintf(stderr, "moetier: %s (%s, %lld layers), ctx %lld, %d threads, cpu %s\n", hp.name.c_str(),
                  hp.arch.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(n_ctx), threads,
-                 cpu_features().describe().c_str(), placement ? "; no GPU backend: all on CPU" : "");
+                 cpu_features().describe().c_str());
+  }
+  RETURN_IF_ERROR(place_model(s, flags, options, {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v}));
+  if (options.need_sequence) {
+    ASSIGN_OR_RETURN(SequenceState seq, s.model->new_sequence(s.kv));
+    s.sequence = std::move(seq);
   }
   return s;
 }

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
+#include "runtime/plan.h"
 #include "runtime/sampler.h"
 #include "text/tokenizer.h"
 
@@ -36,6 +37,12 @@ struct EngineFlags {
   int64_t n_cpu_moe = 0;
   bool cpu_moe = false;
   std::vector<std::string> override_tensor;
+  int device = -1;                 // -dev; -1 = the first hardware GPU
+  bool list_devices = false;       // --list-devices
+  std::string fit = "auto";        // --fit on|off|auto (auto: fit when a hardware GPU is present)
+  int64_t fit_margin_mib = 1536;   // --fit-margin: GPU memory kept free
+  int64_t vram_budget_mib = 0;     // --vram-budget: plan as if the GPU had this much (0: what it has)
+  bool no_op_offload = false;      // --no-op-offload (accepted; see --help)
   bool verbose = false;
 };
 
@@ -45,6 +52,9 @@ void add_engine_flags(ArgParser& parser, EngineFlags& flags);
 // --presence-penalty, --frequency-penalty, --seed
 void add_sampling_flags(ArgParser& parser, SamplerParams& params);
 
+// --list-devices: prints the Vulkan devices (or why there are none) and returns the exit status.
+int print_gpu_devices();
+
 struct Session {
   std::unique_ptr<gguf::ModelFile> file;
   std::optional<text::Tokenizer> tokenizer;
@@ -53,17 +63,49 @@ struct Session {
   std::optional<SequenceState> sequence;
   int64_t n_ctx = 0;           // -c resolved (0 → the model's training context)
   KvCacheOptions kv;           // -c, -ctk, -ctv resolved
+  std::optional<Plan> plan;    // the placement used (also when everything runs on the CPU)
 };
 
 struct SessionOptions {
   bool need_model = true;      // false: tokenizer only (works on vocab-only files)
   bool quiet = false;          // no load summary on stderr
   bool need_sequence = true;   // false: no sequence (the caller allocates its own, e.g. per server slot)
+  int64_t n_seq = 1;           // sequences the caller will run (-np), for the memory plan
 };
 
 // Opens the file (mmap or --no-mmap), builds the tokenizer, binds the model, allocates one
 // sequence of -c tokens (unless need_sequence is false). Errors name the file and the problem.
 Result<Session> open_session(const EngineFlags& flags, const SessionOptions& options);
+
+// The placement flags, resolved into a plan and the GPU layout (tools/placement.cpp).
+struct PlacementRequest {
+  std::string n_gpu_layers;  // -ngl as given ("" = not given)
+  int64_t n_cpu_moe = 0;
+  bool cpu_moe = false;
+  std::vector<std::string> override_tensor;
+  int device = -1;
+  std::string fit = "auto";
+  int64_t fit_margin_mib = 1536;
+  int64_t vram_budget_mib = 0;
+  int64_t n_ctx = 4096;
+  DType type_k = DType::F16, type_v = DType::F16;
+  int64_t n_seq = 1;
+  int64_t n_ubatch = 512;
+  bool progress = true;
+};
+struct PlacementDecision {
+  Plan plan;           // what to run
+  PlanParams params;   // the flags it came from (for printing)
+  Plan cpu_plan;       // everything on the CPU, for a failed GPU placement
+  GpuPlacement gpu;    // the GPU layout (empty when gpu_part is false)
+  bool gpu_part = false;
+  std::string note;    // one line on what was decided ("" = nothing to say)
+};
+Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HParams& hp, const PlacementRequest& r);
+
+// Chooses the placement (flags or --fit), prints the plan and moves the GPU part to the
+// GPU; on any GPU failure says why and leaves everything on the CPU. Sets s.plan.
+Status place_model(Session& s, const EngineFlags& flags, const SessionOptions& options, const KvCacheOptions& kv);
 
 // Parses "f32" / "f16" (and names the supported ones in the error).
 Result<DType> parse_cache_type(const std::string& name, const char* flag);

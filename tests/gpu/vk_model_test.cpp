@@ -17,13 +17,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "support/cli.h"
 #include "support/gpu.h"
+#include "support/http_client.h"
+#include "support/server_process.h"
 #include "support/ref_data.h"
 #include "support/ref_model.h"
 
@@ -237,6 +241,128 @@ INSTANTIATE_TEST_SUITE_P(Ref, GpuLayer,
                            }
                            return s;
                          });
+
+}  // namespace
+}  // namespace moetier
+#endif
+
+#if MOETIER_HAVE_VULKAN
+namespace moetier {
+namespace {
+
+// The command line a user runs: `moetier run` with the seed's placement on the first Vulkan
+// device prints the plan, uploads, and generates llama.cpp's greedy text (F32 model: all 32
+// tokens match, README section 6), the same as the CPU path.
+TEST(GpuCli, RunWithDenseOnGpuExpertsOnCpuGeneratesTheCpuText) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string model = kRef + "/models/qwen35moe-tiny-f32.gguf";
+  const std::string common = "run -m '" + model + "' -f '" + kRef + "/prompts/p2_short.txt' -n 32 --temp 0 --ignore-eos -t 2 -ctk f32 -ctv f32";
+  const auto cpu = testing::run_moetier(common + " -ngl 0");
+  ASSERT_EQ(cpu.rc, 0) << cpu.err;
+  const auto gpu = testing::run_moetier(common + " -dev 0 -ngl 99 -ncmoe 40");
+  ASSERT_EQ(gpu.rc, 0) << gpu.err;
+  EXPECT_EQ(gpu.out, cpu.out);
+  EXPECT_NE(gpu.err.find("memory plan"), std::string::npos) << gpu.err;
+  EXPECT_NE(gpu.err.find("GPU0"), std::string::npos) << gpu.err;
+  EXPECT_NE(gpu.err.find("uploading to the GPU"), std::string::npos) << gpu.err;
+  const auto all = testing::run_moetier(common + " -dev 0 -ngl all");
+  ASSERT_EQ(all.rc, 0) << all.err;
+  EXPECT_EQ(all.out, cpu.out);
+  // A device index past the last one: a clear message, and the CPU does the work.
+  const auto bad = testing::run_moetier(common + " -dev 9 -ngl all");
+  ASSERT_EQ(bad.rc, 0) << bad.err;
+  EXPECT_EQ(bad.out, cpu.out);
+  EXPECT_NE(bad.err.find("-dev 9"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("everything runs on the CPU"), std::string::npos) << bad.err;
+  // --vram-budget smaller than the model's GPU part: the allocation is refused, CPU fallback.
+  const auto tiny = testing::run_moetier(common + " -dev 0 -ngl all --vram-budget 1");
+  ASSERT_EQ(tiny.rc, 0) << tiny.err;
+  EXPECT_EQ(tiny.out, cpu.out);
+  EXPECT_NE(tiny.err.find("running everything on the CPU"), std::string::npos) << tiny.err;
+  const auto list = testing::run_moetier("run --list-devices");
+  EXPECT_EQ(list.rc, 0);
+  EXPECT_NE(list.out.find("0: "), std::string::npos) << list.out;
+  const auto bad_ot = testing::run_moetier(common + " -ot 'exps=TPU'");
+  EXPECT_EQ(bad_ot.rc, 2);
+  EXPECT_NE(bad_ot.err.find("-ot"), std::string::npos) << bad_ot.err;
+}
+
+TEST(GpuCli, ServeWithGpuLayersAnswersLikeTheCpuServer) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string model = kRef + "/models/qwen35moe-small-ud_mix.gguf";
+  const auto cpu = testing::run_moetier("run -m '" + model + "' -p 'The river' -n 12 --temp 0 -t 2");
+  ASSERT_EQ(cpu.rc, 0) << cpu.err;
+  testing::ServerProcess server({"-m", model, "-t", "2", "-dev", "0", "-ngl", "all", "-cmoe", "-np", "2"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  auto r = testing::post_json(c, "/v1/completions", {{"prompt", "The river"}, {"max_tokens", 12}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  // Quantized model: GPU and CPU agree to the noise floor; the first greedy tokens of this
+  // prompt have wide margins, so the text is the same.
+  EXPECT_EQ(r.json["choices"][0]["text"].get<std::string>(), cpu.out.substr(0, cpu.out.size() - 1));
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+}  // namespace
+}  // namespace moetier
+#endif
+
+#if MOETIER_HAVE_VULKAN
+namespace moetier {
+namespace {
+
+// Continuous batching on the GPU: every GPU kernel computes each token row (or expert pair)
+// independently of the others in its batch, so — as on the CPU — two sequences decoded in
+// one batch get bit for bit what each gets alone, experts on the GPU or on the CPU.
+TEST(GpuBatch, BatchedSequencesEqualEachAloneBitForBit) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string name = "qwen35moe-small-ud_mix";
+  ThreadPool pool(2);
+  const auto a = testing::ref_prompt_tokens(name, "p3_mixed"), b = testing::ref_prompt_tokens(name, "p2_short");
+  for (const bool experts_on_gpu : {true, false}) {
+    SCOPED_TRACE(experts_on_gpu ? "experts on the GPU" : "experts on the CPU");
+    auto m = testing::load_ref_model(name);
+    ASSERT_TRUE(m.model);
+    GpuPlacement placement{.progress = false};
+    placement.layer_on_gpu.assign(static_cast<size_t>(m.model->hparams().n_layer), true);
+    placement.experts_on_gpu.assign(static_cast<size_t>(m.model->hparams().n_layer), experts_on_gpu);
+    placement.output_on_gpu = true;
+    ASSERT_TRUE(m.model->place_on_gpu(placement).is_ok());
+    const KvCacheOptions kv{.n_ctx = 256};
+    const int64_t nv = m.model->hparams().n_vocab;
+    // Alone: prefill, then 3 decode steps each.
+    auto alone = [&](const std::vector<int32_t>& p) {
+      auto seq = m.model->new_sequence(kv);
+      std::vector<std::vector<float>> rows;
+      std::vector<float> logits;
+      EXPECT_TRUE(m.model->forward(p, *seq, {}, logits, pool).is_ok());
+      rows.push_back(logits);
+      for (int s = 0; s < 3; ++s) {
+        EXPECT_TRUE(m.model->forward({&p[static_cast<size_t>(s)], 1}, *seq, {}, logits, pool).is_ok());
+        rows.push_back(logits);
+      }
+      return rows;
+    };
+    const auto ra = alone(a), rb = alone(b);
+    auto sa = m.model->new_sequence(kv), sb = m.model->new_sequence(kv);
+    ASSERT_TRUE(sa.is_ok() && sb.is_ok());
+    std::vector<float> logits;
+    std::vector<BatchEntry> prefill = {{.seq = &*sa, .tokens = a}, {.seq = &*sb, .tokens = b}};
+    ASSERT_TRUE(m.model->forward_batch(prefill, logits, pool).is_ok());
+    EXPECT_EQ(std::memcmp(logits.data(), ra[0].data(), nv * 4), 0) << "prefill a";
+    EXPECT_EQ(std::memcmp(logits.data() + nv, rb[0].data(), nv * 4), 0) << "prefill b";
+    for (int s = 0; s < 3; ++s) {
+      std::vector<BatchEntry> step = {{.seq = &*sa, .tokens = {&a[static_cast<size_t>(s)], 1}},
+                                      {.seq = &*sb, .tokens = {&b[static_cast<size_t>(s)], 1}}};
+      ASSERT_TRUE(m.model->forward_batch(step, logits, pool).is_ok());
+      EXPECT_EQ(std::memcmp(logits.data(), ra[static_cast<size_t>(s + 1)].data(), nv * 4), 0) << "step " << s << " a";
+      EXPECT_EQ(std::memcmp(logits.data() + nv, rb[static_cast<size_t>(s + 1)].data(), nv * 4), 0) << "step " << s << " b";
+    }
+  }
+}
 
 }  // namespace
 }  // namespace moetier

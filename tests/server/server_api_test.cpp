@@ -84,7 +84,6 @@ TEST_F(ServerApi, HealthModelsPropsSlots) {
   EXPECT_EQ(s.json[0]["n_ctx"], 512);
   auto nf = get(c, "/v1/nothing");
   expect_error(nf, 404, "unknown endpoint");
-  EXPECT_EQ(server_->log().find("no GPU backend"), std::string::npos) << "no placement flags given here";
 }
 
 TEST_F(ServerApi, CompletionEqualsMoetierRunAndStreamEqualsNonStream) {
@@ -473,11 +472,15 @@ TEST(ServerAuth, ApiKeyIsRequiredExceptForHealth) {
 }
 
 TEST(ServerCli, SeedCommandLineIsAcceptedAndBadFlagsFail) {
-  // The seed's command line (GPU flags report "no GPU backend: all on CPU").
+  // The seed's command line. Without a hardware GPU (CI has only lavapipe, a software Vulkan
+  // device) the GPU flags are accepted and the log says everything runs on the CPU; with one,
+  // the plan table is printed and the dense layers go to the GPU.
   ServerProcess server({"-m", model_path("qwen35moe-tiny-f32"), "-c", "4096", "-ngl", "99", "-ncmoe", "40", "-ctk", "f16",
                         "-ctv", "f16", "-fa", "on", "--no-mmap", "-np", "1"});
   ASSERT_TRUE(server.ready()) << server.log();
-  EXPECT_NE(server.log().find("no GPU backend: all on CPU"), std::string::npos) << server.log();
+  const std::string log = server.log();
+  EXPECT_TRUE(log.find("everything runs on the CPU") != std::string::npos || log.find("memory plan") != std::string::npos)
+      << log;
   EXPECT_EQ(server.stop(), 0) << server.log();
 
   auto bad = testing::run_moetier("serve -m '" + model_path("qwen35moe-tiny-f32") + "' --bogus");

@@ -317,5 +317,71 @@ TEST_F(PlanQwen36, BadParametersAreBadInput) {
   EXPECT_NE(r.status().message().find("-ctk"), std::string::npos) << r.status().message();
 }
 
+// --fit on the Qwen3.6-35B-A3B shape (header only), 65,536 context, the seeds' cards.
+// GPU part of -ngl all -cmoe (SixGigabyteBudgetFitsDenseOnGpuExpertsOnCpu): 4,006,242,816 B.
+TEST_F(PlanQwen36, FitPutsEveryRoutedExpertOnTheCpuForSixAndEightGigabyteCards) {
+  constexpr int64_t kMargin = 1536 * kMiB;
+  for (const int64_t vram_mib : {6144, 8192}) {
+    auto r = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, vram_mib * kMiB, kMargin);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    const Plan& p = r->plan;
+    for (const auto& l : p.layers) {
+      EXPECT_EQ(l.dense, kGpuDevice) << vram_mib << " MiB, layer " << l.layer;
+      EXPECT_EQ(l.experts, kCpuDevice) << vram_mib << " MiB, layer " << l.layer;
+    }
+    EXPECT_EQ(p.output_device, kGpuDevice);
+    ASSERT_TRUE(p.fits.has_value());
+    EXPECT_TRUE(*p.fits);
+    // The budget is the card minus the margin; what is left of it is said.
+    EXPECT_EQ(p.device(kGpuDevice)->budget_bytes, vram_mib * kMiB - kMargin);
+    EXPECT_EQ(*p.gpu_free_bytes, vram_mib * kMiB - kMargin - 4006242816);
+    EXPECT_NE(r->choice.find("every routed expert on the CPU"), std::string::npos) << r->choice;
+    EXPECT_NE(r->choice.find("MiB of the"), std::string::npos) << r->choice;
+  }
+}
+
+TEST_F(PlanQwen36, FitUsesTheWholeGpuWhenEverythingFitsAndTheCpuWhenNothingDoes) {
+  // Everything: 21.9 GB of weights + KV + state + scratch fits 40 GiB.
+  auto big = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 40960 * kMiB, 1536 * kMiB);
+  ASSERT_TRUE(big.is_ok());
+  for (const auto& l : big->plan.layers) EXPECT_EQ(l.experts, kGpuDevice) << l.layer;
+  EXPECT_NE(big->choice.find("everything on the GPU"), std::string::npos);
+  // 3 GiB minus the margin holds not even the 4 GB dense part: no partial offload (the seeds
+  // found partial dense offload slower than none).
+  auto small = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 3072 * kMiB, 1536 * kMiB);
+  ASSERT_TRUE(small.is_ok());
+  EXPECT_EQ(small->plan.device(kGpuDevice), nullptr);
+  for (const auto& l : small->plan.layers) EXPECT_EQ(l.dense, kCpuDevice);
+  EXPECT_EQ(small->params.n_gpu_layers, 0);
+  EXPECT_FALSE(fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 8192 * kMiB, -1).is_ok());
+}
+
+TEST_F(PlanQwen36, OverrideTensorRulesPlaceBlocksParts) {
+  // -ot exps=CPU is -cmoe.
+  const Plan a = plan({.n_ctx = 65536, .override_tensor = {"exps=CPU"}});
+  const Plan b = plan({.n_ctx = 65536, .cpu_moe = true});
+  EXPECT_EQ(a.device(kGpuDevice)->weight_bytes, b.device(kGpuDevice)->weight_bytes);
+  for (const auto& l : a.layers) EXPECT_EQ(l.experts, kCpuDevice);
+  // One dense tensor of block 5 on the CPU takes block 5's dense part (and its experts) there.
+  const Plan c = plan({.n_ctx = 65536, .override_tensor = {"blk\\.5\\.attn_qkv=CPU"}});
+  EXPECT_EQ(c.layers[5].dense, kCpuDevice);
+  EXPECT_EQ(c.layers[5].experts, kCpuDevice);
+  EXPECT_EQ(c.layers[4].dense, kGpuDevice);
+  // Several rules in one flag, GPU device spellings; the first match wins.
+  const Plan d = plan({.n_ctx = 65536, .n_gpu_layers = 0,
+                       .override_tensor = {"blk\\.(0|1)\\.=Vulkan0,output=GPU0", "blk\\.0\\.=CPU"}});
+  EXPECT_EQ(d.layers[0].dense, kGpuDevice);
+  EXPECT_EQ(d.layers[1].dense, kGpuDevice);
+  EXPECT_EQ(d.layers[2].dense, kCpuDevice);
+  EXPECT_EQ(d.output_device, kGpuDevice);
+  // Bad rules are bad input, naming the rule.
+  for (const std::string bad : {"exps", "exps=TPU", "=CPU", "exps(=CPU"}) {
+    auto r = make_plan(hp, arch, tensors, {.override_tensor = {bad}});
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_EQ(r.status().kind(), ErrorKind::kBadInput);
+    EXPECT_NE(r.status().message().find("-ot"), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace moetier

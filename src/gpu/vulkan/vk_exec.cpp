@@ -32,6 +32,14 @@ Result<uint64_t> gpu_free_bytes(int index) {
   return d.budget_bytes > d.used_bytes ? d.budget_bytes - d.used_bytes : 0;
 }
 
+Result<uint64_t> gpu_used_bytes(int index) {
+  ASSIGN_OR_RETURN(auto devices, vk::list_devices());
+  if (index < 0 || index >= static_cast<int>(devices.size())) {
+    return Status::bad_input(fmt::format("-dev {}: there are {} Vulkan devices", index, devices.size()));
+  }
+  return devices[static_cast<size_t>(index)].used_bytes;
+}
+
 }  // namespace moetier
 
 namespace moetier::vk {
@@ -47,6 +55,7 @@ void GpuSequenceState::clear() {
 Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(const HParams& hp, const GpuBackendOptions& options) {
   std::unique_ptr<VulkanBackend> b(new VulkanBackend(hp, options));
   ASSIGN_OR_RETURN(b->dev_, Device::open(options.device));
+  b->dev_->allocator().set_limit(options.memory_limit_bytes);
   RETURN_IF_ERROR(b->allocate_scratch());
   return b;
 }

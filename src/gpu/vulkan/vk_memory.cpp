@@ -54,6 +54,12 @@ Result<BufferRef> Allocator::take(uint64_t bytes, bool host, MemoryUse use) {
                                        bytes, max_range_));
   }
   const uint64_t size = (bytes + alignment_ - 1) / alignment_ * alignment_;
+  if (!host && limit_ > 0 && device_bytes() + size > limit_) {
+    return Status::runtime(fmt::format("GPU memory budget (--vram-budget {:.0f} MiB) exhausted: {:.1f} MiB in use, {:.1f} MiB "
+                                       "more asked for {}",
+                                       limit_ / 1048576.0, device_bytes() / 1048576.0, size / 1048576.0,
+                                       memory_use_name(use)));
+  }
   for (auto& c : chunks_) {
     if (c.host == host && c.size - c.used >= size) {
       BufferRef r{.buffer = c.buffer, .offset = c.used, .size = bytes, .mapped = c.mapped ? c.mapped + c.used : nullptr};

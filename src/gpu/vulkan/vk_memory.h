@@ -48,6 +48,8 @@ class Allocator {
   uint64_t bytes(MemoryUse use) const { return used_[static_cast<int>(use)]; }
   uint64_t device_bytes() const;  // everything but staging
   uint64_t max_range() const { return max_range_; }
+  // --vram-budget: refuse device allocations that would take the total past `bytes` (0: none).
+  void set_limit(uint64_t bytes) { limit_ = bytes; }
 
  private:
   struct Chunk {
@@ -64,6 +66,7 @@ class Allocator {
   uint64_t alignment_;
   std::vector<Chunk> chunks_;
   uint64_t used_[kMemoryUses] = {};
+  uint64_t limit_ = 0;
 };
 
 }  // namespace moetier::vk

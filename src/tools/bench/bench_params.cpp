@@ -135,6 +135,11 @@ constexpr const char* kEpilog =
     "                          the LM head, one token_embd row, n_expert_used/n_expert of the routed experts\n"
     "  achieved_gbps           weight_bytes_per_token x tg t/s / 1e9 (tg tests; null otherwise)\n"
     "  peak_rss_bytes          the process's peak resident memory after the test (VmHWM)\n"
+    "  gpu_device              the GPU the test ran on (null: CPU only)\n"
+    "  gpu_weight_bytes, gpu_kv_bytes, gpu_state_bytes, gpu_scratch_bytes\n"
+    "                          what moetier allocated on the GPU, by purpose (deterministic)\n"
+    "  vram_used_delta_bytes   device memory in use after the test minus before loading it (the seeds'\n"
+    "                          peak - idle method; needs VK_EXT_memory_budget, else null)\n"
     "  cpu_isa                 the SIMD features the kernels may use\n"
     "  profile                 with --profile (json/jsonl): ms, % and calls per repetition by block type\n"
     "\n"
@@ -241,7 +246,10 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              return Status::ok();
            });
   p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
-  p.section("placement (llama.cpp spelling; no GPU backend yet: everything runs on the CPU)");
+  p.section("placement (llama.cpp spelling; Vulkan GPU backend; without a hardware GPU everything runs on the CPU)");
+  p.option({"-dev", "--device"}, "N", "Vulkan device (see 'moetier run --list-devices'; default: the first hardware GPU)",
+           &b.device);
+  p.option({"--vram-budget"}, "MiB", "use at most this much GPU memory", &b.vram_budget_mib);
   p.option({"-ngl", "--n-gpu-layers"}, "N", "layers on the GPU (default -1)",
            int_list(&b.n_gpu_layers, "-ngl", INT64_MIN, /*allow_negative=*/true));
   p.option({"-ncmoe", "--n-cpu-moe"}, "N", "keep the routed experts of the first N layers on the CPU (default 0)",

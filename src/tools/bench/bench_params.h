@@ -50,6 +50,8 @@ struct BenchParams {
   bool verbose = false;                      // -v
   int64_t delay_seconds = 0;                 // --delay: pause before each test
   uint32_t seed = 1234;                      // --seed: random token ids
+  int device = -1;                           // -dev: Vulkan device (default: the first hardware GPU)
+  int64_t vram_budget_mib = 0;               // --vram-budget: cap GPU memory (a big GPU behaves like a small one)
 };
 
 // Registers every bench flag on `parser`, writing into `params`.

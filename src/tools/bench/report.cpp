@@ -123,6 +123,12 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       opt_real("bandwidth_fraction", r.bandwidth_fraction()),
       opt_num("estimate_n_layer", r.estimate ? std::optional<int64_t>(r.estimate->n_layer) : std::nullopt),
       opt_real("estimate_ts", r.estimate ? std::optional<double>(r.estimate->ts) : std::nullopt),
+      r.gpu ? str("gpu_device", r.gpu->device) : Field{"gpu_device", Kind::kNull, ""},
+      opt_num("gpu_weight_bytes", r.gpu ? std::optional<int64_t>(r.gpu->weight_bytes) : std::nullopt),
+      opt_num("gpu_kv_bytes", r.gpu ? std::optional<int64_t>(r.gpu->kv_bytes) : std::nullopt),
+      opt_num("gpu_state_bytes", r.gpu ? std::optional<int64_t>(r.gpu->state_bytes) : std::nullopt),
+      opt_num("gpu_scratch_bytes", r.gpu ? std::optional<int64_t>(r.gpu->scratch_bytes) : std::nullopt),
+      opt_num("vram_used_delta_bytes", r.vram_used_delta_bytes),
   };
 }
 

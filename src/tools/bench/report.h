@@ -4,6 +4,8 @@
 // (weight_bytes_per_token, achieved_gbps, peak_rss_bytes, cpu_isa) come after stddev_ts.
 #pragma once
 
+#include "model/model.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -58,6 +60,8 @@ struct TestResult {
   std::vector<ProfileRow> profile;   // empty without --profile
   std::optional<double> machine_read_gbps;  // --membw
   std::optional<LayerEstimate> estimate;    // --scale-layers
+  std::optional<GpuMemoryReport> gpu;       // the GPU part, when the test placed layers there
+  std::optional<int64_t> vram_used_delta_bytes;
 
   // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns;
   // averages are plain means, deviations are sample standard deviations (n - 1; 0 for one sample).

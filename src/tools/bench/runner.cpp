@@ -1,4 +1,6 @@
 #include "tools/bench/runner.h"
+#include "model/gpu_backend.h"
+#include "tools/session.h"
 
 #include <chrono>
 #include <cstdio>
@@ -220,6 +222,40 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
 
   // llama-bench's context: exactly what one repetition needs (the warm-up needs no more).
   const int64_t n_ctx = std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen);
+
+  // The test's placement (-ngl, -ncmoe, -ot): re-placed only when it differs from the last.
+  std::vector<std::string> overrides;
+  for (size_t start = 0; start < test.tensor_overrides.size();) {
+    const size_t semi = test.tensor_overrides.find(';', start);
+    overrides.push_back(test.tensor_overrides.substr(start, semi == std::string::npos ? std::string::npos : semi - start));
+    start = semi == std::string::npos ? test.tensor_overrides.size() : semi + 1;
+  }
+  ASSIGN_OR_RETURN(PlacementDecision placement,
+                   decide_placement(*loaded.file, model.hparams(),
+                                    {.n_gpu_layers = std::to_string(test.n_gpu_layers),
+                                     .n_cpu_moe = test.n_cpu_moe,
+                                     .override_tensor = overrides,
+                                     .device = options.device,
+                                     .fit = "off",
+                                     .vram_budget_mib = options.vram_budget_mib,
+                                     .n_ctx = n_ctx,
+                                     .type_k = test.type_k,
+                                     .type_v = test.type_v,
+                                     .n_ubatch = std::min(test.n_ubatch, test.n_batch),
+                                     .progress = true}));
+  const std::string layout = placement.gpu_part ? fmt::format("ngl={} ncmoe={} ot={}", test.n_gpu_layers, test.n_cpu_moe,
+                                                               test.tensor_overrides)
+                                                : "";
+  std::optional<uint64_t> used_before;
+  if (layout != loaded.placement) {
+    if (!placement.note.empty()) std::fprintf(stderr, "moetier bench: %s\n", placement.note.c_str());
+    RETURN_IF_ERROR(model.place_on_gpu({}));  // release the previous layout first
+    if (placement.gpu_part) {
+      if (auto used = gpu_used_bytes(placement.gpu.device); used && *used > 0) used_before = *used;
+      RETURN_IF_ERROR(model.place_on_gpu(placement.gpu));
+    }
+    loaded.placement = layout;
+  }
   auto seq = model.new_sequence({.n_ctx = n_ctx, .type_k = test.type_k, .type_v = test.type_v});
   if (!seq) return seq.status().with_context(loaded.path);
   // A micro-batch never exceeds the logical batch (llama.cpp clamps -ub to -b the same way).
@@ -259,6 +295,10 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
     }
   }
   result.peak_rss_bytes = peak_rss_bytes();
+  result.gpu = model.gpu_memory();
+  if (result.gpu && used_before && result.gpu->used_bytes > 0) {
+    result.vram_used_delta_bytes = static_cast<int64_t>(result.gpu->used_bytes) - static_cast<int64_t>(*used_before);
+  }
   if (options.profile) result.profile = summarize_profile(profiler, total_ns, options.repetitions);
   if (options.scale_layers > 0 && total_ns > 0) {
     // Time outside the layers (embedding lookup, final norm + LM head) is per token and does

@@ -22,6 +22,7 @@ struct LoadedModel {
   int32_t bos_token = -1;  // >= 0 when the model's metadata asks for BOS at the start
   std::string path;
   bool use_mmap = true;
+  std::string placement;  // the GPU layout now in place ("" = all on the CPU)
 };
 
 // Opens `path` (mmap or read into RAM) and binds the model. Errors name the file.
@@ -39,6 +40,8 @@ struct RunOptions {
   bool verbose = false;      // every repetition's time on stderr
   uint32_t seed = 1234;      // random token ids
   std::string progress_prefix;  // "[2/6] tg128" for the progress lines on stderr
+  int device = -1;              // -dev
+  int64_t vram_budget_mib = 0;  // --vram-budget
 };
 
 // Runs `test` on `loaded`. Errors (context allocation, forward failures) are values.

@@ -123,9 +123,6 @@ std::string render_plan_text(const Plan& plan, const PlanParams& params, const H
     out += *plan.fits_ram ? fmt::format("  CPU RAM fits its budget with {} left\n", bytes(*plan.ram_free_bytes))
                           : fmt::format("  CPU RAM does NOT fit: {} over its budget\n", bytes(-*plan.ram_free_bytes));
   }
-  if (plan.device(kGpuDevice) != nullptr) {
-    out += "  note: moetier has no GPU backend yet; this is the placement it would use, today everything runs on the CPU\n";
-  }
   return out;
 }
 

@@ -1,0 +1,175 @@
+// Where the model runs: the placement flags (or --fit) → a memory plan (runtime/plan.h) →
+// the GPU backend, with the plan printed as a table at load. Any GPU failure (no driver,
+// out of memory) ends in a clear message and the CPU path, never in a crash.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "model/gpu_backend.h"
+#include "tools/inspect/render.h"
+#include "tools/inspect/summary.h"
+#include "tools/session.h"
+
+namespace moetier {
+
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+Result<int64_t> parse_gpu_layers(const std::string& v) {
+  if (v.empty() || v == "all" || v == "auto") return -1;
+  ASSIGN_OR_RETURN(int64_t n, parse_int(v, "flag '-ngl'"));
+  if (n < -1) return Status::bad_input("-ngl must be 'all', -1 or >= 0");
+  return n;
+}
+
+struct GpuChoice {
+  int index = -1;  // -1: none usable
+  std::string why_not;
+};
+
+// -dev, else the first hardware GPU: software rasterisers (lavapipe) run on the CPU and are
+// slower there than moetier's own CPU path, so they are used only when asked for by -dev.
+GpuChoice choose_gpu(int device) {
+  auto devices = list_gpu_devices();
+  if (!devices) return {.why_not = devices.status().message()};
+  if (device >= 0) {
+    if (device >= static_cast<int>(devices->size())) {
+      return {.why_not = fmt::format("-dev {}: there are {} Vulkan devices (see --list-devices)", device,
+                                     devices->size())};
+    }
+    return {.index = device};
+  }
+  for (size_t i = 0; i < devices->size(); ++i) {
+    if ((*devices)[i].find("CPU (software)") == std::string::npos) return {.index = static_cast<int>(i)};
+  }
+  if (devices->empty()) return {.why_not = "no Vulkan devices"};
+  return {.why_not = "only a software Vulkan device is present (" + (*devices)[0] +
+                     "); it runs on the CPU, slower than the CPU path (-dev 0 uses it anyway)"};
+}
+
+bool has_gpu_part(const Plan& plan) { return plan.device(kGpuDevice) != nullptr && plan.device(kGpuDevice)->weight_bytes > 0; }
+
+std::string mib(uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<double>(b) / kMiB); }
+
+}  // namespace
+
+Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HParams& hp, const PlacementRequest& r) {
+  if (r.fit != "on" && r.fit != "off" && r.fit != "auto") {
+    return Status::bad_input(fmt::format("--fit: '{}' is not one of on, off, auto", r.fit));
+  }
+  if (r.fit_margin_mib < 0) return Status::bad_input("--fit-margin must not be negative");
+  if (r.vram_budget_mib < 0) return Status::bad_input("--vram-budget must not be negative");
+  const bool explicit_layout = !r.n_gpu_layers.empty() || r.n_cpu_moe > 0 || r.cpu_moe || !r.override_tensor.empty();
+  const bool fit = r.fit == "on" || (r.fit == "auto" && !explicit_layout);
+  const ArchInfo* arch = find_arch(hp.arch);
+  CHECK(arch != nullptr);
+  const inspect::Summary summary = inspect::summarize(file.header());
+  const std::vector<PlanTensor> tensors = inspect::plan_tensors(file.header(), summary);
+
+  PlacementDecision d;
+  PlanParams& params = d.params;
+  params = PlanParams{.n_ctx = r.n_ctx,
+                      .type_k = r.type_k,
+                      .type_v = r.type_v,
+                      .n_seq = r.n_seq,
+                      .n_gpu_layers = 0,
+                      .n_cpu_moe = r.n_cpu_moe,
+                      .cpu_moe = r.cpu_moe,
+                      .n_ubatch = r.n_ubatch,
+                      .vram_budget_bytes = r.vram_budget_mib * kMiB,
+                      .override_tensor = r.override_tensor};
+  auto cpu_only = [&]() -> Status {
+    params.n_gpu_layers = 0;
+    params.cpu_moe = false;
+    params.n_cpu_moe = 0;
+    params.override_tensor.clear();
+    params.vram_budget_bytes = 0;
+    ASSIGN_OR_RETURN(d.plan, make_plan(hp, *arch, tensors, params));
+    return Status::ok();
+  };
+  GpuChoice gpu;
+  if (fit) {
+    gpu = choose_gpu(r.device);
+    if (gpu.index < 0) {
+      if (r.fit == "on" || r.vram_budget_mib > 0) d.note = "--fit: no GPU (" + gpu.why_not + "): everything on the CPU";
+      RETURN_IF_ERROR(cpu_only());
+    } else {
+      int64_t free_bytes = r.vram_budget_mib * kMiB;
+      if (free_bytes == 0) {
+        auto f = gpu_free_bytes(gpu.index);
+        free_bytes = f ? static_cast<int64_t>(*f) : 0;
+      }
+      ASSIGN_OR_RETURN(FitResult fr, fit_plan(hp, *arch, tensors, params, free_bytes, r.fit_margin_mib * kMiB));
+      d.plan = std::move(fr.plan);
+      params = fr.params;
+      d.note = fr.choice;
+    }
+  } else {
+    ASSIGN_OR_RETURN(params.n_gpu_layers, parse_gpu_layers(r.n_gpu_layers));
+    if (r.n_gpu_layers.empty() && !explicit_layout) params.n_gpu_layers = 0;  // --fit off and no flags: CPU
+    ASSIGN_OR_RETURN(d.plan, make_plan(hp, *arch, tensors, params));
+    if (has_gpu_part(d.plan)) {
+      gpu = choose_gpu(r.device);
+      if (gpu.index < 0) {
+        d.note = "no GPU: " + gpu.why_not + "; everything runs on the CPU";
+        RETURN_IF_ERROR(cpu_only());
+      } else if (d.plan.fits.has_value() && !*d.plan.fits) {
+        d.note = fmt::format("warning: the GPU part needs {} more than --vram-budget {} MiB",
+                             mib(static_cast<uint64_t>(-*d.plan.gpu_free_bytes)), r.vram_budget_mib);
+      }
+    }
+  }
+  d.gpu_part = has_gpu_part(d.plan);
+  d.gpu = GpuPlacement{.device = gpu.index, .progress = r.progress, .memory_limit_bytes = static_cast<uint64_t>(r.vram_budget_mib * kMiB)};
+  for (int64_t il = 0; il < hp.n_layer && d.gpu_part; ++il) {
+    const LayerPlan& lp = d.plan.layers[static_cast<size_t>(il)];
+    d.gpu.layer_on_gpu.push_back(lp.dense == kGpuDevice);
+    d.gpu.experts_on_gpu.push_back(lp.experts == kGpuDevice);
+  }
+  d.gpu.output_on_gpu = d.gpu_part && d.plan.output_device == kGpuDevice;
+  // Keep the CPU-only fallback plan at hand for callers whose GPU placement fails.
+  PlanParams fallback = params;
+  fallback.n_gpu_layers = 0;
+  fallback.cpu_moe = false;
+  fallback.n_cpu_moe = 0;
+  fallback.override_tensor.clear();
+  fallback.vram_budget_bytes = 0;
+  ASSIGN_OR_RETURN(d.cpu_plan, make_plan(hp, *arch, tensors, fallback));
+  return d;
+}
+
+Status place_model(Session& s, const EngineFlags& flags, const SessionOptions& options, const KvCacheOptions& kv) {
+  const HParams& hp = s.model->hparams();
+  ASSIGN_OR_RETURN(PlacementDecision d, decide_placement(*s.file, hp,
+                                                         {.n_gpu_layers = flags.n_gpu_layers,
+                                                          .n_cpu_moe = flags.n_cpu_moe,
+                                                          .cpu_moe = flags.cpu_moe,
+                                                          .override_tensor = flags.override_tensor,
+                                                          .device = flags.device,
+                                                          .fit = flags.fit,
+                                                          .fit_margin_mib = flags.fit_margin_mib,
+                                                          .vram_budget_mib = flags.vram_budget_mib,
+                                                          .n_ctx = kv.n_ctx,
+                                                          .type_k = kv.type_k,
+                                                          .type_v = kv.type_v,
+                                                          .n_seq = options.n_seq,
+                                                          .n_ubatch = flags.n_ubatch,
+                                                          .progress = !options.quiet}));
+  if (!options.quiet && !d.note.empty()) std::fprintf(stderr, "moetier: %s\n", d.note.c_str());
+  if (d.gpu_part) {
+    if (!options.quiet) std::fputs(inspect::render_plan_text(d.plan, d.params, hp).c_str(), stderr);
+    if (Status st = s.model->place_on_gpu(d.gpu); !st) {
+      std::fprintf(stderr, "moetier: GPU: %s; running everything on the CPU\n", st.message().c_str());
+      d.plan = d.cpu_plan;
+    } else if (!options.quiet) {
+      const auto m = s.model->gpu_memory();
+      std::fprintf(stderr, "moetier: GPU %s: weights %s, scratch %s (KV cache and state as sequences are made)\n",
+                   m->device.c_str(), mib(m->weight_bytes).c_str(), mib(m->scratch_bytes).c_str());
+    }
+  }
+  s.plan = std::move(d.plan);
+  return Status::ok();
+}
+
+}  // namespace moetier
