@@ -238,6 +238,15 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
   return plan;
 }
 
+PlanParams cpu_only(PlanParams p) {
+  p.n_gpu_layers = 0;
+  p.cpu_moe = false;
+  p.n_cpu_moe = 0;
+  p.override_tensor.clear();
+  p.vram_budget_bytes = 0;
+  return p;
+}
+
 Result<FitResult> fit_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
                            const PlanParams& base, int64_t free_bytes, int64_t margin_bytes) {
   if (margin_bytes < 0) return Status::bad_input("--fit-margin must not be negative");
@@ -268,12 +277,7 @@ Result<FitResult> fit_plan(const HParams& hp, const ArchInfo& arch, const std::v
       }
     }
   }
-  PlanParams p = base;
-  p.n_gpu_layers = 0;
-  p.cpu_moe = false;
-  p.n_cpu_moe = 0;
-  p.override_tensor.clear();
-  p.vram_budget_bytes = 0;
+  PlanParams p = cpu_only(base);
   ASSIGN_OR_RETURN(Plan plan, make_plan(hp, arch, tensors, p));
   return FitResult{.params = std::move(p),
                    .plan = std::move(plan),

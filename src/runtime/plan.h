@@ -116,6 +116,9 @@ int64_t estimate_scratch_bytes(const HParams& hp, int64_t n_ubatch, bool holds_o
 Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
                        const PlanParams& params);
 
+// `p` with nothing on the GPU: -ngl 0, no -ncmoe/-cmoe/-ot, no VRAM budget.
+PlanParams cpu_only(PlanParams p);
+
 // --fit: the best plan for `free_bytes` of GPU memory, keeping `margin_bytes` of it free
 // (the headroom the seeds needed: a driver that runs out spills to system RAM silently).
 // Candidates, in order, as the seeds measured them (../shared/docs/mission.md):

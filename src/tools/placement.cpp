@@ -79,12 +79,8 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
                       .n_ubatch = r.n_ubatch,
                       .vram_budget_bytes = r.vram_budget_mib * kMiB,
                       .override_tensor = r.override_tensor};
-  auto cpu_only = [&]() -> Status {
-    params.n_gpu_layers = 0;
-    params.cpu_moe = false;
-    params.n_cpu_moe = 0;
-    params.override_tensor.clear();
-    params.vram_budget_bytes = 0;
+  auto run_on_cpu = [&]() -> Status {
+    params = cpu_only(params);
     ASSIGN_OR_RETURN(d.plan, make_plan(hp, *arch, tensors, params));
     return Status::ok();
   };
@@ -93,7 +89,7 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
     gpu = choose_gpu(r.device);
     if (gpu.index < 0) {
       if (r.fit == "on" || r.vram_budget_mib > 0) d.note = "--fit: no GPU (" + gpu.why_not + "): everything on the CPU";
-      RETURN_IF_ERROR(cpu_only());
+      RETURN_IF_ERROR(run_on_cpu());
     } else {
       int64_t free_bytes = r.vram_budget_mib * kMiB;
       if (free_bytes == 0) {
@@ -113,7 +109,7 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
       gpu = choose_gpu(r.device);
       if (gpu.index < 0) {
         d.note = "no GPU: " + gpu.why_not + "; everything runs on the CPU";
-        RETURN_IF_ERROR(cpu_only());
+        RETURN_IF_ERROR(run_on_cpu());
       } else if (d.plan.fits.has_value() && !*d.plan.fits) {
         d.note = fmt::format("warning: the GPU part needs {} more than --vram-budget {} MiB",
                              mib(static_cast<uint64_t>(-*d.plan.gpu_free_bytes)), r.vram_budget_mib);
@@ -129,13 +125,7 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
   }
   d.gpu.output_on_gpu = d.gpu_part && d.plan.output_device == kGpuDevice;
   // Keep the CPU-only fallback plan at hand for callers whose GPU placement fails.
-  PlanParams fallback = params;
-  fallback.n_gpu_layers = 0;
-  fallback.cpu_moe = false;
-  fallback.n_cpu_moe = 0;
-  fallback.override_tensor.clear();
-  fallback.vram_budget_bytes = 0;
-  ASSIGN_OR_RETURN(d.cpu_plan, make_plan(hp, *arch, tensors, fallback));
+  ASSIGN_OR_RETURN(d.cpu_plan, make_plan(hp, *arch, tensors, cpu_only(params)));
   return d;
 }
 

@@ -118,13 +118,7 @@ TEST_P(BatchedSequences, EqualEachSequenceAloneBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Ref, BatchedSequences,
                          ::testing::Values("qwen35moe-small-ud_mix", "qwen35moe-tiny-mixed", "qwen3moe-small-q4_k_m"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return s;
-                         });
+                         [](const auto& info) { return testing::param_name(info.param); });
 
 TEST(BatchedSequencesErrors, BadBatchesAreClearErrors) {
   Loaded l = load("qwen35moe-tiny-f32", 512);

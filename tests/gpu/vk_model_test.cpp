@@ -159,21 +159,8 @@ INSTANTIATE_TEST_SUITE_P(Ref, GpuModel,
                          ::testing::Values("qwen35moe-tiny-f32", "qwen3moe-tiny-f32", "qwen35moe-tiny-mixed",
                                            "qwen35moe-small-q4_k_m", "qwen35moe-small-ud_mix", "qwen35moe-small-iq4_xs",
                                            "qwen3moe-small-q4_k_m"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return s;
-                         });
+                         [](const auto& info) { return testing::param_name(info.param); });
 
-}  // namespace
-}  // namespace moetier
-#endif
-
-#if MOETIER_HAVE_VULKAN
-namespace moetier {
-namespace {
 
 // One layer at a time on the same input (the CPU's residual stream before the layer, from a
 // random start): the GPU layer against the CPU layer. Most rows agree to float rounding; a row may differ by
@@ -234,21 +221,8 @@ TEST_P(GpuLayer, EachLayerOnTheGpuMatchesTheCpuLayer) {
 INSTANTIATE_TEST_SUITE_P(Ref, GpuLayer,
                          ::testing::Values("qwen35moe-tiny-mixed", "qwen35moe-small-ud_mix", "qwen35moe-small-iq4_xs",
                                            "qwen3moe-small-q4_k_m"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return s;
-                         });
+                         [](const auto& info) { return testing::param_name(info.param); });
 
-}  // namespace
-}  // namespace moetier
-#endif
-
-#if MOETIER_HAVE_VULKAN
-namespace moetier {
-namespace {
 
 // The command line a user runs: `moetier run` with the seed's placement on the first Vulkan
 // device prints the plan, uploads, and generates llama.cpp's greedy text (F32 model: all 32
@@ -305,13 +279,6 @@ TEST(GpuCli, ServeWithGpuLayersAnswersLikeTheCpuServer) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-}  // namespace
-}  // namespace moetier
-#endif
-
-#if MOETIER_HAVE_VULKAN
-namespace moetier {
-namespace {
 
 // Continuous batching on the GPU: every GPU kernel computes each token row (or expert pair)
 // independently of the others in its batch, so — as on the CPU — two sequences decoded in

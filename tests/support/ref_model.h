@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ inline std::vector<int32_t> ref_prompt_tokens(const std::string& model, const st
   }
   ADD_FAILURE() << "no case " << model << "/" << prompt_id;
   return {};
+}
+
+// A gtest parameter name from a model name ("qwen35moe-tiny-f32" → "qwen35moe_tiny_f32").
+inline std::string param_name(std::string s) {
+  for (char& ch : s) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return s;
 }
 
 }  // namespace moetier::testing
