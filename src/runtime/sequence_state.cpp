@@ -9,13 +9,20 @@ namespace moetier {
 
 Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& layers,
                                             const KvCacheOptions& options) {
-  if (options.type_k != DType::F32 && options.type_k != DType::F16) {
-    return Status::bad_input(fmt::format("KV cache type '{}' is not supported yet (use f32 or f16)",
-                                         dtype_name(options.type_k)));
+  for (const DType t : {options.type_k, options.type_v}) {
+    if (t != DType::F32 && t != DType::F16 && t != DType::Q8_0 && t != DType::Q4_0) {
+      return Status::bad_input(
+          fmt::format("KV cache type '{}' is not supported (use f32, f16, q8_0 or q4_0)", dtype_name(t)));
+    }
   }
-  if (options.type_v != DType::F32 && options.type_v != DType::F16) {
-    return Status::bad_input(fmt::format("KV cache type '{}' is not supported yet (use f32 or f16)",
-                                         dtype_name(options.type_v)));
+  for (const auto& spec : layers) {
+    // Block types cut each head's slice of a row into whole blocks of 32.
+    for (const auto& [t, elems] : {std::pair{options.type_k, spec.k_row_elems}, std::pair{options.type_v, spec.v_row_elems}}) {
+      if (elems > 0 && elems % dtype_traits(t).block_elems != 0) {
+        return Status::bad_input(fmt::format("KV cache type {} needs rows of a multiple of {} elements (got {})",
+                                             dtype_name(t), dtype_traits(t).block_elems, elems));
+      }
+    }
   }
   if (options.n_ctx <= 0) return Status::bad_input("context size must be positive");
   SequenceState s;

@@ -17,8 +17,8 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)", &f.n_threads);
   p.option({"-b", "--batch-size"}, "N", "logical batch size (default 2048)", &f.n_batch);
   p.option({"-ub", "--ubatch-size"}, "N", "tokens per forward micro-batch (default 512)", &f.n_ubatch);
-  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f32 or f16 (default f16)", &f.cache_type_k);
-  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32 or f16 (default f16)", &f.cache_type_v);
+  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f32, f16, q8_0 or q4_0 (default f16)", &f.cache_type_k);
+  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32, f16, q8_0 or q4_0 (default f16)", &f.cache_type_v);
   p.flag({"--no-mmap"}, &f.no_mmap, "read the model into RAM instead of mapping it (recommended with CPU experts)");
   p.flag({"--mlock"}, &f.mlock, "lock the model in RAM");
   p.option({"-fa", "--flash-attn"}, "on|off|auto", "accepted for compatibility; CPU attention is exact either way",
@@ -77,7 +77,10 @@ void add_sampling_flags(ArgParser& p, SamplerParams& s) {
 Result<DType> parse_cache_type(const std::string& name, const char* flag) {
   if (name == "f32") return DType::F32;
   if (name == "f16") return DType::F16;
-  return Status::bad_input(fmt::format("{}: KV cache type '{}' is not supported (supported: f32, f16)", flag, name));
+  if (name == "q8_0") return DType::Q8_0;
+  if (name == "q4_0") return DType::Q4_0;
+  return Status::bad_input(
+      fmt::format("{}: KV cache type '{}' is not supported (supported: f32, f16, q8_0, q4_0)", flag, name));
 }
 
 int print_gpu_devices() {

@@ -243,6 +243,13 @@ TEST(GpuCli, RunWithDenseOnGpuExpertsOnCpuGeneratesTheCpuText) {
   const auto all = testing::run_moetier(common + " -dev 0 -ngl all");
   ASSERT_EQ(all.rc, 0) << all.err;
   EXPECT_EQ(all.out, cpu.out);
+  // Quantized KV caches (-ctk q8_0 -ctv q4_0): the GPU stores the CPU's blocks.
+  const std::string qkv = " -ctk q8_0 -ctv q4_0";
+  const auto cpu_q = testing::run_moetier("run -m '" + model + "' -f '" + kRef + "/prompts/p2_short.txt' -n 32 --temp 0 --ignore-eos -t 2 -ngl 0" + qkv);
+  const auto gpu_q = testing::run_moetier("run -m '" + model + "' -f '" + kRef + "/prompts/p2_short.txt' -n 32 --temp 0 --ignore-eos -t 2 -dev 0 -ngl all" + qkv);
+  ASSERT_EQ(cpu_q.rc, 0) << cpu_q.err;
+  ASSERT_EQ(gpu_q.rc, 0) << gpu_q.err;
+  EXPECT_EQ(gpu_q.out, cpu_q.out);
   // A device index past the last one: a clear message, and the CPU does the work.
   const auto bad = testing::run_moetier(common + " -dev 9 -ngl all");
   ASSERT_EQ(bad.rc, 0) << bad.err;

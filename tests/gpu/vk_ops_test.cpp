@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "cpu/ops.h"
 #include "gpu/vulkan/vk_ops.h"
 #include "tensor/fp16.h"
+#include "tensor/type_ops.h"
 
 namespace moetier {
 namespace {
@@ -119,13 +121,34 @@ TEST(GpuOps, AddSiluMulAndKvStore) {
   }
   // f16 cache rows at positions 3.. of a 10-row cache, from rows 1.. of the source.
   auto cache = g.zeros(10 * n / 2);
-  ASSERT_TRUE(vk::kv_store(*dev, {.buffer = gb, .stride = n, .offset = n}, 2, n, cache, 3, true).is_ok());
+  ASSERT_TRUE(vk::kv_store(*dev, {.buffer = gb, .stride = n, .offset = n}, 2, n, cache, 3, DType::F16).is_ok());
   const auto words = g.down<uint32_t>(cache, 10 * n / 2);
   for (int64_t r = 0; r < 2; ++r) {
     for (int64_t i = 0; i < n; ++i) {
       const uint32_t w = words[static_cast<size_t>((3 + r) * n / 2 + i / 2)];
       const uint16_t h = static_cast<uint16_t>(i % 2 ? w >> 16 : w & 0xFFFF);
       EXPECT_EQ(h, f32_to_fp16(b[static_cast<size_t>((1 + r) * n + i)])) << r << "," << i;
+    }
+  }
+}
+
+TEST(GpuOps, QuantizedKvRowsEqualTheCpuQuantizers) {
+  GPU_OR_SKIP(dev);
+  Gpu g{*dev};
+  const int64_t width = 256, rows = 3;
+  auto x = randn(static_cast<size_t>(width * rows), 21, 2.0f);
+  x[5] = -x[9];  // a magnitude tie inside the first block (q4_0 takes the first)
+  auto gx = g.up(x);
+  for (const DType t : {DType::Q8_0, DType::Q4_0}) {
+    const int64_t row_bytes = dtype_row_bytes(t, width);
+    auto cache = g.zeros(static_cast<size_t>(row_bytes * (rows + 2) / 4));
+    ASSERT_TRUE(vk::kv_store(*dev, {.buffer = gx, .stride = width}, rows, width, cache, 2, t).is_ok());
+    const auto words = g.down<uint32_t>(cache, static_cast<size_t>(row_bytes * (rows + 2) / 4));
+    const auto* bytes = reinterpret_cast<const uint8_t*>(words.data());
+    std::vector<uint8_t> want(static_cast<size_t>(row_bytes));
+    for (int64_t r = 0; r < rows; ++r) {
+      type_ops(t)->quantize_row(&x[static_cast<size_t>(r * width)], want.data(), width);
+      EXPECT_EQ(std::memcmp(bytes + (2 + r) * row_bytes, want.data(), want.size()), 0) << dtype_name(t) << " row " << r;
     }
   }
 }
@@ -142,7 +165,8 @@ TEST(GpuOps, CausalAttentionWithGqaAndOutputGate) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   ASSERT_TRUE(vk::attention(*dev,
                             {.hd = hd, .n_head = n_head, .n_head_kv = n_kv, .n_rows = rows, .row_base = 0, .pos0 = pos0,
-                             .scale = scale, .kv_f16 = false, .has_gate = true, .gate_row_stride = n_head * hd,
+                             .scale = scale, .k_type = DType::F32, .v_type = DType::F32, .has_gate = true,
+                             .gate_row_stride = n_head * hd,
                              .gate_head_stride = hd, .gate_offset = 0},
                             gq, gk, gv, gs, go, ggate).is_ok());
   const auto got = g.down<float>(go, q.size());

@@ -56,20 +56,16 @@ void VulkanBackend::attention(const AttentionWeights& w, const AttentionShape& s
     GpuSequenceState* st = state_of(sr);
     if (!st) return;
     const auto& cache = st->layer(layer);
-    const bool k_f16 = sr.seq->options().type_k == DType::F16, v_f16 = sr.seq->options().type_v == DType::F16;
+    const DType type_k = sr.seq->options().type_k, type_v = sr.seq->options().type_v;
     const int64_t pos0 = sr.seq->n_past();
     fail(kv_store(*dev_, {.buffer = k, .stride = kv_width, .offset = sr.row_begin * kv_width}, sr.n_rows, kv_width,
-                  cache.k, pos0, k_f16));
+                  cache.k, pos0, type_k));
     fail(kv_store(*dev_, {.buffer = v, .stride = kv_width, .offset = sr.row_begin * kv_width}, sr.n_rows, kv_width,
-                  cache.v, pos0, v_f16));
-    if (k_f16 != v_f16) {
-      fail(Status::bad_input("the GPU attention needs -ctk and -ctv of the same type"));
-      return;
-    }
+                  cache.v, pos0, type_v));
     fail(vk::attention(*dev_,
                        {.hd = hd, .n_head = s.n_head, .n_head_kv = s.n_head_kv, .n_rows = sr.n_rows,
                         .row_base = sr.row_begin, .pos0 = pos0, .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
-                        .kv_f16 = k_f16, .has_gate = s.output_gate, .gate_row_stride = q_width,
+                        .k_type = type_k, .v_type = type_v, .has_gate = s.output_gate, .gate_row_stride = q_width,
                         .gate_head_stride = 2 * hd, .gate_offset = hd},
                        q, cache.k, cache.v, scores_, attn, q_full));
   }

@@ -58,15 +58,16 @@ Status add(Device& dev, const RowsView& a, const RowsView& b, int64_t n, int64_t
 // out = silu(gate) · up.
 Status silu_mul(Device& dev, const RowsView& gate, const RowsView& up, const RowsView& out, int64_t n, int64_t n_rows);
 
-// f32 rows → a cache at positions first_row ... (f16 or f32 cache rows of `width` elements).
+// f32 rows → a cache at positions first_row ... (cache rows of `width` elements of `type`:
+// f32, f16, q8_0 or q4_0).
 Status kv_store(Device& dev, const RowsView& src, int64_t n_rows, int64_t width, const BufferRef& cache,
-                int64_t first_row, bool f16);
+                int64_t first_row, DType type);
 
 struct AttentionDispatch {
   int64_t hd = 0, n_head = 0, n_head_kv = 0;
   int64_t n_rows = 0, row_base = 0, pos0 = 0;
   float scale = 1.0f;
-  bool kv_f16 = true;
+  DType k_type = DType::F16, v_type = DType::F16;
   bool has_gate = false;
   int64_t gate_row_stride = 0, gate_head_stride = 0, gate_offset = 0;
 };

@@ -76,14 +76,30 @@ Status silu_mul(Device& dev, const RowsView& gate, const RowsView& up, const Row
                                per_invocation(dev, static_cast<uint64_t>(n * n_rows)));
 }
 
+Result<uint32_t> cache_type_code(DType t) {
+  switch (t) {
+    case DType::F32: return 0u;
+    case DType::F16: return 1u;
+    case DType::Q8_0: return 2u;
+    case DType::Q4_0: return 3u;
+    default: return Status::bad_input(fmt::format("no GPU KV cache of type {}", dtype_name(t)));
+  }
+}
+
 Status kv_store(Device& dev, const RowsView& src, int64_t n_rows, int64_t width, const BufferRef& cache,
-                int64_t first_row, bool f16) {
+                int64_t first_row, DType type) {
   if (n_rows == 0) return Status::ok();
+  ASSIGN_OR_RETURN(const uint32_t code, cache_type_code(type));
+  const int64_t row_bytes = dtype_row_bytes(type, width);
+  if (row_bytes % 4 != 0 || (code >= 2 && width / 32 > 512)) {
+    return Status::bad_input(fmt::format("GPU KV cache rows of {} {} elements are not supported", width, dtype_name(type)));
+  }
   const struct {
-    uint32_t n_rows, width, src_stride, dst_first_row, f16, src_offset;
-  } push{u32(n_rows), u32(width), u32(src.stride), u32(first_row), f16 ? 1u : 0u, u32(src.offset)};
-  const uint64_t words = static_cast<uint64_t>(n_rows * (f16 ? width / 2 : width));
-  return dev.stream().dispatch("kv_store", {src.buffer, cache}, push, per_invocation(dev, words));
+    uint32_t n_rows, width, src_stride, dst_first_row, type, src_offset, row_bytes;
+  } push{u32(n_rows), u32(width), u32(src.stride), u32(first_row), code, u32(src.offset), u32(row_bytes)};
+  const Groups groups = code >= 2 ? spread(dev, static_cast<uint64_t>(n_rows))
+                                  : per_invocation(dev, static_cast<uint64_t>(n_rows * (code == 1 ? width / 2 : width)));
+  return dev.stream().dispatch("kv_store", {src.buffer, cache}, push, groups);
 }
 
 Status attention(Device& dev, const AttentionDispatch& a, const BufferRef& q, const BufferRef& k_cache,
@@ -96,13 +112,28 @@ Status attention(Device& dev, const AttentionDispatch& a, const BufferRef& q, co
   }
   for (int64_t r0 = 0; r0 < a.n_rows; r0 += chunk) {
     const int64_t rows = std::min(chunk, a.n_rows - r0);
+    ASSIGN_OR_RETURN(const uint32_t k_code, cache_type_code(a.k_type));
+    ASSIGN_OR_RETURN(const uint32_t v_code, cache_type_code(a.v_type));
     const struct {
       uint32_t hd, n_head, n_head_kv, n_rows, pos0, max_keys;
       float scale;
-      uint32_t kv_f16, has_gate, gate_row_stride, gate_head_stride, gate_offset, row_base;
-    } push{u32(a.hd),          u32(a.n_head),           u32(a.n_head_kv),      u32(rows),
-           u32(a.pos0 + r0),   u32(max_keys),           a.scale,               a.kv_f16 ? 1u : 0u,
-           a.has_gate ? 1u : 0u, u32(a.gate_row_stride), u32(a.gate_head_stride), u32(a.gate_offset),
+      uint32_t k_type, v_type, k_row_bytes, v_row_bytes;
+      uint32_t has_gate, gate_row_stride, gate_head_stride, gate_offset, row_base;
+    } push{u32(a.hd),
+           u32(a.n_head),
+           u32(a.n_head_kv),
+           u32(rows),
+           u32(a.pos0 + r0),
+           u32(max_keys),
+           a.scale,
+           k_code,
+           v_code,
+           u32(dtype_row_bytes(a.k_type, a.n_head_kv * a.hd)),
+           u32(dtype_row_bytes(a.v_type, a.n_head_kv * a.hd)),
+           a.has_gate ? 1u : 0u,
+           u32(a.gate_row_stride),
+           u32(a.gate_head_stride),
+           u32(a.gate_offset),
            u32(a.row_base + r0)};
     RETURN_IF_ERROR(dev.stream().dispatch("attention", {q, k_cache, v_cache, scores, out, gate.valid() ? gate : q}, push,
                                           spread(dev, static_cast<uint64_t>(rows * a.n_head))));

@@ -7,25 +7,35 @@
 #include "cpu/dot.h"
 #include "cpu/ops.h"
 #include "tensor/fp16.h"
+#include "tensor/type_ops.h"
 
 namespace moetier {
 
 namespace {
 
+// A K or V row into the cache: f32, f16 (round to nearest even), or Q8_0 / Q4_0 blocks
+// (-ctk/-ctv q8_0|q4_0: the reference quantizers, as llama-quantize rounds).
 void store_row(DType type, const float* src, int64_t n, uint8_t* dst) {
-  if (type == DType::F32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  } else {
-    f32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), n);
+  switch (type) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); break;
+    case DType::F16: f32_to_fp16_row(src, reinterpret_cast<uint16_t*>(dst), n); break;
+    default: type_ops(type)->quantize_row(src, dst, n); break;
   }
 }
 
-// Elements [first, first + n) of a cache row (f32 or f16) as f32.
+// Elements [first, first + n) of a cache row as f32 (for block types, first and n are
+// multiples of the block size: a head's slice).
 void load_row(DType type, const uint8_t* row, int64_t first, int64_t n, float* out) {
-  if (type == DType::F32) {
-    std::memcpy(out, reinterpret_cast<const float*>(row) + first, static_cast<size_t>(n) * sizeof(float));
-  } else {
-    fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row) + first, out, n);
+  switch (type) {
+    case DType::F32:
+      std::memcpy(out, reinterpret_cast<const float*>(row) + first, static_cast<size_t>(n) * sizeof(float));
+      break;
+    case DType::F16: fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row) + first, out, n); break;
+    default: {
+      const DTypeTraits& t = dtype_traits(type);
+      type_ops(type)->dequantize_row(row + first / t.block_elems * t.block_bytes, out, n);
+      break;
+    }
   }
 }
 

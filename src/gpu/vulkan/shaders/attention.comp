@@ -14,7 +14,8 @@ layout(push_constant) uniform Push {
   uint n_rows, pos0;
   uint max_keys;      // stride of a (row, head) in the score scratch
   float scale;
-  uint kv_f16;        // 1: f16 cache rows, 0: f32
+  uint k_type, v_type;          // cache types: 0 f32, 1 f16, 2 q8_0, 3 q4_0
+  uint k_row_bytes, v_row_bytes;
   uint has_gate;
   uint gate_row_stride, gate_head_stride, gate_offset;  // floats, in the gate buffer
   uint row_base;      // q, o and gate rows of this sequence start at this micro-batch row
@@ -35,14 +36,24 @@ vec2 ff_add(vec2 a, vec2 b) {
   return two_sum(s.x, lo);
 }
 
-float cache_at(uint which, uint pos, uint e) {  // element e of cache row pos (which: 0 = K, 1 = V)
-  const uint idx = pos * p.n_head_kv * p.hd + e;
-  if (p.kv_f16 != 0u) {
-    const uint word = which == 0u ? kc[idx >> 1u] : vc[idx >> 1u];
-    return f16_to_f32((idx & 1u) != 0u ? word >> 16u : word & 0xFFFFu);
+// Element e of cache row pos, decoded like the CPU's load (dequantize_row_q8_0 / _q4_0:
+// float(q) · d).
+#define CACHE_AT(name, buf, TYPE, ROW_BYTES)                                         \
+  float name(uint pos, uint e) {                                                     \
+    const uint rb = pos * ROW_BYTES;                                                 \
+    if (TYPE == 0u) return uintBitsToFloat(buf[(rb >> 2u) + e]);                     \
+    if (TYPE == 1u) return f16_to_f32(U16_AT(buf, rb + 2u * e));                     \
+    const uint b = e / 32u, j = e % 32u;                                             \
+    if (TYPE == 2u) {                                                                \
+      const uint o = rb + b * 34u;                                                   \
+      return float(sext8(BYTE_AT(buf, o + 2u + j))) * f16_to_f32(U16_AT(buf, o));    \
+    }                                                                                \
+    const uint o = rb + b * 18u;                                                     \
+    const uint q = BYTE_AT(buf, o + 2u + (j % 16u));                                 \
+    return float(int(j < 16u ? q & 0x0Fu : q >> 4u) - 8) * f16_to_f32(U16_AT(buf, o)); \
   }
-  return uintBitsToFloat(which == 0u ? kc[idx] : vc[idx]);
-}
+CACHE_AT(k_at, kc, p.k_type, p.k_row_bytes)
+CACHE_AT(v_at, vc, p.v_type, p.v_row_bytes)
 
 void main() {
   const uint g = group_index();
@@ -57,7 +68,7 @@ void main() {
   float mx = -3.402823466e38;
   for (uint k = t; k < n_keys; k += 64u) {
     vec2 acc = vec2(0.0);
-    for (uint i = 0u; i < p.hd; ++i) acc = ff_add(acc, two_prod(q[qb + i], cache_at(0u, k, kvh * p.hd + i)));
+    for (uint i = 0u; i < p.hd; ++i) acc = ff_add(acc, two_prod(q[qb + i], k_at(k, kvh * p.hd + i)));
     precise float s = (acc.x + acc.y) * p.scale;
     sc[sb + k] = s;
     mx = max(mx, s);
@@ -88,7 +99,7 @@ void main() {
     float acc = 0.0;
     for (uint k = 0u; k < n_keys; ++k) {
       precise float w = sc[sb + k] * inv;
-      precise float prod = w * cache_at(1u, k, kvh * p.hd + c);
+      precise float prod = w * v_at(k, kvh * p.hd + c);
       precise float sum = acc + prod;
       acc = sum;
     }
