@@ -41,7 +41,10 @@ Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
                                                           .layer_on_gpu = p.layer_on_gpu,
                                                           .experts_on_gpu = p.experts_on_gpu,
                                                           .output_on_gpu = p.output_on_gpu,
-                                                          .memory_limit_bytes = p.memory_limit_bytes}));
+                                                          .memory_limit_bytes = p.memory_limit_bytes,
+                                                          .op_offload = p.op_offload,
+                                                          .op_offload_min_tokens = p.op_offload_min_tokens,
+                                                          .op_offload_always = p.op_offload_always}));
   // Upload the GPU layers' weights: each layer's code runs once in prepare mode, which
   // uploads every tensor its blocks read (so no architecture needs GPU-specific code).
   int n_gpu = 0;

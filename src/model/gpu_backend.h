@@ -30,6 +30,9 @@ struct GpuBackendOptions {
   std::vector<bool> experts_on_gpu;  // routed experts
   bool output_on_gpu = false;        // output_norm + output (the LM head)
   uint64_t memory_limit_bytes = 0;   // refuse GPU allocations beyond this (0: the device's own limit)
+  bool op_offload = true;            // see GpuPlacement
+  int64_t op_offload_min_tokens = 32;
+  bool op_offload_always = false;
 };
 
 class GpuBackend {

@@ -39,6 +39,11 @@ struct GpuPlacement {
   bool output_on_gpu = false;
   bool progress = true;              // progress bar while uploading
   uint64_t memory_limit_bytes = 0;   // --vram-budget: allocate no more than this on the GPU (0: no limit)
+  // Prompt batches of at least op_offload_min_tokens: stream a GPU layer's CPU-resident
+  // experts to the GPU when the measured cost model says it is faster (--no-op-offload: never).
+  bool op_offload = true;
+  int64_t op_offload_min_tokens = 32;
+  bool op_offload_always = false;    // tests: skip the cost model
   bool any() const;
 };
 

@@ -43,7 +43,7 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.option({"--vram-budget"}, "MiB", "plan for a GPU of this size (a big GPU behaves like a small one)",
            &f.vram_budget_mib);
   p.flag({"--no-op-offload"}, &f.no_op_offload,
-         "never stream CPU-resident experts to the GPU for big prompt batches (moetier does not do that yet)");
+         "never stream CPU-resident experts to the GPU for prompt batches (default: when measured faster)");
 }
 
 void add_sampling_flags(ArgParser& p, SamplerParams& s) {

@@ -92,6 +92,7 @@ struct PlacementRequest {
   int64_t n_seq = 1;
   int64_t n_ubatch = 512;
   bool progress = true;
+  bool op_offload = true;    // --no-op-offload turns it off
 };
 struct PlacementDecision {
   Plan plan;           // what to run

@@ -287,6 +287,39 @@ TEST(GpuCli, ServeWithGpuLayersAnswersLikeTheCpuServer) {
 }
 
 
+// Prompt-time expert streaming (op offload): a GPU layer whose experts live on the CPU
+// uploads them for a batch and runs them there — the same kernels on the same data as the
+// all-on-GPU placement, so the logits are bit for bit the all-GPU ones.
+TEST(GpuStreaming, StreamedExpertsGiveTheAllGpuLogits) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string name = "qwen35moe-small-ud_mix";
+  ThreadPool pool(2);
+  const auto prompt = testing::ref_prompt_tokens(name, "p3_mixed");
+  std::vector<std::vector<float>> results;
+  std::vector<uint64_t> scratch;
+  for (const bool streamed : {false, true}) {
+    auto m = testing::load_ref_model(name);
+    ASSERT_TRUE(m.model);
+    const int64_t n_layer = m.model->hparams().n_layer;
+    GpuPlacement placement{.progress = false, .op_offload = streamed, .op_offload_min_tokens = 8,
+                           .op_offload_always = streamed};
+    placement.layer_on_gpu.assign(static_cast<size_t>(n_layer), true);
+    placement.experts_on_gpu.assign(static_cast<size_t>(n_layer), !streamed);  // streamed: experts live on the CPU
+    placement.output_on_gpu = true;
+    ASSERT_TRUE(m.model->place_on_gpu(placement).is_ok());
+    auto seq = m.model->new_sequence({.n_ctx = 128});
+    ASSERT_TRUE(seq.is_ok());
+    std::vector<float> logits;
+    ASSERT_TRUE(m.model->forward(prompt, *seq, {}, logits, pool).is_ok());
+    results.push_back(logits);
+    scratch.push_back(m.model->gpu_memory()->scratch_bytes);
+  }
+  EXPECT_GT(scratch[1], scratch[0]) << "the streaming area was allocated: the experts were streamed";
+  ASSERT_EQ(results[0].size(), results[1].size());
+  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0);
+}
+
 // Continuous batching on the GPU: every GPU kernel computes each token row (or expert pair)
 // independently of the others in its batch, so — as on the CPU — two sequences decoded in
 // one batch get bit for bit what each gets alone, experts on the GPU or on the CPU.

@@ -2,6 +2,7 @@
 // mirrors its CPU twin step for step (same activation rounding, same order of additions
 // where the CPU has one), so GPU and CPU layers can be mixed freely. In prepare mode a
 // block only uploads the weights it reads.
+#include <chrono>
 #include <cmath>
 
 #include "cpu/ops.h"
@@ -144,23 +145,55 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   };
 
   if (gpu_experts) {
-    fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
     const GpuMatrix* gate = matrix(w.gate_exps);
     const GpuMatrix* up = matrix(w.up_exps);
     const GpuMatrix* down = matrix(w.down_exps);
     if (!gate || !up || !down) return;
-    const Converted xg = convert(*gate, rows(in), n_, d, d, xq_);
-    const Converted xu = gate->type == up->type || gpu_activation_type(gate->type).value() == gpu_activation_type(up->type).value()
-                             ? xg
-                             : convert(*up, rows(in), n_, d, d, xq2_);
-    fail(matmul_id(*dev_, *gate, xg.buffer, xg.row_bytes, ids_, pair_rows_, n_pairs, big_[1], s.n_ff_exp));
-    fail(matmul_id(*dev_, *up, xu.buffer, xu.row_bytes, ids_, pair_rows_, n_pairs, big_[2], s.n_ff_exp));
-    fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
-                  {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
-    const Converted xd = convert(*down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq2_);
-    fail(matmul_id(*dev_, *down, xd.buffer, xd.row_bytes, ids_, iota_, n_pairs, big_[4], d));
+    fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
+    routed_on_gpu(w, s, *gate, *up, *down, in);
     shared_expert();
     fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
+    return;
+  }
+
+  // A prompt batch: stream this layer's experts to the GPU when that is faster.
+  if (stream_experts(w, n_pairs)) {
+    // The three stacks go into the streaming area, each a run of binding-sized parts.
+    std::vector<GpuMatrix> staged;
+    size_t piece = 0;
+    uint64_t used = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const cpu::WeightMatrix* m : {&w.gate_exps, &w.up_exps, &w.down_exps}) {
+      GpuMatrix g{.type = m->type, .n_in = m->n_in, .n_out = m->n_out, .n_mat = m->n_mat, .row_bytes = m->row_bytes};
+      const uint64_t mat_bytes = static_cast<uint64_t>(m->row_bytes * m->n_out);
+      for (int64_t first = 0; first < m->n_mat;) {
+        // Matrices that still fit the current piece.
+        while (piece < stream_area_.buffers.size() && stream_area_.buffers[piece].size - used < mat_bytes) {
+          ++piece;
+          used = 0;
+        }
+        if (piece == stream_area_.buffers.size()) return fail(Status::runtime("expert streaming area too small (a bug)"));
+        const BufferRef& b = stream_area_.buffers[piece];
+        const int64_t count = std::min<int64_t>(m->n_mat - first, static_cast<int64_t>((b.size - used) / mat_bytes));
+        const BufferRef part = b.slice(used, mat_bytes * static_cast<uint64_t>(count));
+        fail(dev_->upload(part, m->data + mat_bytes * static_cast<uint64_t>(first), part.size));
+        g.parts.push_back({.buffer = part, .first = first, .count = count});
+        used += (part.size + 255) / 256 * 256;
+        first += count;
+      }
+      staged.push_back(std::move(g));
+    }
+    fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
+    routed_on_gpu(w, s, staged[0], staged[1], staged[2], in);
+    shared_expert();
+    fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
+    fail(dev_->stream().finish());  // the area is reused by the next layer
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double bytes = static_cast<double>(stream_area_.bytes);
+    const double upload = h2d_gbps_ > 0 ? bytes / (h2d_gbps_ * 1e9) : 0;
+    const double per_pair = std::max(0.0, seconds - upload) / static_cast<double>(n_pairs);
+    gpu_seconds_per_pair_ = gpu_seconds_per_pair_ > 0 ? 0.7 * gpu_seconds_per_pair_ + 0.3 * per_pair : per_pair;
+    ++streamed_layers_;
     return;
   }
 
@@ -175,9 +208,68 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   shared_expert();
   fail(dev_->stream().submit());
   cpu_.begin(host_a_.data(), seqs_, *pool_, profiler_);
+  const auto t0 = std::chrono::steady_clock::now();
   cpu_.moe_routed(w, s, host_a_.data(), host_b_.data(), host_c_.data());
+  if (n_ >= options_.op_offload_min_tokens) {  // the cost model's CPU side, from prompt batches only
+    const double per_pair =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(n_pairs);
+    cpu_seconds_per_pair_ = cpu_seconds_per_pair_ > 0 ? 0.7 * cpu_seconds_per_pair_ + 0.3 * per_pair : per_pair;
+  }
   fail(dev_->upload(rows(out), host_c_.data(), host_c_.size() * 4));
   fail(moe_combine(*dev_, {}, {}, big_[5], small_a_, rows(out), d, k, n_, false, w.has_shared));
+}
+
+// The routed experts of the pairs in ids_/pair_rows_ on the GPU: gate and up per pair,
+// SwiGLU, down per pair into big_[4] (pair order).
+void VulkanBackend::routed_on_gpu(const MoeWeights& w, const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up,
+                                  const GpuMatrix& down, Act in) {
+  const int64_t d = s.n_embd, n_pairs = n_ * s.n_expert_used;
+  const Converted xg = convert(gate, rows(in), n_, d, d, xq_);
+  const bool same_act = gpu_activation_type(gate.type).value() == gpu_activation_type(up.type).value();
+  const Converted xu = same_act ? xg : convert(up, rows(in), n_, d, d, xq2_);
+  fail(matmul_id(*dev_, gate, xg.buffer, xg.row_bytes, ids_, pair_rows_, n_pairs, big_[1], s.n_ff_exp));
+  fail(matmul_id(*dev_, up, xu.buffer, xu.row_bytes, ids_, pair_rows_, n_pairs, big_[2], s.n_ff_exp));
+  fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
+                {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
+  const Converted xd = convert(down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq2_);
+  fail(matmul_id(*dev_, down, xd.buffer, xd.row_bytes, ids_, iota_, n_pairs, big_[4], d));
+}
+
+bool VulkanBackend::stream_experts(const MoeWeights& w, int64_t n_pairs) {
+  if (!options_.op_offload || stream_disabled_ || n_ < options_.op_offload_min_tokens) return false;
+  const uint64_t bytes = static_cast<uint64_t>(w.gate_exps.row_bytes * w.gate_exps.n_out * w.gate_exps.n_mat +
+                                               w.up_exps.row_bytes * w.up_exps.n_out * w.up_exps.n_mat +
+                                               w.down_exps.row_bytes * w.down_exps.n_out * w.down_exps.n_mat);
+  if (stream_area_.bytes < bytes) {
+    // The area for the largest layer's experts, allocated once; if the GPU has no room for it
+    // (e.g. --vram-budget), streaming is off for good.
+    Allocator& a = dev_->allocator();
+    stream_area_ = {};
+    const uint64_t piece = std::min<uint64_t>(a.max_range() / 256 * 256, 256ull << 20);
+    for (uint64_t left = bytes + 3 * 256 * 16; left > 0;) {
+      const uint64_t n = std::min(piece, left);
+      auto b = a.allocate(n, MemoryUse::kScratch);
+      if (!b) {
+        stream_disabled_ = true;
+        stream_area_ = {};
+        return false;
+      }
+      stream_area_.buffers.push_back(*b);
+      stream_area_.bytes += n;
+      left -= n;
+    }
+    // Host→device bandwidth, measured once on this area.
+    std::vector<uint8_t> probe(std::min<uint64_t>(64ull << 20, stream_area_.buffers[0].size));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!dev_->upload(stream_area_.buffers[0], probe.data(), probe.size()) || !dev_->stream().finish()) return false;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    h2d_gbps_ = s > 0 ? static_cast<double>(probe.size()) / s / 1e9 : 0;
+  }
+  if (options_.op_offload_always) return true;
+  if (cpu_seconds_per_pair_ <= 0 || h2d_gbps_ <= 0) return false;  // measure the CPU first
+  const double cpu = cpu_seconds_per_pair_ * static_cast<double>(n_pairs);
+  const double gpu = static_cast<double>(bytes) / (h2d_gbps_ * 1e9) + gpu_seconds_per_pair_ * static_cast<double>(n_pairs);
+  return gpu < cpu;
 }
 
 }  // namespace moetier::vk

@@ -117,6 +117,22 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   int64_t logits_rows_ = 0;         // rows of n_vocab logits_ holds
   std::vector<float> host_a_, host_b_, host_c_;  // downloads for the CPU part of hybrid layers
   std::vector<float> host_cos_sin_;
+
+  // Prompt-time expert streaming (op offload) for layers whose experts live on the CPU.
+  // The cost model compares, for the pairs of a batch, the CPU's measured seconds per routed
+  // pair with the upload (measured host→device GB/s) plus the GPU's measured seconds per pair.
+  bool stream_experts(const MoeWeights& w, int64_t n_pairs);
+  void routed_on_gpu(const MoeWeights& w, const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up,
+                     const GpuMatrix& down, Act in);
+  struct Streamed {
+    std::vector<BufferRef> buffers;  // the staging area on the GPU, in binding-sized pieces
+    uint64_t bytes = 0;
+  } stream_area_;
+  double h2d_gbps_ = 0;              // measured at the first streamed layer
+  double cpu_seconds_per_pair_ = 0;  // running averages (0: not measured yet)
+  double gpu_seconds_per_pair_ = 0;
+  bool stream_disabled_ = false;
+  uint64_t streamed_layers_ = 0;
 };
 
 }  // namespace moetier::vk
