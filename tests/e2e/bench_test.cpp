@@ -223,7 +223,7 @@ TEST(CliBench, DepthPromptGenAndProfile) {
 TEST(CliBench, BadInputExitsTwoWithOneLine) {
   const std::vector<std::string> bad = {"bench -m " + kModel + " --bogus", "bench -m " + kModel + " -p 1-x",
                                        "bench -m " + kModel + " -p 0 -n 0",  "bench -p 8",
-                                       "bench -m " + kModel + " -o xml",     "bench -m " + kModel + " -ctk q4_0"};
+                                       "bench -m " + kModel + " -o xml",     "bench -m " + kModel + " -ctk q5_1"};
   for (const std::string& args : bad) {
     const auto r = run_moetier(args);
     EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;

@@ -399,7 +399,9 @@ TEST(ServerReference, ChatLogprobsCarryTokenIdsAndTopAlternatives) {
     double mass = 0, prev = 0;
     for (size_t k = 0; k < 3; ++k) {
       const double l = t["top_logprobs"][k]["logprob"];
-      if (k > 0) EXPECT_LE(l, prev);
+      if (k > 0) {
+        EXPECT_LE(l, prev);
+      }
       prev = l;
       mass += std::exp(l);
       EXPECT_TRUE(t["top_logprobs"][k]["bytes"].is_array());
