@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/gpu.h"
+#include "support/random.h"
 
 #if MOETIER_HAVE_VULKAN
 #include "core/thread_pool.h"
@@ -25,13 +26,7 @@
 namespace moetier {
 namespace {
 
-std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_normal;
 
 std::vector<uint8_t> quantize_matrix(DType type, const std::vector<float>& values, int64_t n_in, int64_t rows) {
   const int64_t row_bytes = dtype_row_bytes(type, n_in);
@@ -51,8 +46,8 @@ TEST_P(GpuMatmul, QuantizedActivationsAndProductsEqualTheCpu) {
   const DType type = GetParam();
   const int64_t n_in = 512, n_out = 77, n_tok = 3;
   const int64_t row_bytes = dtype_row_bytes(type, n_in);
-  const auto weights = quantize_matrix(type, random_values(static_cast<size_t>(n_in * n_out), 1, 0.05f), n_in, n_out);
-  auto x = random_values(static_cast<size_t>(n_in * n_tok), 2);
+  const auto weights = quantize_matrix(type, random_normal(static_cast<size_t>(n_in * n_out), 1, 0.05f), n_in, n_out);
+  auto x = random_normal(static_cast<size_t>(n_in * n_tok), 2);
   x[3] = -4.0f;  // a tie
   x[7] = 4.0f;   // for the largest magnitude: the first one sets the sign
   const DType act = *cpu::activation_type_for(type);
@@ -108,8 +103,8 @@ TEST_P(GpuMatmul, ExpertStackProductsByPair) {
   const int64_t n_in = 256, n_out = 40, n_mat = 5, n_rows_x = 3;
   const int64_t row_bytes = dtype_row_bytes(type, n_in);
   const auto weights =
-      quantize_matrix(type, random_values(static_cast<size_t>(n_in * n_out * n_mat), 3, 0.05f), n_in, n_out * n_mat);
-  const auto x = random_values(static_cast<size_t>(n_in * n_rows_x), 4);
+      quantize_matrix(type, random_normal(static_cast<size_t>(n_in * n_out * n_mat), 3, 0.05f), n_in, n_out * n_mat);
+  const auto x = random_normal(static_cast<size_t>(n_in * n_rows_x), 4);
   const DType act = *cpu::activation_type_for(type);
   ThreadPool pool(1);
   cpu::QuantizedActivations qa;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "support/gpu.h"
+#include "support/random.h"
 
 #if MOETIER_HAVE_VULKAN
 #include "core/thread_pool.h"
@@ -30,14 +31,6 @@
 
 namespace moetier {
 namespace {
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 float ulp(float x) { return std::nextafter(std::fabs(x), INFINITY) - std::fabs(x); }
 
@@ -61,8 +54,8 @@ TEST(GpuOps, RmsAndL2NormPerHeadWithStrides) {
   Gpu g{*dev};
   // 3 rows × 4 heads of 64, heads 128 apart (as q inside [query | gate]).
   const int64_t n = 64, heads = 4, rows = 3, head_stride = 128, row_stride = heads * head_stride;
-  const auto x = randn(static_cast<size_t>(rows * row_stride), 1, 2.0f);
-  const auto w = randn(static_cast<size_t>(n), 2);
+  const auto x = testing::random_normal(static_cast<size_t>(rows * row_stride), 1, 2.0f);
+  const auto w = testing::random_normal(static_cast<size_t>(n), 2);
   auto gx = g.up(x), gw = g.up(w), go = g.zeros(static_cast<size_t>(rows * heads * n)), gl = g.up(x);
   ASSERT_TRUE(vk::rms_norm(*dev, {.n = n, .n_rows = rows, .n_heads = heads, .head_stride = head_stride,
                                   .row_stride = row_stride, .out_head_stride = n, .out_row_stride = heads * n, .eps = 1e-6f},
@@ -93,7 +86,7 @@ TEST(GpuOps, RopeIsBitIdenticalGivenTheCpuAngles) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};
   const int64_t hd = 64, n_rot = 32, heads = 3, rows = 4;
-  auto x = randn(static_cast<size_t>(rows * heads * hd), 3);
+  auto x = testing::random_normal(static_cast<size_t>(rows * heads * hd), 3);
   std::vector<float> cs(static_cast<size_t>(rows * n_rot));
   for (int64_t r = 0; r < rows; ++r) cpu::rope_angles(n_rot, 1000 * r + 7, 1e7f, &cs[static_cast<size_t>(r * n_rot)]);
   auto gx = g.up(x), gcs = g.up(cs);
@@ -109,7 +102,7 @@ TEST(GpuOps, AddSiluMulAndKvStore) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};
   const int64_t n = 96, rows = 5;
-  const auto a = randn(static_cast<size_t>(n * rows), 4, 3.0f), b = randn(static_cast<size_t>(n * rows), 5);
+  const auto a = testing::random_normal(static_cast<size_t>(n * rows), 4, 3.0f), b = testing::random_normal(static_cast<size_t>(n * rows), 5);
   auto ga = g.up(a), gb = g.up(b), go = g.zeros(a.size());
   ASSERT_TRUE(vk::silu_mul(*dev, {.buffer = ga, .stride = n}, {.buffer = gb, .stride = n}, {.buffer = go, .stride = n}, n, rows).is_ok());
   ASSERT_TRUE(vk::add(*dev, {.buffer = ga, .stride = n}, {.buffer = gb, .stride = n}, n, rows).is_ok());
@@ -136,7 +129,7 @@ TEST(GpuOps, QuantizedKvRowsEqualTheCpuQuantizers) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};
   const int64_t width = 256, rows = 3;
-  auto x = randn(static_cast<size_t>(width * rows), 21, 2.0f);
+  auto x = testing::random_normal(static_cast<size_t>(width * rows), 21, 2.0f);
   x[5] = -x[9];  // a magnitude tie inside the first block (q4_0 takes the first)
   auto gx = g.up(x);
   for (const DType t : {DType::Q8_0, DType::Q4_0}) {
@@ -157,8 +150,8 @@ TEST(GpuOps, CausalAttentionWithGqaAndOutputGate) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};
   const int64_t hd = 32, n_head = 4, n_kv = 2, pos0 = 5, rows = 3, n_keys = pos0 + rows;
-  const auto q = randn(static_cast<size_t>(rows * n_head * hd), 6), k = randn(static_cast<size_t>(n_keys * n_kv * hd), 7),
-             v = randn(static_cast<size_t>(n_keys * n_kv * hd), 8), gate = randn(static_cast<size_t>(rows * n_head * hd), 9);
+  const auto q = testing::random_normal(static_cast<size_t>(rows * n_head * hd), 6), k = testing::random_normal(static_cast<size_t>(n_keys * n_kv * hd), 7),
+             v = testing::random_normal(static_cast<size_t>(n_keys * n_kv * hd), 8), gate = testing::random_normal(static_cast<size_t>(rows * n_head * hd), 9);
   std::vector<uint32_t> kc(k.size()), vc(v.size());
   for (size_t i = 0; i < k.size(); ++i) kc[i] = std::bit_cast<uint32_t>(k[i]), vc[i] = std::bit_cast<uint32_t>(v[i]);
   auto gq = g.up(q), gk = g.up_u32(kc), gv = g.up_u32(vc), ggate = g.up(gate), go = g.zeros(q.size()), gs = g.zeros(4096);
@@ -196,10 +189,10 @@ TEST(GpuOps, ConvAndDeltaRuleFollowTheCpuLoops) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};
   const int64_t nk = 2, nv = 4, dk = 32, key_dim = nk * dk, vd = nv * dk, ch = 2 * key_dim + vd, taps = 4, rows = 3;
-  const auto qkv = randn(static_cast<size_t>(rows * ch), 10), w = randn(static_cast<size_t>(ch * taps), 11, 0.5f),
-             st0 = randn(static_cast<size_t>((taps - 1) * ch), 12), z = randn(static_cast<size_t>(rows * vd), 13),
-             beta = randn(static_cast<size_t>(rows * nv), 14), alpha = randn(static_cast<size_t>(rows * nv), 15),
-             s0 = randn(static_cast<size_t>(nv * dk * dk), 16, 0.1f);
+  const auto qkv = testing::random_normal(static_cast<size_t>(rows * ch), 10), w = testing::random_normal(static_cast<size_t>(ch * taps), 11, 0.5f),
+             st0 = testing::random_normal(static_cast<size_t>((taps - 1) * ch), 12), z = testing::random_normal(static_cast<size_t>(rows * vd), 13),
+             beta = testing::random_normal(static_cast<size_t>(rows * nv), 14), alpha = testing::random_normal(static_cast<size_t>(rows * nv), 15),
+             s0 = testing::random_normal(static_cast<size_t>(nv * dk * dk), 16, 0.1f);
   std::vector<float> params(static_cast<size_t>(2 * nv + dk));
   for (int64_t j = 0; j < nv; ++j) params[static_cast<size_t>(j)] = 0.1f * j, params[static_cast<size_t>(nv + j)] = -0.5f - 0.1f * j;
   for (int64_t c = 0; c < dk; ++c) params[static_cast<size_t>(2 * nv + c)] = 1.0f + 0.01f * c;
@@ -256,7 +249,7 @@ TEST(GpuOps, RouterTopKAndCombine) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};
   const int64_t n_expert = 64, k = 6, rows = 3, d = 40;
-  auto logits = randn(static_cast<size_t>(rows * n_expert), 17, 2.0f);
+  auto logits = testing::random_normal(static_cast<size_t>(rows * n_expert), 17, 2.0f);
   logits[5] = logits[9] = 6.0f;  // a tie: the lower id first
   auto gl = g.up(logits), gids = g.zeros(static_cast<size_t>(rows * k)), gw = g.zeros(static_cast<size_t>(rows * k)),
        grows = g.zeros(static_cast<size_t>(rows * k));
@@ -281,8 +274,8 @@ TEST(GpuOps, RouterTopKAndCombine) {
     }
   }
   // Combine: Σ_k w·e in top-k order (bit-identical), then + sigmoid(g)·shared.
-  const auto e = randn(static_cast<size_t>(rows * k * d), 18), sh = randn(static_cast<size_t>(rows * d), 19),
-             sg = randn(static_cast<size_t>(rows), 20);
+  const auto e = testing::random_normal(static_cast<size_t>(rows * k * d), 18), sh = testing::random_normal(static_cast<size_t>(rows * d), 19),
+             sg = testing::random_normal(static_cast<size_t>(rows), 20);
   auto ge = g.up(e), gsh = g.up(sh), gsg = g.up(sg), go = g.zeros(static_cast<size_t>(rows * d)), go2 = g.zeros(static_cast<size_t>(rows * d));
   ASSERT_TRUE(vk::moe_combine(*dev, ge, gw, {}, {}, go, d, k, rows, true, false).is_ok());
   ASSERT_TRUE(vk::moe_combine(*dev, ge, gw, gsh, gsg, go2, d, k, rows, true, true).is_ok());
