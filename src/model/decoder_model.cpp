@@ -117,9 +117,9 @@ Status DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<c
     RETURN_IF_ERROR(gpu_->lm_head(output_, output_norm_, logit_rows, logits_out, false));
     return gpu_->finish();
   }
+  if (logit_rows.empty()) return gpu_ ? gpu_->finish() : Status::ok();  // a prompt chunk: no logits, x stays
   if (x_on_gpu) RETURN_IF_ERROR(gpu_->download_x(x_.data(), n));
   if (gpu_) RETURN_IF_ERROR(gpu_->finish());
-  if (logit_rows.empty()) return Status::ok();
   ScopedProfile p(profiler(), ProfileBlock::kLmHead);
   const int64_t m = static_cast<int64_t>(logit_rows.size());
   const float* rows = x_.data() + logit_rows[0] * d;

@@ -64,11 +64,13 @@ class GpuBackend {
 // opened (no driver, index out of range): the caller then runs everything on the CPU.
 Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams& hp, const GpuBackendOptions& options);
 
-// One line per Vulkan device (--list-devices), or the reason there are none.
-Result<std::vector<std::string>> list_gpu_devices();
-// Free device-local memory of device `index` (budget − usage), for --fit; 0 when unknown.
-Result<uint64_t> gpu_free_bytes(int index);
-// Device-local memory in use by every process (VK_EXT_memory_budget); 0 when unknown.
-Result<uint64_t> gpu_used_bytes(int index);
+struct GpuDeviceInfo {
+  std::string description;  // one line: "llvmpipe (...), CPU (software), 2.0 GiB, Vulkan 1.3.230, ..."
+  bool software = false;    // a rasteriser running on the CPU (lavapipe): slower than the CPU path
+  uint64_t free_bytes = 0;  // device-local budget − usage (the heap size without VK_EXT_memory_budget)
+  uint64_t used_bytes = 0;  // used by every process (0: unknown)
+};
+// The Vulkan devices, in -dev order (--list-devices), or the reason there are none.
+Result<std::vector<GpuDeviceInfo>> list_gpu_devices();
 
 }  // namespace moetier

@@ -9,12 +9,9 @@ Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams&, const Gpu
                          "libvulkan-volk-dev and glslc installed)");
 }
 
-Result<std::vector<std::string>> list_gpu_devices() {
+Result<std::vector<GpuDeviceInfo>> list_gpu_devices() {
   return Status::runtime("this moetier was built without the Vulkan GPU backend");
 }
-
-Result<uint64_t> gpu_free_bytes(int) { return Status::runtime("this moetier was built without the Vulkan GPU backend"); }
-Result<uint64_t> gpu_used_bytes(int) { return Status::runtime("this moetier was built without the Vulkan GPU backend"); }
 
 }  // namespace moetier
 #endif

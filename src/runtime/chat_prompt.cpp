@@ -27,6 +27,7 @@ Result<std::string> read_file(const std::string& path) {
 Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::Tokenizer& tok,
                                     const std::string& template_file) {
   std::string source, origin;
+  bool fallback = false;
   if (!template_file.empty()) {
     ASSIGN_OR_RETURN(source, read_file(template_file));
     origin = "file " + template_file;
@@ -36,6 +37,7 @@ Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::To
     if (source.empty()) {
       source = kChatMlTemplate;
       origin = "built-in ChatML (the model has no chat template)";
+      fallback = true;
     }
   }
   auto tmpl = text::ChatTemplate::parse(source);
@@ -44,6 +46,7 @@ Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::To
                                  : tmpl.status().with_context(template_file);
   }
   ChatPrompt p(std::move(tmpl).value(), std::move(source), std::move(origin));
+  p.fallback_ = fallback;
   auto text_of = [&](int32_t id) -> std::optional<std::string> {
     if (id < 0) return std::nullopt;
     return std::string(tok.token_text(id));

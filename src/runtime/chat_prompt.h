@@ -41,12 +41,15 @@ class ChatPrompt {
   const std::string& source() const { return source_; }
   // Where the template came from: "file PATH", "model", or "built-in ChatML (...)".
   const std::string& origin() const { return origin_; }
+  // True when neither a file nor the model gave a template (ChatML is used).
+  bool is_fallback() const { return fallback_; }
 
  private:
   ChatPrompt(text::ChatTemplate tmpl, std::string source, std::string origin)
       : template_(std::move(tmpl)), source_(std::move(source)), origin_(std::move(origin)) {}
   text::ChatTemplate template_;
   std::string source_, origin_;
+  bool fallback_ = false;
   std::optional<std::string> eos_, pad_;
 };
 

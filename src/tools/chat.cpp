@@ -12,7 +12,6 @@
 #include "runtime/generate.h"
 #include "runtime/chat_prompt.h"
 #include "tools/commands.h"
-#include "tools/prompt_input.h"
 #include "tools/session.h"
 
 namespace moetier {
@@ -61,7 +60,7 @@ int cmd_chat(int argc, char** argv) {
 
   auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer, template_file);
   if (!chat_prompt) return report_error(chat_prompt.status());
-  if (template_file.empty() && chat_prompt->origin() != "model") {
+  if (chat_prompt->is_fallback()) {
     std::fprintf(stderr, "moetier: the model has no chat template; using ChatML\n");
   }
   auto sampler = Sampler::create(sampling);

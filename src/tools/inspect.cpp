@@ -143,11 +143,11 @@ int cmd_inspect(int argc, char** argv) {
     if (fit == "on") {
       int64_t free_bytes = plan_params.vram_budget_bytes;
       if (free_bytes == 0) {
-        auto f = gpu_free_bytes(0);
-        if (!f || *f == 0) {
+        auto devices = list_gpu_devices();
+        if (!devices || devices->empty() || (*devices)[0].free_bytes == 0) {
           return report_error(Status::bad_input("--fit on: give --vram-budget MiB (no GPU memory size known here)"));
         }
-        free_bytes = static_cast<int64_t>(*f);
+        free_bytes = static_cast<int64_t>((*devices)[0].free_bytes);
       }
       auto fitted = fit_plan(*summary.hparams, *summary.arch_info, tensors, plan_params, free_bytes, fit_margin_bytes);
       if (!fitted) return report_error(fitted.status());

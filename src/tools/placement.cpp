@@ -26,6 +26,7 @@ Result<int64_t> parse_gpu_layers(const std::string& v) {
 struct GpuChoice {
   int index = -1;  // -1: none usable
   std::string why_not;
+  uint64_t free_bytes = 0;
 };
 
 // -dev, else the first hardware GPU: software rasterisers (lavapipe) run on the CPU and are
@@ -38,13 +39,13 @@ GpuChoice choose_gpu(int device) {
       return {.why_not = fmt::format("-dev {}: there are {} Vulkan devices (see --list-devices)", device,
                                      devices->size())};
     }
-    return {.index = device};
+    return {.index = device, .free_bytes = (*devices)[static_cast<size_t>(device)].free_bytes};
   }
   for (size_t i = 0; i < devices->size(); ++i) {
-    if ((*devices)[i].find("CPU (software)") == std::string::npos) return {.index = static_cast<int>(i)};
+    if (!(*devices)[i].software) return {.index = static_cast<int>(i), .free_bytes = (*devices)[i].free_bytes};
   }
   if (devices->empty()) return {.why_not = "no Vulkan devices"};
-  return {.why_not = "only a software Vulkan device is present (" + (*devices)[0] +
+  return {.why_not = "only a software Vulkan device is present (" + (*devices)[0].description +
                      "); it runs on the CPU, slower than the CPU path (-dev 0 uses it anyway)"};
 }
 
@@ -91,11 +92,7 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
       if (r.fit == "on" || r.vram_budget_mib > 0) d.note = "--fit: no GPU (" + gpu.why_not + "): everything on the CPU";
       RETURN_IF_ERROR(run_on_cpu());
     } else {
-      int64_t free_bytes = r.vram_budget_mib * kMiB;
-      if (free_bytes == 0) {
-        auto f = gpu_free_bytes(gpu.index);
-        free_bytes = f ? static_cast<int64_t>(*f) : 0;
-      }
+      const int64_t free_bytes = r.vram_budget_mib > 0 ? r.vram_budget_mib * kMiB : static_cast<int64_t>(gpu.free_bytes);
       ASSIGN_OR_RETURN(FitResult fr, fit_plan(hp, *arch, tensors, params, free_bytes, r.fit_margin_mib * kMiB));
       d.plan = std::move(fr.plan);
       params = fr.params;

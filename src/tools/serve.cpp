@@ -21,6 +21,7 @@
 #include "server/scheduler.h"
 #include "server/server_state.h"
 #include "tools/commands.h"
+#include "tools/inspect/summary.h"
 #include "tools/session.h"
 
 namespace moetier {
@@ -37,12 +38,6 @@ sigset_t block_shutdown_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
   return set;
-}
-
-uint64_t count_params(const gguf::GgufFile& header) {
-  uint64_t n = 0;
-  for (const auto& t : header.tensors) n += t.n_elements;
-  return n;
 }
 
 }  // namespace
@@ -164,7 +159,7 @@ int cmd_serve(int argc, char** argv) {
                             .scheduler = **scheduler};
   state.started_at = static_cast<int64_t>(std::time(nullptr));
   state.model_file_bytes = session->file->header().file_size;
-  state.model_params = count_params(session->file->header());
+  state.model_params = static_cast<uint64_t>(inspect::make_census(session->file->header()).n_params);
 
   server::HttpServer http(state);
   if (auto st = http.bind(); !st) return report_error(st);

@@ -90,7 +90,7 @@ int print_gpu_devices() {
     return 0;
   }
   if (devices->empty()) std::printf("no Vulkan devices\n");
-  for (const auto& d : *devices) std::printf("%s\n", d.c_str());
+  for (const auto& d : *devices) std::printf("%s\n", d.description.c_str());
   return 0;
 }
 

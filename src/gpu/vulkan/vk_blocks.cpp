@@ -2,6 +2,7 @@
 // mirrors its CPU twin step for step (same activation rounding, same order of additions
 // where the CPU has one), so GPU and CPU layers can be mixed freely. In prepare mode a
 // block only uploads the weights it reads.
+#include <bit>
 #include <chrono>
 #include <cmath>
 
@@ -31,9 +32,10 @@ void VulkanBackend::attention(const AttentionWeights& w, const AttentionShape& s
   for (const auto* m : {&w.q, &w.k, &w.v, &w.out}) matrix(*m);
   if (prepare_ || !status_) return;
   const BufferRef q_full = big_[0], k = big_[1], v = big_[2], q = big_[3], attn = big_[4];
-  project(w.q, rows(in), n_, d, q_full, q_width);
-  project(w.k, rows(in), n_, d, k, kv_width);
-  project(w.v, rows(in), n_, d, v, kv_width);
+  begin_input(in);
+  project_input(w.q, q_full, q_width);
+  project_input(w.k, k, kv_width);
+  project_input(w.v, v, kv_width);
   // Per-head RMSNorm: q out of [query | gate] into q; k in place.
   fail(vk::rms_norm(*dev_,
                     {.n = hd, .n_rows = n_, .n_heads = s.n_head, .head_stride = hd * (s.output_gate ? 2 : 1),
@@ -43,14 +45,20 @@ void VulkanBackend::attention(const AttentionWeights& w, const AttentionShape& s
                     {.n = hd, .n_rows = n_, .n_heads = s.n_head_kv, .head_stride = hd, .row_stride = kv_width,
                      .out_head_stride = hd, .out_row_stride = kv_width, .eps = s.rms_eps},
                     k, k_norm, k));
-  // Rotary angles per row, computed as the CPU does (in double) and uploaded.
-  host_cos_sin_.resize(static_cast<size_t>(n_ * s.n_rot));
-  for (const SeqRows& sr : seqs_) {
-    for (int64_t i = 0; i < sr.n_rows; ++i) {
-      cpu::rope_angles(s.n_rot, sr.seq->n_past() + i, s.rope_base, host_cos_sin_.data() + (sr.row_begin + i) * s.n_rot);
+  // Rotary angles per row, computed as the CPU does (in double) and uploaded once per
+  // micro-batch: every attention layer of it sees the same positions.
+  std::vector<int64_t> key = {s.n_rot, static_cast<int64_t>(std::bit_cast<uint32_t>(s.rope_base))};
+  for (const SeqRows& sr : seqs_) key.insert(key.end(), {sr.row_begin, sr.n_rows, sr.seq->n_past()});
+  if (key != cos_sin_key_) {
+    host_cos_sin_.resize(static_cast<size_t>(n_ * s.n_rot));
+    for (const SeqRows& sr : seqs_) {
+      for (int64_t i = 0; i < sr.n_rows; ++i) {
+        cpu::rope_angles(s.n_rot, sr.seq->n_past() + i, s.rope_base, host_cos_sin_.data() + (sr.row_begin + i) * s.n_rot);
+      }
     }
+    fail(dev_->upload(cos_sin_, host_cos_sin_.data(), host_cos_sin_.size() * 4));
+    cos_sin_key_ = std::move(key);
   }
-  fail(dev_->upload(cos_sin_, host_cos_sin_.data(), host_cos_sin_.size() * 4));
   fail(rope_neox(*dev_, q, n_, s.n_head, hd, q_dim, s.n_rot, cos_sin_));
   fail(rope_neox(*dev_, k, n_, s.n_head_kv, hd, kv_width, s.n_rot, cos_sin_));
   for (const SeqRows& sr : seqs_) {
@@ -93,10 +101,11 @@ void VulkanBackend::delta_net(const DeltaNetWeights& w, const DeltaNetShape& s, 
   }
   if (prepare_ || !status_) return;
   const BufferRef qkv = big_[0], conv_out = big_[1], z = big_[2], y = big_[3];
-  project(w.qkv, rows(in), n_, d, qkv, ch);
-  project(w.gate, rows(in), n_, d, z, vd);
-  project(w.beta, rows(in), n_, d, small_a_, nv);
-  project(w.alpha, rows(in), n_, d, small_b_, nv);
+  begin_input(in);
+  project_input(w.qkv, qkv, ch);
+  project_input(w.gate, z, vd);
+  project_input(w.beta, small_a_, nv);
+  project_input(w.alpha, small_b_, nv);
   for (const SeqRows& sr : seqs_) {
     GpuSequenceState* st = state_of(sr);
     if (!st) return;
@@ -131,14 +140,15 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   }
   if (prepare_ || !status_) return;
   const BufferRef logits = big_[0];
-  project(w.router, rows(in), n_, d, logits, s.n_expert);
+  begin_input(in);
+  project_input(w.router, logits, s.n_expert);
 
   // The shared expert into big_[5] (sigmoid gate logits into small_a_).
   auto shared_expert = [&] {
     if (!w.has_shared) return;
-    project(w.shared_gate_inp, rows(in), n_, d, small_a_, 1);
-    project(w.gate_shexp, rows(in), n_, d, big_[1], s.n_ff_shexp);
-    project(w.up_shexp, rows(in), n_, d, big_[2], s.n_ff_shexp);
+    project_input(w.shared_gate_inp, small_a_, 1);
+    project_input(w.gate_shexp, big_[1], s.n_ff_shexp);
+    project_input(w.up_shexp, big_[2], s.n_ff_shexp);
     fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_shexp}, {.buffer = big_[2], .stride = s.n_ff_shexp},
                   {.buffer = big_[3], .stride = s.n_ff_shexp}, s.n_ff_shexp, n_));
     project(w.down_shexp, big_[3], n_, s.n_ff_shexp, big_[5], d);
@@ -150,7 +160,7 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
     const GpuMatrix* down = matrix(w.down_exps);
     if (!gate || !up || !down) return;
     fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
-    routed_on_gpu(w, s, *gate, *up, *down, in);
+    routed_on_gpu(s, *gate, *up, *down);
     shared_expert();
     fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
     return;
@@ -184,7 +194,7 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
       staged.push_back(std::move(g));
     }
     fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
-    routed_on_gpu(w, s, staged[0], staged[1], staged[2], in);
+    routed_on_gpu(s, staged[0], staged[1], staged[2]);
     shared_expert();
     fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
     fail(dev_->stream().finish());  // the area is reused by the next layer
@@ -202,8 +212,9 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   host_a_.resize(static_cast<size_t>(n_ * d));
   host_b_.resize(static_cast<size_t>(n_ * s.n_expert));
   host_c_.resize(static_cast<size_t>(n_ * d));
-  fail(dev_->download(rows(in), host_a_.data(), host_a_.size() * 4));
-  fail(dev_->download(logits, host_b_.data(), host_b_.size() * 4));
+  const Device::Download downloads[] = {{.src = rows(in), .data = host_a_.data(), .bytes = host_a_.size() * 4},
+                                        {.src = logits, .data = host_b_.data(), .bytes = host_b_.size() * 4}};
+  fail(dev_->download(downloads));
   if (!status_) return;
   shared_expert();
   fail(dev_->stream().submit());
@@ -221,17 +232,16 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
 
 // The routed experts of the pairs in ids_/pair_rows_ on the GPU: gate and up per pair,
 // SwiGLU, down per pair into big_[4] (pair order).
-void VulkanBackend::routed_on_gpu(const MoeWeights& w, const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up,
-                                  const GpuMatrix& down, Act in) {
+void VulkanBackend::routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up,
+                                  const GpuMatrix& down) {
   const int64_t d = s.n_embd, n_pairs = n_ * s.n_expert_used;
-  const Converted xg = convert(gate, rows(in), n_, d, d, xq_);
-  const bool same_act = gpu_activation_type(gate.type).value() == gpu_activation_type(up.type).value();
-  const Converted xu = same_act ? xg : convert(up, rows(in), n_, d, d, xq2_);
+  const Converted xg = input_for(gate);
+  const Converted xu = input_for(up);
   fail(matmul_id(*dev_, gate, xg.buffer, xg.row_bytes, ids_, pair_rows_, n_pairs, big_[1], s.n_ff_exp));
   fail(matmul_id(*dev_, up, xu.buffer, xu.row_bytes, ids_, pair_rows_, n_pairs, big_[2], s.n_ff_exp));
   fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
                 {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
-  const Converted xd = convert(down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq2_);
+  const Converted xd = convert(down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq3_);
   fail(matmul_id(*dev_, down, xd.buffer, xd.row_bytes, ids_, iota_, n_pairs, big_[4], d));
 }
 

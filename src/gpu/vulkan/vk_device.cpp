@@ -59,13 +59,48 @@ Status Device::upload(const BufferRef& dst, const void* data, uint64_t bytes) {
 }
 
 Status Device::download(const BufferRef& src, void* data, uint64_t bytes) {
-  if (bytes == 0) return Status::ok();
-  CHECK(bytes <= src.size);
-  if (src.mapped) {
-    RETURN_IF_ERROR(stream_->finish());
-    std::memcpy(data, src.mapped, bytes);
-    return Status::ok();
+  const Download one{.src = src, .data = data, .bytes = bytes};
+  return download(std::span<const Download>(&one, 1));
+}
+
+Status Device::download(std::span<const Download> downloads) {
+  // Mapped sources are read after one finish; the others are staged together when they fit
+  // the ring, each copied in pieces otherwise.
+  // The ones too big to stage together go first (each finishes the stream and reuses the
+  // ring, which must not yet hold staged results).
+  std::vector<const Download*> small;
+  uint64_t staged_bytes = 0;
+  for (const Download& d : downloads) {
+    CHECK(d.bytes <= d.src.size);
+    if (d.bytes == 0 || d.src.mapped) continue;
+    const uint64_t aligned = (d.bytes + 255) / 256 * 256;
+    if (staged_bytes + aligned > kRingBytes / 2) {
+      RETURN_IF_ERROR(download_pieces(d.src, d.data, d.bytes));
+    } else {
+      small.push_back(&d);
+      staged_bytes += aligned;
+    }
   }
+  if (ring_used_ + staged_bytes > ring_.size) {  // make them fit the ring together
+    RETURN_IF_ERROR(stream_->finish());
+    ring_used_ = 0;
+  }
+  std::vector<std::pair<BufferRef, const Download*>> staged;
+  for (const Download* dp : small) {
+    const Download& d = *dp;
+    ASSIGN_OR_RETURN(BufferRef s, staging(d.bytes));
+    stream_->copy(d.src, s, d.bytes);
+    staged.emplace_back(s, &d);
+  }
+  RETURN_IF_ERROR(stream_->finish());
+  for (const Download& d : downloads) {
+    if (d.bytes > 0 && d.src.mapped) std::memcpy(d.data, d.src.mapped, d.bytes);
+  }
+  for (const auto& [s, d] : staged) std::memcpy(d->data, s.mapped, d->bytes);
+  return Status::ok();
+}
+
+Status Device::download_pieces(const BufferRef& src, void* data, uint64_t bytes) {
   auto* dst = static_cast<uint8_t*>(data);
   for (uint64_t off = 0; off < bytes; off += kRingBytes / 2) {
     const uint64_t n = std::min<uint64_t>(kRingBytes / 2, bytes - off);

@@ -34,6 +34,13 @@ class Device {
   Status upload(const BufferRef& dst, const void* data, uint64_t bytes);
   // Finishes the stream, then copies device → host.
   Status download(const BufferRef& src, void* data, uint64_t bytes);
+  // Several device → host copies behind one finish (one GPU round trip).
+  struct Download {
+    BufferRef src;
+    void* data = nullptr;
+    uint64_t bytes = 0;
+  };
+  Status download(std::span<const Download> downloads);
   // Immediate write when nothing is recorded or running (weights at load time): a memcpy
   // into mapped memory, else a staged copy that is finished at once.
   Status write_now(const BufferRef& dst, const void* data, uint64_t bytes);
@@ -43,6 +50,7 @@ class Device {
  private:
   Device() = default;
   Result<BufferRef> staging(uint64_t bytes);
+  Status download_pieces(const BufferRef& src, void* data, uint64_t bytes);
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Allocator> alloc_;
   std::unique_ptr<Pipelines> pipelines_;

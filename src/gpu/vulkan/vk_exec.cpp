@@ -16,28 +16,16 @@ Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams& hp, const 
   return std::unique_ptr<GpuBackend>(std::move(backend));
 }
 
-Result<std::vector<std::string>> list_gpu_devices() {
+Result<std::vector<GpuDeviceInfo>> list_gpu_devices() {
   ASSIGN_OR_RETURN(auto devices, vk::list_devices());
-  std::vector<std::string> out;
-  for (const auto& d : devices) out.push_back(fmt::format("{}: {}", d.index, d.describe()));
+  std::vector<GpuDeviceInfo> out;
+  for (const auto& d : devices) {
+    out.push_back({.description = fmt::format("{}: {}", d.index, d.describe()),
+                   .software = d.type == "CPU (software)",
+                   .free_bytes = d.budget_bytes > d.used_bytes ? d.budget_bytes - d.used_bytes : 0,
+                   .used_bytes = d.used_bytes});
+  }
   return out;
-}
-
-Result<uint64_t> gpu_free_bytes(int index) {
-  ASSIGN_OR_RETURN(auto devices, vk::list_devices());
-  if (index < 0 || index >= static_cast<int>(devices.size())) {
-    return Status::bad_input(fmt::format("-dev {}: there are {} Vulkan devices", index, devices.size()));
-  }
-  const auto& d = devices[static_cast<size_t>(index)];
-  return d.budget_bytes > d.used_bytes ? d.budget_bytes - d.used_bytes : 0;
-}
-
-Result<uint64_t> gpu_used_bytes(int index) {
-  ASSIGN_OR_RETURN(auto devices, vk::list_devices());
-  if (index < 0 || index >= static_cast<int>(devices.size())) {
-    return Status::bad_input(fmt::format("-dev {}: there are {} Vulkan devices", index, devices.size()));
-  }
-  return devices[static_cast<size_t>(index)].used_bytes;
 }
 
 }  // namespace moetier
@@ -83,6 +71,7 @@ Status VulkanBackend::allocate_scratch() {
   const uint64_t xq_bytes = static_cast<uint64_t>(std::max(R * widest_in, R * k * hp.n_ff_exp)) * 4;
   RETURN_IF_ERROR(take(xq_bytes, xq_));
   RETURN_IF_ERROR(take(xq_bytes, xq2_));
+  RETURN_IF_ERROR(take(xq_bytes, xq3_));
   for (auto& b : big_) RETURN_IF_ERROR(take(static_cast<uint64_t>(big_floats) * 4, b));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_a_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_b_));
@@ -173,9 +162,42 @@ void VulkanBackend::project(const cpu::WeightMatrix& w, const BufferRef& in, int
                             const BufferRef& y, int64_t y_stride) {
   const GpuMatrix* m = matrix(w);
   if (!m || prepare_) return;
-  const Converted xq = convert(*m, in, n_rows, w.n_in, in_stride, xq_);
+  const Converted xq = convert(*m, in, n_rows, w.n_in, in_stride, xq3_);
   if (!xq.buffer.valid()) return;
   fail(vk::matmul(*dev_, *m, 0, xq.buffer, xq.row_bytes, n_rows, y, y_stride));
+}
+
+void VulkanBackend::begin_input(Act in) {
+  input_ = in;
+  for (auto& slot : input_slots_) slot.used = false;
+}
+
+VulkanBackend::Converted VulkanBackend::input_for(const GpuMatrix& w) {
+  auto act = gpu_activation_type(w.type);
+  if (!act) {
+    fail(act.status());
+    return {};
+  }
+  const int64_t d = hp_.n_embd;
+  if (*act == DType::F32) return {rows(input_), static_cast<uint64_t>(d) * 4};
+  for (const auto& slot : input_slots_) {
+    if (slot.used && slot.type == *act) return slot.conv;
+  }
+  for (int i = 0; i < 2; ++i) {
+    InputSlot& slot = input_slots_[i];
+    if (slot.used) continue;
+    slot = {.used = true, .type = *act, .conv = convert(w, rows(input_), n_, d, d, i == 0 ? xq_ : xq2_)};
+    return slot.conv;
+  }
+  return convert(w, rows(input_), n_, d, d, xq3_);  // a third type in one block: converted for this use
+}
+
+void VulkanBackend::project_input(const cpu::WeightMatrix& w, const BufferRef& y, int64_t y_stride) {
+  const GpuMatrix* m = matrix(w);
+  if (!m || prepare_) return;
+  const Converted xq = input_for(*m);
+  if (!xq.buffer.valid()) return;
+  fail(vk::matmul(*dev_, *m, 0, xq.buffer, xq.row_bytes, n_, y, y_stride));
 }
 
 Status VulkanBackend::lm_head(const cpu::WeightMatrix& output, const float* output_norm,

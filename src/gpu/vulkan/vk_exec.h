@@ -79,9 +79,17 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   };
   Converted convert(const GpuMatrix& w, const BufferRef& in, int64_t n_rows, int64_t n_in, int64_t in_stride,
                     const BufferRef& scratch);
-  // y[r] = w · in[r] (in: f32 rows `in_stride` floats apart).
+  // y[r] = w · in[r] (in: f32 rows `in_stride` floats apart), converting `in` for this one
+  // product (an intermediate such as the attention output).
   void project(const cpu::WeightMatrix& w, const BufferRef& in, int64_t n_rows, int64_t in_stride, const BufferRef& y,
                int64_t y_stride);
+  // The block's input (rows(in), n_embd wide) converted at most once per activation type,
+  // as the CPU's ActivationCache does: q/k/v, the four DeltaNet projections, the router with
+  // the shared and routed experts share their conversions. begin_input starts a block.
+  void begin_input(Act in);
+  Converted input_for(const GpuMatrix& w);
+  // y[r] = w · input[r].
+  void project_input(const cpu::WeightMatrix& w, const BufferRef& y, int64_t y_stride);
   void fail(const Status& s) {
     if (status_.is_ok() && !s.is_ok()) status_ = s;
   }
@@ -107,7 +115,15 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   // Scratch, sized for options_.n_ubatch rows.
   int64_t capacity_ = 0;
   BufferRef x_, h_, mix_;
-  BufferRef xq_, xq2_;             // converted activations
+  BufferRef xq_, xq2_;             // the block input's conversions (begin_input / input_for)
+  BufferRef xq3_;                   // conversions of intermediates (project)
+  struct InputSlot {
+    bool used = false;
+    DType type = DType::F32;
+    Converted conv;
+  };
+  InputSlot input_slots_[2];
+  Act input_ = Act::kH;
   static constexpr int kBig = 6;
   BufferRef big_[kBig];             // block intermediates, each big enough for any of them (vk_blocks.cpp)
   BufferRef small_a_, small_b_;     // [rows][n_v_heads] (β, α) or [rows] (shared gate)
@@ -117,13 +133,14 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   int64_t logits_rows_ = 0;         // rows of n_vocab logits_ holds
   std::vector<float> host_a_, host_b_, host_c_;  // downloads for the CPU part of hybrid layers
   std::vector<float> host_cos_sin_;
+  std::vector<int64_t> cos_sin_key_;  // the positions (and rope) cos_sin_ holds angles for
 
   // Prompt-time expert streaming (op offload) for layers whose experts live on the CPU.
   // The cost model compares, for the pairs of a batch, the CPU's measured seconds per routed
   // pair with the upload (measured host→device GB/s) plus the GPU's measured seconds per pair.
   bool stream_experts(const MoeWeights& w, int64_t n_pairs);
-  void routed_on_gpu(const MoeWeights& w, const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up,
-                     const GpuMatrix& down, Act in);
+  // The block input's routed experts (begin_input), pairs in ids_/pair_rows_.
+  void routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up, const GpuMatrix& down);
   struct Streamed {
     std::vector<BufferRef> buffers;  // the staging area on the GPU, in binding-sized pieces
     uint64_t bytes = 0;

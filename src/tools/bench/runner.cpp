@@ -251,7 +251,11 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
     if (!placement.note.empty()) std::fprintf(stderr, "moetier bench: %s\n", placement.note.c_str());
     RETURN_IF_ERROR(model.place_on_gpu({}));  // release the previous layout first
     if (placement.gpu_part) {
-      if (auto used = gpu_used_bytes(placement.gpu.device); used && *used > 0) used_before = *used;
+      auto devices = list_gpu_devices();
+      if (devices && placement.gpu.device < static_cast<int>(devices->size())) {
+        const uint64_t used = (*devices)[static_cast<size_t>(placement.gpu.device)].used_bytes;
+        if (used > 0) used_before = used;
+      }
       RETURN_IF_ERROR(model.place_on_gpu(placement.gpu));
     }
     loaded.placement = layout;
