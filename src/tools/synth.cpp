@@ -35,10 +35,13 @@ std::string synth_epilog() {
       "  and output get that many rows; a note is printed when it differs from the preset). Without it a\n"
       "  byte-level BPE vocabulary of the preset's size is generated (256 byte tokens, merges, then\n"
       "  <|endoftext|> (bos) <|im_start|> <|im_end|> (eos) <think> </think>).\n"
+      "  --experts, --n-vocab and --attention-every make small files that keep every other dimension of\n"
+      "  the preset (tests use a 2-layer 35B-shape file with 16 experts and an attention layer).\n"
       "  The same --seed always gives the same bytes, whatever -t.\n"
       "\nexamples:\n"
       "  moetier synth --preset tiny -o tiny.gguf\n"
-      "  moetier synth --preset qwen3.6-35b-a3b --layers 8 --quant ud-q4_k_xl -o q36-8l.gguf\n";
+      "  moetier synth --preset qwen3.6-35b-a3b --layers 8 --quant ud-q4_k_xl -o q36-8l.gguf\n"
+      "  moetier synth --preset qwen3.6-35b-a3b --layers 2 --attention-every 2 --experts 16 --n-vocab 4096 -o t.gguf\n";
   return text;
 }
 
@@ -56,6 +59,12 @@ int cmd_synth(int argc, char** argv) {
   p.option({"--quant"}, "MIX", "tensor types: f32, f16, q8_0, q4_k_m, ud-q4_k_xl, iq4_xs", &quant);
   p.option({"--seed"}, "S", "random seed (default 0)", &seed);
   p.option({"--vocab"}, "VOCAB.gguf", "copy the tokenizer from this GGUF (sets n_vocab)", &options.vocab_path);
+  p.option({"--n-vocab"}, "N", "synthetic vocabulary of N tokens instead of the preset's (smaller test files)",
+           &options.n_vocab);
+  p.option({"--experts"}, "N", "N routed experts per layer instead of the preset's (smaller test files)",
+           &options.n_expert);
+  p.option({"--attention-every"}, "N", "qwen35moe: every Nth layer is full attention (preset: 4)",
+           &options.full_attention_interval);
   p.option({"-o", "--output"}, "OUT.gguf", "output file", &options.out_path);
   p.option({"-t", "--threads"}, "N", "threads (default: all cores)", &options.n_threads);
   p.flag({"-q", "--quiet"}, &quiet, "no progress bar");

@@ -185,10 +185,22 @@ TEST(GpuOps, CausalAttentionWithGqaAndOutputGate) {
   }
 }
 
-TEST(GpuOps, ConvAndDeltaRuleFollowTheCpuLoops) {
+struct DeltaShape {
+  int64_t nk, nv, dk, rows;
+};
+class GpuDeltaRule : public ::testing::TestWithParam<DeltaShape> {};
+
+// The tiny models' shape, and the real Qwen3.6-35B-A3B shape (d_state 128, 16 K / 32 V heads)
+// with a prompt-sized micro-batch, and 4 V heads per K head.
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuDeltaRule,
+                         ::testing::Values(DeltaShape{2, 4, 32, 3}, DeltaShape{16, 32, 128, 130},
+                                           DeltaShape{4, 16, 128, 200}, DeltaShape{2, 4, 32, 300}, DeltaShape{1, 1, 128, 300}, DeltaShape{1, 1, 64, 300}));
+
+TEST_P(GpuDeltaRule, ConvAndDeltaRuleFollowTheCpuLoops) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};
-  const int64_t nk = 2, nv = 4, dk = 32, key_dim = nk * dk, vd = nv * dk, ch = 2 * key_dim + vd, taps = 4, rows = 3;
+  const auto [nk, nv, dk, rows] = GetParam();
+  const int64_t key_dim = nk * dk, vd = nv * dk, ch = 2 * key_dim + vd, taps = 4;
   const auto qkv = testing::random_normal(static_cast<size_t>(rows * ch), 10), w = testing::random_normal(static_cast<size_t>(ch * taps), 11, 0.5f),
              st0 = testing::random_normal(static_cast<size_t>((taps - 1) * ch), 12), z = testing::random_normal(static_cast<size_t>(rows * vd), 13),
              beta = testing::random_normal(static_cast<size_t>(rows * nv), 14), alpha = testing::random_normal(static_cast<size_t>(rows * nv), 15),

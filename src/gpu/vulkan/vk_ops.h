@@ -12,6 +12,15 @@
 
 namespace moetier::vk {
 
+// Loop iterations one shader invocation may run in one dispatch, all its loops together.
+// Mesa's llvmpipe (lavapipe, the CI's Vulkan device) counts every loop iteration of an
+// invocation and silently ends all loops after 65,535 of them (a guard against endless
+// shaders), so a longer dispatch computes wrong results without any error. Kernels whose
+// loops grow with the number of tokens or keys split their work across dispatches or
+// workgroups to stay within this budget (half the limit, for the small loops a kernel's
+// estimate leaves out). Real GPUs have no such limit; the split costs them a few dispatches.
+inline constexpr int64_t kLoopBudget = 32768;
+
 // The activation type a weight type consumes on the GPU: the CPU's (cpu::activation_type_for).
 Result<DType> gpu_activation_type(DType weight_type);
 

@@ -162,8 +162,20 @@ Status delta_rule(Device& dev, const DeltaRuleDispatch& d, const BufferRef& conv
     float q_scale, eps;
   } push{u32(d.n_rows),    u32(d.row_begin), u32(d.dk),      u32(d.dv),        u32(d.n_k_heads), u32(d.n_v_heads),
          u32(d.channels), u32(d.key_dim),   u32(d.value_dim), d.q_scale,       d.eps};
-  return dev.stream().dispatch("delta_rule", {conv_out, beta, alpha, params, state, z, y}, push,
-                               Groups{.x = u32(d.n_v_heads)});
+  // The state stays in its buffer between dispatches, so the rows can go in chunks that keep
+  // each invocation within the loop budget (vk_ops.h): per row, the q/k load, the two passes
+  // over d_k for each of its columns, the norm's reduction steps and the output loop.
+  const int64_t cols = (d.dv + 63) / 64;
+  const int64_t per_row = (d.dk + 63) / 64 + cols * (2 * d.dk + 2) + 6 + cols + 1;
+  const int64_t chunk = std::max<int64_t>(1, kLoopBudget / per_row);
+  for (int64_t r0 = 0; r0 < d.n_rows; r0 += chunk) {
+    auto part = push;
+    part.n_rows = u32(std::min(chunk, d.n_rows - r0));
+    part.row_begin = u32(d.row_begin + r0);
+    RETURN_IF_ERROR(dev.stream().dispatch("delta_rule", {conv_out, beta, alpha, params, state, z, y}, part,
+                                          Groups{.x = u32(d.n_v_heads)}));
+  }
+  return Status::ok();
 }
 
 Status moe_router(Device& dev, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,

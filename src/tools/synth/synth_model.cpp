@@ -72,6 +72,13 @@ Status write_tensor(gguf::Writer& writer, const TensorInit& init, DType type, in
   return Status::ok();
 }
 
+std::string ordinal(int64_t n) {
+  if (n == 1) return "1st";
+  if (n == 2) return "2nd";
+  if (n == 3) return "3rd";
+  return fmt::format("{}th", n);
+}
+
 std::string tokenizer_pre_for(const std::string& arch) { return arch == "qwen35moe" ? "qwen35" : "qwen2"; }
 
 Result<SynthSummary> write_file(const SynthPlan& plan, const SynthOptions& options);
@@ -84,7 +91,37 @@ Result<SynthPlan> plan_synth(const SynthOptions& options) {
   plan.hparams = preset->hparams;
   HParams& hp = plan.hparams;
   plan.mix = options.mix.value_or(preset->default_mix);
+  if (options.full_attention_interval != 0) {
+    if (hp.arch != "qwen35moe") {
+      return Status::bad_input(fmt::format("--attention-every applies to qwen35moe presets, not {}", hp.arch));
+    }
+    if (options.full_attention_interval < 1 || options.full_attention_interval > 4096) {
+      return Status::bad_input(
+          fmt::format("--attention-every must be in 1..4096, got {}", options.full_attention_interval));
+    }
+    hp.full_attention_interval = options.full_attention_interval;
+    hp.layer_kinds = layer_pattern(hp, hp.n_layer);
+    plan.notes.push_back(fmt::format("every {} layer is full attention (the preset has every {})",
+                                     ordinal(options.full_attention_interval), ordinal(preset->hparams.full_attention_interval)));
+  }
   if (options.n_layer != 0) RETURN_IF_ERROR(set_depth(hp, options.n_layer));
+  if (options.n_expert != 0) {
+    if (options.n_expert < hp.n_expert_used || options.n_expert > 4096) {
+      return Status::bad_input(fmt::format("--experts must be in {}..4096 (the preset uses {} per token), got {}",
+                                           hp.n_expert_used, hp.n_expert_used, options.n_expert));
+    }
+    plan.notes.push_back(fmt::format("{} routed experts (the preset has {})", options.n_expert, hp.n_expert));
+    hp.n_expert = options.n_expert;
+  }
+  if (options.n_vocab != 0) {
+    if (!options.vocab_path.empty()) return Status::bad_input("--n-vocab and --vocab exclude each other");
+    // 256 byte tokens + 5 special tokens at least; 4 M keeps the tensors' row counts sane.
+    if (options.n_vocab < 262 || options.n_vocab > (int64_t{1} << 22)) {
+      return Status::bad_input(fmt::format("--n-vocab must be in 262..4194304, got {}", options.n_vocab));
+    }
+    plan.notes.push_back(fmt::format("n_vocab {} (the preset has {})", options.n_vocab, hp.n_vocab));
+    hp.n_vocab = options.n_vocab;
+  }
 
   MetadataList tokenizer;
   if (!options.vocab_path.empty()) {

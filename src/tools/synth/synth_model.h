@@ -21,6 +21,12 @@ struct SynthOptions {
   std::optional<QuantMix> mix;        // unset: the preset's default mix
   uint64_t seed = 0;
   std::string vocab_path;             // empty: synthetic vocabulary of the preset's n_vocab
+  // Smaller test files with the preset's other dimensions (0: the preset's value): fewer
+  // routed experts (n_expert_used is kept), a smaller synthetic vocabulary, and the
+  // qwen35moe full-attention interval (2 puts an attention layer in a 2-layer file).
+  int64_t n_expert = 0;
+  int64_t n_vocab = 0;
+  int64_t full_attention_interval = 0;
   std::string out_path;
   int n_threads = 0;                  // 0: all hardware threads; the bytes do not depend on it
   bool progress = true;               // progress bar on stderr
