@@ -62,7 +62,7 @@ Result<VkInstance> create_instance() {
                         .applicationVersion = 1,
                         .pEngineName = "moetier",
                         .engineVersion = 1,
-                        .apiVersion = std::min<uint32_t>(version, VK_API_VERSION_1_2)};
+                        .apiVersion = std::min<uint32_t>(version, VK_API_VERSION_1_3)};
   VkInstanceCreateInfo ci{.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                           .flags = flags,
                           .pApplicationInfo = &app,
@@ -114,7 +114,34 @@ DeviceInfo describe_device(VkPhysicalDevice pd, int index) {
   info.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
   info.max_shared_bytes = p.limits.maxComputeSharedMemorySize;
   for (int i = 0; i < 3; ++i) info.max_workgroup_count[static_cast<size_t>(i)] = p.limits.maxComputeWorkGroupCount[i];
+  info.vendor_id = p.vendorID;
   info.subgroup_size = subgroup.subgroupSize;
+  info.min_subgroup_size = info.max_subgroup_size = subgroup.subgroupSize;
+  const bool compute_stage = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  info.subgroup_arithmetic = compute_stage && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.subgroup_shuffle = compute_stage && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  if (base.apiVersion >= VK_API_VERSION_1_2) info.loop_limited = driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
+  if (base.apiVersion >= VK_API_VERSION_1_3) {
+    VkPhysicalDeviceSubgroupSizeControlProperties sizes{
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+    VkPhysicalDeviceShaderIntegerDotProductProperties dot{
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES, .pNext = &sizes};
+    VkPhysicalDeviceProperties2 p13{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &dot};
+    vkGetPhysicalDeviceProperties2(pd, &p13);
+    VkPhysicalDeviceVulkan13Features f13{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    VkPhysicalDeviceFeatures2 f{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f13};
+    vkGetPhysicalDeviceFeatures2(pd, &f);
+    if (f13.subgroupSizeControl && (sizes.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+      info.subgroup_size_control = true;
+      info.min_subgroup_size = sizes.minSubgroupSize;
+      info.max_subgroup_size = sizes.maxSubgroupSize;
+    }
+    info.full_subgroups = f13.computeFullSubgroups;
+    info.integer_dot = f13.shaderIntegerDotProduct;
+    info.integer_dot_accelerated = info.integer_dot && dot.integerDotProduct4x8BitPackedSignedAccelerated;
+  }
+  info.timestamps = p.limits.timestampComputeAndGraphics;
+  info.timestamp_period_ns = p.limits.timestampPeriod;
   VkPhysicalDeviceMaintenance3Properties m3{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 props2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
   vkGetPhysicalDeviceProperties2(pd, &props2);
@@ -168,6 +195,11 @@ const char* result_name(VkResult r) {
   }
 }
 
+bool DeviceInfo::fast_kernels_supported() const {
+  return api_version >= VK_API_VERSION_1_2 && subgroup_arithmetic && subgroup_shuffle && subgroup_size >= 8 &&
+         max_workgroup_invocations >= 512 && max_shared_bytes >= 16384;
+}
+
 std::string DeviceInfo::describe() const {
   return fmt::format("{}, {}, {:.1f} GiB{}, Vulkan {}.{}.{}{}", name, type, local_heap_bytes / 1073741824.0,
                      has_memory_budget ? fmt::format(" ({:.1f} GiB free)", (budget_bytes > used_bytes ? budget_bytes - used_bytes : 0) / 1073741824.0) : "",
@@ -217,6 +249,7 @@ Result<std::unique_ptr<Context>> Context::create(int device_index) {
     }
   }
   if (!found) return Status::runtime(fmt::format("{}: no compute queue", c->info_.name));
+  c->info_.timestamps = c->info_.timestamps && families[c->queue_family_].timestampValidBits >= 32;
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -225,7 +258,17 @@ Result<std::unique_ptr<Context>> Context::create(int device_index) {
                               .pQueuePriorities = &priority};
   std::vector<const char*> exts;
   if (c->info_.has_memory_budget) exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  // Vulkan 1.3 features the fast kernels use where the device has them.
+  VkPhysicalDeviceVulkan13Features f13{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+  VkPhysicalDeviceFeatures2 features{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  if (c->info_.api_version >= VK_API_VERSION_1_3) {
+    f13.subgroupSizeControl = c->info_.subgroup_size_control;
+    f13.computeFullSubgroups = c->info_.full_subgroups;
+    f13.shaderIntegerDotProduct = c->info_.integer_dot;
+    features.pNext = &f13;
+  }
   VkDeviceCreateInfo dci{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                         .pNext = c->info_.api_version >= VK_API_VERSION_1_3 ? &features : nullptr,
                          .queueCreateInfoCount = 1,
                          .pQueueCreateInfos = &qci,
                          .enabledExtensionCount = static_cast<uint32_t>(exts.size()),

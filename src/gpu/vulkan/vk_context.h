@@ -31,11 +31,25 @@ struct DeviceInfo {
   uint64_t max_storage_buffer_range = 0;  // bytes one storage-buffer binding may span (lavapipe: 128 MiB)
   uint64_t max_allocation_bytes = 0;
   uint64_t min_storage_offset_alignment = 0;
+  uint32_t vendor_id = 0;          // PCI vendor: 0x10DE NVIDIA, 0x1002 AMD, 0x8086 Intel, 0x10005 Mesa (llvmpipe)
   uint32_t subgroup_size = 0;
+  uint32_t min_subgroup_size = 0, max_subgroup_size = 0;  // VK 1.3 subgroup size control, else subgroup_size
+  bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute shaders
+  bool subgroup_shuffle = false;     // subgroupShuffleXor in compute shaders
+  bool subgroup_size_control = false;  // pipelines can ask for a subgroup size (VK 1.3)
+  bool full_subgroups = false;       // pipelines can require full subgroups (VK 1.3 computeFullSubgroups)
+  bool integer_dot = false;          // VK_KHR_shader_integer_dot_product (dotPacked4x8EXT)
+  bool integer_dot_accelerated = false;  // ... and the driver says signed 4x8 dot products are fast
+  bool timestamps = false;           // compute queues write timestamps (for bench --profile)
+  double timestamp_period_ns = 0;    // nanoseconds per timestamp tick
+  bool loop_limited = false;         // Mesa llvmpipe: loops end silently after 65,535 iterations (vk_ops.h)
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_shared_bytes = 0;
   std::array<uint32_t, 3> max_workgroup_count{};
 
+  // What the fast kernels need (Vulkan 1.2, subgroup arithmetic and shuffles in compute
+  // shaders, subgroups of at least 8); otherwise the exact kernels run.
+  bool fast_kernels_supported() const;
   // One line: "llvmpipe (LLVM 15.0.6, 256 bits), CPU (software), 23.4 GiB, Vulkan 1.3.230"
   std::string describe() const;
 };

@@ -47,6 +47,7 @@ Result<BufferRef> Device::staging(uint64_t bytes) {
 Status Device::upload(const BufferRef& dst, const void* data, uint64_t bytes) {
   if (bytes == 0) return Status::ok();
   CHECK(bytes <= dst.size);
+  stream_->count_transfer(bytes, 0);
   // Large uploads go in ring-sized pieces.
   const auto* src = static_cast<const uint8_t*>(data);
   for (uint64_t off = 0; off < bytes; off += kRingBytes / 2) {
@@ -70,6 +71,7 @@ Status Device::download(std::span<const Download> downloads) {
   // ring, which must not yet hold staged results).
   std::vector<const Download*> small;
   uint64_t staged_bytes = 0;
+  for (const Download& d : downloads) stream_->count_transfer(0, d.bytes);
   for (const Download& d : downloads) {
     CHECK(d.bytes <= d.src.size);
     if (d.bytes == 0 || d.src.mapped) continue;

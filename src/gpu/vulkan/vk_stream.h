@@ -1,18 +1,26 @@
 // Recording and submitting GPU work: compute pipelines made from the embedded shaders
-// (created on first use, kept in the on-disk pipeline cache), and a Stream that records
-// dispatches and copies into one command buffer, submits it, and waits for it.
+// (created on first use per set of specialization constants, kept in the on-disk pipeline
+// cache), and a Stream that records dispatches and copies into one command buffer, submits
+// it, and waits for it.
 //
 //   Stream s(ctx, pipelines);
-//   s.dispatch("rms_norm", {x, w, out}, push, groups);   // recorded, with a barrier after
+//   s.dispatch("rms_norm", {x, w, out}, push, groups);   // recorded
 //   s.submit();  ... CPU work ...  s.wait();             // or s.finish() for both
 //
-// Every dispatch is followed by a full memory barrier: simple and always correct; kernels
-// of one layer depend on each other almost everywhere anyway.
+// Barriers only where needed: the Stream knows, from each shader's SPIR-V, which of its
+// bindings it writes (bindings declared `readonly` it only reads), and keeps the byte ranges
+// read and written since the last barrier. A dispatch or copy gets a barrier before it only
+// when it reads or writes a range written since then, or writes a range read since then;
+// independent work (the q/k/v projections of one input, the router and the shared expert)
+// runs without one. The census (GpuCensus) counts dispatches, barriers, submits, host waits
+// and bytes, and with timestamps on, GPU time per shader.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <span>
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,18 +34,42 @@ namespace moetier::vk {
 inline constexpr uint32_t kMaxBindings = 8;
 inline constexpr uint32_t kMaxPushBytes = 128;
 
+inline constexpr uint32_t kMaxSpecConstants = 8;
+
+// Specialization constants of a shader variant: constant_id i gets values[i] for i < count.
+// Fast shaders use constant_id 0 for their workgroup size (local_size_x_id = 0).
+struct Spec {
+  std::array<uint32_t, kMaxSpecConstants> values{};
+  uint32_t count = 0;
+  Spec() = default;
+  Spec(std::initializer_list<uint32_t> v) {
+    CHECK(v.size() <= kMaxSpecConstants);
+    for (uint32_t x : v) values[count++] = x;
+  }
+};
+
 struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
+  uint32_t n_bindings = 0;
+  std::array<bool, kMaxBindings> writes{};  // binding i is written (not declared readonly)
 };
+
+// Which descriptor bindings (set 0) a SPIR-V compute shader declares and which of them it
+// may write. Errors for a malformed module.
+struct BindingAccess {
+  uint32_t n_bindings = 0;  // highest binding + 1
+  std::array<bool, kMaxBindings> writes{};
+};
+Result<BindingAccess> reflect_bindings(std::span<const uint32_t> spirv);
 
 class Pipelines {
  public:
   explicit Pipelines(const Context& ctx);
   ~Pipelines();
-  // The pipeline of the named shader variant; errors when it does not exist or fails to
-  // build (which names the shader).
-  Result<Pipeline> get(std::string_view name);
+  // The pipeline of the named shader variant with these specialization constants; errors
+  // when it does not exist or fails to build (which names the shader).
+  Result<Pipeline> get(std::string_view name, const Spec& spec = {});
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
 
  private:
@@ -51,6 +83,25 @@ struct Groups {
   uint32_t x = 1, y = 1, z = 1;
 };
 
+// What a stretch of GPU work cost: counted as it is recorded and submitted; GPU time per
+// shader from timestamps when they are on (Stream::set_timestamps) and the device has them.
+struct GpuCensus {
+  uint64_t dispatches = 0;
+  uint64_t barriers = 0;
+  uint64_t submits = 0;
+  uint64_t host_waits = 0;       // fence waits the host made for submitted work
+  uint64_t bytes_up = 0;         // host → device (staged uploads)
+  uint64_t bytes_down = 0;       // device → host
+  uint64_t weight_bytes = 0;     // weight bytes the recorded matmuls read (experts: an upper bound)
+  struct Op {
+    uint64_t dispatches = 0;
+    double gpu_ns = 0;           // 0 without timestamps
+  };
+  std::map<std::string, Op, std::less<>> ops;  // by shader name
+  bool timed = false;            // gpu_ns were measured
+  void add(const GpuCensus& o);
+};
+
 class Stream {
  public:
   Stream(const Context& ctx, Pipelines& pipelines);
@@ -62,15 +113,31 @@ class Stream {
   // `push_bytes` of push constants. Fails (and records nothing) for an unknown shader or
   // more than kMaxBindings / kMaxPushBytes. Workgroup counts above the device's limit are
   // the caller's error (CHECKed).
-  Status dispatch(std::string_view shader, std::initializer_list<BufferRef> bindings, const void* push,
-                  uint32_t push_bytes, Groups groups);
+  Status dispatch(std::string_view shader, const Spec& spec, std::initializer_list<BufferRef> bindings,
+                  const void* push, uint32_t push_bytes, Groups groups);
   template <class Push>
   Status dispatch(std::string_view shader, std::initializer_list<BufferRef> bindings, const Push& push, Groups groups) {
     static_assert(sizeof(Push) <= kMaxPushBytes);
-    return dispatch(shader, bindings, &push, sizeof(Push), groups);
+    return dispatch(shader, Spec{}, bindings, &push, sizeof(Push), groups);
+  }
+  template <class Push>
+  Status dispatch(std::string_view shader, const Spec& spec, std::initializer_list<BufferRef> bindings,
+                  const Push& push, Groups groups) {
+    static_assert(sizeof(Push) <= kMaxPushBytes);
+    return dispatch(shader, spec, bindings, &push, sizeof(Push), groups);
   }
   void copy(const BufferRef& src, const BufferRef& dst, uint64_t bytes);
   void fill_zero(const BufferRef& dst);
+
+  // The census since the last take_census(); counting is always on, timestamps only when
+  // set_timestamps(true) (they cost a query per dispatch).
+  GpuCensus take_census();
+  void set_timestamps(bool on) { timestamps_ = on; }
+  void count_weight_bytes(uint64_t bytes) { census_.weight_bytes += bytes; }
+  void count_transfer(uint64_t up, uint64_t down) {
+    census_.bytes_up += up;
+    census_.bytes_down += down;
+  }
 
   // Submits what was recorded (nothing to do when empty); wait() blocks until the GPU is
   // done with it; finish() = submit() + wait(). Errors: device lost, out of memory.
@@ -81,9 +148,23 @@ class Stream {
   uint64_t dispatches() const { return n_dispatch_; }
 
  private:
+  struct Range {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    uint64_t begin = 0, end = 0;
+  };
   void begin();
   void barrier();
+  // Records a barrier first when an access to `reads` / `writes` depends on earlier work
+  // since the last barrier; then remembers them.
+  void order(std::span<const Range> reads, std::span<const Range> writes);
+  void read_timestamps();
   VkDescriptorSet allocate_set();
+  std::vector<Range> pending_reads_, pending_writes_;
+  GpuCensus census_;
+  bool timestamps_ = false;
+  VkQueryPool query_pool_ = VK_NULL_HANDLE;
+  uint32_t queries_used_ = 0;
+  std::vector<std::string> query_names_;  // shader of query i (query 0: the start)
   const Context& ctx_;
   Pipelines& pipelines_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
