@@ -33,6 +33,7 @@ struct GpuBackendOptions {
   bool op_offload = true;            // see GpuPlacement
   int64_t op_offload_min_tokens = 32;
   bool op_offload_always = false;
+  bool exact_kernels = false;        // see GpuPlacement
 };
 
 class GpuBackend {

@@ -44,6 +44,8 @@ struct GpuPlacement {
   bool op_offload = true;
   int64_t op_offload_min_tokens = 32;
   bool op_offload_always = false;    // tests: skip the cost model
+  // The reference GPU kernels instead of the fast ones (--gpu-kernels exact; vk_ops.h).
+  bool exact_kernels = false;
   bool any() const;
 };
 

@@ -87,6 +87,7 @@ int cmd_bench(int argc, char** argv) {
         .progress_prefix = fmt::format("[{}/{}] {} t={}", i + 1, tests.size(), name, test.n_threads),
         .device = params.device,
         .vram_budget_mib = params.vram_budget_mib,
+        .exact_kernels = params.exact_kernels,
     };
     auto result = bench::run_test(*loaded, test, options);
     if (!result) {

@@ -117,7 +117,8 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
   d.gpu = GpuPlacement{.device = gpu.index,
                        .progress = r.progress,
                        .memory_limit_bytes = static_cast<uint64_t>(r.vram_budget_mib * kMiB),
-                       .op_offload = r.op_offload};
+                       .op_offload = r.op_offload,
+                       .exact_kernels = r.exact_kernels};
   for (int64_t il = 0; il < hp.n_layer && d.gpu_part; ++il) {
     const LayerPlan& lp = d.plan.layers[static_cast<size_t>(il)];
     d.gpu.layer_on_gpu.push_back(lp.dense == kGpuDevice);
@@ -146,7 +147,8 @@ Status place_model(Session& s, const EngineFlags& flags, const SessionOptions& o
                                                           .n_seq = options.n_seq,
                                                           .n_ubatch = flags.n_ubatch,
                                                           .progress = !options.quiet,
-                                                          .op_offload = !flags.no_op_offload}));
+                                                          .op_offload = !flags.no_op_offload,
+                                                          .exact_kernels = flags.gpu_kernels == "exact"}));
   if (!options.quiet && !d.note.empty()) std::fprintf(stderr, "moetier: %s\n", d.note.c_str());
   if (d.gpu_part) {
     if (!options.quiet) std::fputs(inspect::render_plan_text(d.plan, d.params, hp).c_str(), stderr);

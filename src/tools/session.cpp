@@ -44,6 +44,16 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
            &f.vram_budget_mib);
   p.flag({"--no-op-offload"}, &f.no_op_offload,
          "never stream CPU-resident experts to the GPU for prompt batches (default: when measured faster)");
+  p.option({"--gpu-kernels"}, "fast|exact",
+           "GPU kernels: fast (default) or exact, the reference kernels that reproduce the CPU's arithmetic "
+           "(slow; for verification)",
+           [&f](std::string_view v) {
+             if (v != "fast" && v != "exact") {
+               return Status::bad_input(fmt::format("--gpu-kernels takes fast or exact, not '{}'", v));
+             }
+             f.gpu_kernels = std::string(v);
+             return Status::ok();
+           });
 }
 
 void add_sampling_flags(ArgParser& p, SamplerParams& s) {

@@ -43,6 +43,7 @@ struct EngineFlags {
   int64_t fit_margin_mib = 1536;   // --fit-margin: GPU memory kept free
   int64_t vram_budget_mib = 0;     // --vram-budget: plan as if the GPU had this much (0: what it has)
   bool no_op_offload = false;      // --no-op-offload (accepted; see --help)
+  std::string gpu_kernels = "fast";  // --gpu-kernels fast|exact
   bool verbose = false;
 };
 
@@ -93,6 +94,7 @@ struct PlacementRequest {
   int64_t n_ubatch = 512;
   bool progress = true;
   bool op_offload = true;    // --no-op-offload turns it off
+  bool exact_kernels = false;  // --gpu-kernels exact
 };
 struct PlacementDecision {
   Plan plan;           // what to run

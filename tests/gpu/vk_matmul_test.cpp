@@ -70,7 +70,8 @@ TEST_P(GpuMatmul, QuantizedActivationsAndProductsEqualTheCpu) {
   auto gy = dev->allocator().allocate(expected.size() * 4, vk::MemoryUse::kScratch);
   ASSERT_TRUE(gx.is_ok() && gq.is_ok() && gy.is_ok());
   ASSERT_TRUE(vk::quantize_rows(*dev, act, *gx, n_tok, n_in, n_in, *gq).is_ok());
-  ASSERT_TRUE(vk::matmul(*dev, *gw, 0, *gq, xq_stride, n_tok, *gy, n_out).is_ok());
+  ASSERT_TRUE(vk::matmul_exact(*dev, {.w = &*gw, .xq = *gq, .x_row_bytes = xq_stride, .n_tok = n_tok, .y = *gy,
+                                      .y_stride = n_out}).is_ok());
   std::vector<uint8_t> got_q(xq_stride * n_tok);
   std::vector<float> got(expected.size());
   ASSERT_TRUE(dev->download(*gq, got_q.data(), got_q.size()).is_ok());
@@ -130,7 +131,8 @@ TEST_P(GpuMatmul, ExpertStackProductsByPair) {
   auto gy = dev->allocator().allocate(expected.size() * 4, vk::MemoryUse::kScratch);
   ASSERT_TRUE(gx.is_ok() && gq.is_ok() && gids.is_ok() && grows.is_ok() && gy.is_ok());
   ASSERT_TRUE(vk::quantize_rows(*dev, act, *gx, n_rows_x, n_in, n_in, *gq).is_ok());
-  ASSERT_TRUE(vk::matmul_id(*dev, *gw, *gq, xq_stride, *gids, *grows, n_pairs, *gy, n_out).is_ok());
+  ASSERT_TRUE(vk::matmul_id_exact(*dev, {.w = &*gw, .xq = *gq, .x_row_bytes = xq_stride, .ids = *gids, .rows = *grows,
+                                         .n_pairs = n_pairs, .y = *gy, .y_stride = n_out}).is_ok());
   std::vector<float> got(expected.size());
   ASSERT_TRUE(dev->download(*gy, got.data(), got.size() * 4).is_ok());
   for (size_t i = 0; i < expected.size(); ++i) {

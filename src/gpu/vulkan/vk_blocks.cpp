@@ -237,12 +237,18 @@ void VulkanBackend::routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, cons
   const int64_t d = s.n_embd, n_pairs = n_ * s.n_expert_used;
   const Converted xg = input_for(gate);
   const Converted xu = input_for(up);
-  fail(matmul_id(*dev_, gate, xg.buffer, xg.row_bytes, ids_, pair_rows_, n_pairs, big_[1], s.n_ff_exp));
-  fail(matmul_id(*dev_, up, xu.buffer, xu.row_bytes, ids_, pair_rows_, n_pairs, big_[2], s.n_ff_exp));
+  fail(matmul_id(*dev_, kernels_,
+                 {.w = &gate, .xq = xg.buffer, .x_row_bytes = xg.row_bytes, .ids = ids_, .rows = pair_rows_,
+                  .n_pairs = n_pairs, .y = big_[1], .y_stride = s.n_ff_exp}));
+  fail(matmul_id(*dev_, kernels_,
+                 {.w = &up, .xq = xu.buffer, .x_row_bytes = xu.row_bytes, .ids = ids_, .rows = pair_rows_,
+                  .n_pairs = n_pairs, .y = big_[2], .y_stride = s.n_ff_exp}));
   fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
                 {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
   const Converted xd = convert(down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq3_);
-  fail(matmul_id(*dev_, down, xd.buffer, xd.row_bytes, ids_, iota_, n_pairs, big_[4], d));
+  fail(matmul_id(*dev_, kernels_,
+                 {.w = &down, .xq = xd.buffer, .x_row_bytes = xd.row_bytes, .ids = ids_, .rows = iota_,
+                  .n_pairs = n_pairs, .y = big_[4], .y_stride = d}));
 }
 
 bool VulkanBackend::stream_experts(const MoeWeights& w, int64_t n_pairs) {

@@ -1,6 +1,7 @@
 #include "gpu/vulkan/vk_exec.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -43,6 +44,13 @@ void GpuSequenceState::clear() {
 Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(const HParams& hp, const GpuBackendOptions& options) {
   std::unique_ptr<VulkanBackend> b(new VulkanBackend(hp, options));
   ASSIGN_OR_RETURN(b->dev_, Device::open(options.device));
+  b->kernels_ = options.exact_kernels || !b->dev_->info().fast_kernels_supported() ? KernelSet::kExact : KernelSet::kFast;
+  if (!options.exact_kernels && b->kernels_ == KernelSet::kExact) {
+    std::fprintf(stderr,
+                 "moetier: GPU %s lacks what the fast kernels need (Vulkan 1.2, subgroup arithmetic and shuffles "
+                 "in compute shaders, subgroups of 8+): using the exact kernels, which are slower\n",
+                 b->dev_->info().name.c_str());
+  }
   b->dev_->allocator().set_limit(options.memory_limit_bytes);
   RETURN_IF_ERROR(b->allocate_scratch());
   return b;
@@ -164,7 +172,8 @@ void VulkanBackend::project(const cpu::WeightMatrix& w, const BufferRef& in, int
   if (!m || prepare_) return;
   const Converted xq = convert(*m, in, n_rows, w.n_in, in_stride, xq3_);
   if (!xq.buffer.valid()) return;
-  fail(vk::matmul(*dev_, *m, 0, xq.buffer, xq.row_bytes, n_rows, y, y_stride));
+  fail(vk::matmul(*dev_, kernels_,
+                  {.w = m, .xq = xq.buffer, .x_row_bytes = xq.row_bytes, .n_tok = n_rows, .y = y, .y_stride = y_stride}));
 }
 
 void VulkanBackend::begin_input(Act in) {
@@ -197,7 +206,8 @@ void VulkanBackend::project_input(const cpu::WeightMatrix& w, const BufferRef& y
   if (!m || prepare_) return;
   const Converted xq = input_for(*m);
   if (!xq.buffer.valid()) return;
-  fail(vk::matmul(*dev_, *m, 0, xq.buffer, xq.row_bytes, n_, y, y_stride));
+  fail(vk::matmul(*dev_, kernels_,
+                  {.w = m, .xq = xq.buffer, .x_row_bytes = xq.row_bytes, .n_tok = n_, .y = y, .y_stride = y_stride}));
 }
 
 Status VulkanBackend::lm_head(const cpu::WeightMatrix& output, const float* output_norm,
@@ -218,7 +228,9 @@ Status VulkanBackend::lm_head(const cpu::WeightMatrix& output, const float* outp
                       norm, h_));
     const Converted xq = convert(*m, h_, rows, d, d, xq_);
     if (!xq.buffer.valid()) return status_;
-    fail(vk::matmul(*dev_, *m, 0, xq.buffer, xq.row_bytes, rows, logits_, hp_.n_vocab));
+    fail(vk::matmul(*dev_, kernels_,
+                    {.w = m, .xq = xq.buffer, .x_row_bytes = xq.row_bytes, .n_tok = rows, .y = logits_,
+                     .y_stride = hp_.n_vocab}));
     RETURN_IF_ERROR(status_);
     RETURN_IF_ERROR(dev_->download(logits_, logits + r0 * static_cast<size_t>(hp_.n_vocab),
                                    static_cast<uint64_t>(rows * hp_.n_vocab) * 4));

@@ -98,6 +98,7 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   HParams hp_;
   GpuBackendOptions options_;
   std::unique_ptr<Device> dev_;
+  KernelSet kernels_ = KernelSet::kFast;
   CpuExec cpu_;  // the routed experts of layers whose experts stay on the CPU
   Status status_;
 

@@ -29,14 +29,50 @@ Result<DType> gpu_activation_type(DType weight_type);
 Status quantize_rows(Device& dev, DType type, const BufferRef& x, int64_t n_rows, int64_t n_in, int64_t x_stride,
                      const BufferRef& out);
 
+// The two kernel sets. kExact: the reference kernels, bit-identical to the CPU's scalar
+// references where the arithmetic allows (one thread per row sums its blocks in order,
+// byte loads, float-float sums); the test oracle, and `--gpu-kernels exact`. kFast (the
+// default): kernels built for memory bandwidth (subgroups sharing a block, 32-bit loads,
+// several rows and tokens per workgroup, tiles in shared memory, register-resident state);
+// they differ from kExact by float rounding only, with tolerances derived in their tests.
+enum class KernelSet { kFast, kExact };
+const char* kernel_set_name(KernelSet k);
+
 // y[t][y_offset + o] = W[o] · xq[t] for t < n_tok, o < n_out; y rows are y_stride floats
 // apart. xq rows: gpu_activation_type(w.type), x_row_bytes apart. For a stack, matrix `mat`.
-Status matmul(Device& dev, const GpuMatrix& w, int64_t mat, const BufferRef& xq, uint64_t x_row_bytes, int64_t n_tok,
-              const BufferRef& y, int64_t y_stride, int64_t y_offset = 0);
-
+struct MatmulArgs {
+  const GpuMatrix* w = nullptr;
+  int64_t mat = 0;
+  BufferRef xq;
+  uint64_t x_row_bytes = 0;
+  int64_t n_tok = 0;
+  BufferRef y;
+  int64_t y_stride = 0;
+  int64_t y_offset = 0;
+  bool accumulate = false;         // fast only: y += W·x (a fused residual add)
+  const GpuMatrix* up = nullptr;   // fast only: y = silu(W·x) · (up·x) (fused SwiGLU; same shape as w)
+};
 // Stack products: for pair z < n_pairs, y[z][o] = W[ids[z]][o] · xq[rows[z]] (u32 buffers).
-Status matmul_id(Device& dev, const GpuMatrix& w, const BufferRef& xq, uint64_t x_row_bytes, const BufferRef& ids,
-                 const BufferRef& rows, int64_t n_pairs, const BufferRef& y, int64_t y_stride);
+struct MatmulIdArgs {
+  const GpuMatrix* w = nullptr;
+  BufferRef xq;
+  uint64_t x_row_bytes = 0;
+  BufferRef ids, rows;
+  int64_t n_pairs = 0;
+  BufferRef y;
+  int64_t y_stride = 0;
+  const GpuMatrix* up = nullptr;   // fast only: fused SwiGLU
+};
+Status matmul(Device& dev, KernelSet k, const MatmulArgs& a);
+Status matmul_id(Device& dev, KernelSet k, const MatmulIdArgs& a);
+
+// The kernels behind them. Exact: matmul.comp. Fast: matvec (up to kMatvecMaxCols tokens at
+// once; more are done in groups) and the tiled matmat for prompt batches.
+inline constexpr int64_t kMatvecMaxCols = 8;
+Status matmul_exact(Device& dev, const MatmulArgs& a);
+Status matmul_id_exact(Device& dev, const MatmulIdArgs& a);
+Status matvec(Device& dev, const MatmulArgs& a);
+Status matvec_id(Device& dev, const MatmulIdArgs& a);
 
 }  // namespace moetier::vk
 

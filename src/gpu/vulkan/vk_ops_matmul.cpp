@@ -80,8 +80,25 @@ Status quantize_rows(Device& dev, DType type, const BufferRef& x, int64_t n_rows
   return dev.stream().dispatch(shader, {x, out}, push, spread(dev, n_rows, 1));
 }
 
-Status matmul(Device& dev, const GpuMatrix& w, int64_t mat, const BufferRef& xq, uint64_t x_row_bytes, int64_t n_tok,
-              const BufferRef& y, int64_t y_stride, int64_t y_offset) {
+const char* kernel_set_name(KernelSet k) { return k == KernelSet::kFast ? "fast" : "exact"; }
+
+Status matmul(Device& dev, KernelSet k, const MatmulArgs& a) {
+  if (k == KernelSet::kExact) return matmul_exact(dev, a);
+  return matvec(dev, a);
+}
+
+Status matmul_id(Device& dev, KernelSet k, const MatmulIdArgs& a) {
+  if (k == KernelSet::kExact) return matmul_id_exact(dev, a);
+  return matvec_id(dev, a);
+}
+
+Status matmul_exact(Device& dev, const MatmulArgs& a) {
+  CHECK(!a.accumulate && a.up == nullptr);  // the exact kernels do not fuse
+  const GpuMatrix& w = *a.w;
+  const int64_t mat = a.mat, n_tok = a.n_tok, y_stride = a.y_stride, y_offset = a.y_offset;
+  const BufferRef& xq = a.xq;
+  const BufferRef& y = a.y;
+  const uint64_t x_row_bytes = a.x_row_bytes;
   if (n_tok == 0) return Status::ok();
   ASSIGN_OR_RETURN(int64_t block, block_elems(w.type));
   const int64_t nb = w.n_in / block;
@@ -114,12 +131,17 @@ Status matmul(Device& dev, const GpuMatrix& w, int64_t mat, const BufferRef& xq,
                           .mat_count = 0};
     const int64_t groups = (n_rows + rows_per_group - 1) / rows_per_group;
     RETURN_IF_ERROR(dev.stream().dispatch(shader, {buf, xq, y}, push, spread(dev, groups, static_cast<uint32_t>(n_tok))));
+    dev.stream().count_weight_bytes(buf.size);
   }
   return Status::ok();
 }
 
-Status matmul_id(Device& dev, const GpuMatrix& w, const BufferRef& xq, uint64_t x_row_bytes, const BufferRef& ids,
-                 const BufferRef& rows, int64_t n_pairs, const BufferRef& y, int64_t y_stride) {
+Status matmul_id_exact(Device& dev, const MatmulIdArgs& a) {
+  CHECK(a.up == nullptr);
+  const GpuMatrix& w = *a.w;
+  const BufferRef &xq = a.xq, &ids = a.ids, &rows = a.rows, &y = a.y;
+  const uint64_t x_row_bytes = a.x_row_bytes;
+  const int64_t n_pairs = a.n_pairs, y_stride = a.y_stride;
   if (n_pairs == 0) return Status::ok();
   if (w.n_mat < 2) return Status::bad_input("GPU expert products need a stack of matrices");
   ASSIGN_OR_RETURN(int64_t block, block_elems(w.type));
@@ -143,6 +165,8 @@ Status matmul_id(Device& dev, const GpuMatrix& w, const BufferRef& xq, uint64_t 
     RETURN_IF_ERROR(dev.stream().dispatch(shader, {part.buffer, xq, y, ids, rows}, push,
                                           spread(dev, groups, static_cast<uint32_t>(n_pairs))));
   }
+  // Each pair reads one matrix: at most min(pairs, matrices) distinct ones.
+  dev.stream().count_weight_bytes(static_cast<uint64_t>(std::min(n_pairs, w.n_mat)) * w.row_bytes * w.n_out);
   return Status::ok();
 }
 

@@ -250,6 +250,14 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
   p.option({"-dev", "--device"}, "N", "Vulkan device (see 'moetier run --list-devices'; default: the first hardware GPU)",
            &b.device);
   p.option({"--vram-budget"}, "MiB", "use at most this much GPU memory", &b.vram_budget_mib);
+  p.option({"--gpu-kernels"}, "fast|exact", "GPU kernels: fast (default) or exact (the reference kernels; slow)",
+           [&b](std::string_view v) {
+             if (v != "fast" && v != "exact") {
+               return Status::bad_input(fmt::format("--gpu-kernels takes fast or exact, not '{}'", v));
+             }
+             b.exact_kernels = v == "exact";
+             return Status::ok();
+           });
   p.option({"-ngl", "--n-gpu-layers"}, "N", "layers on the GPU (default -1)",
            int_list(&b.n_gpu_layers, "-ngl", INT64_MIN, /*allow_negative=*/true));
   p.option({"-ncmoe", "--n-cpu-moe"}, "N", "keep the routed experts of the first N layers on the CPU (default 0)",

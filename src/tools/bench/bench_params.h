@@ -52,6 +52,7 @@ struct BenchParams {
   uint32_t seed = 1234;                      // --seed: random token ids
   int device = -1;                           // -dev: Vulkan device (default: the first hardware GPU)
   int64_t vram_budget_mib = 0;               // --vram-budget: cap GPU memory (a big GPU behaves like a small one)
+  bool exact_kernels = false;                // --gpu-kernels exact: the reference GPU kernels
 };
 
 // Registers every bench flag on `parser`, writing into `params`.

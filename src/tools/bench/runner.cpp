@@ -242,7 +242,8 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
                                      .type_k = test.type_k,
                                      .type_v = test.type_v,
                                      .n_ubatch = std::min(test.n_ubatch, test.n_batch),
-                                     .progress = true}));
+                                     .progress = true,
+                                     .exact_kernels = options.exact_kernels}));
   const std::string layout = placement.gpu_part ? fmt::format("ngl={} ncmoe={} ot={}", test.n_gpu_layers, test.n_cpu_moe,
                                                                test.tensor_overrides)
                                                 : "";

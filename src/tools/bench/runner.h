@@ -42,6 +42,7 @@ struct RunOptions {
   std::string progress_prefix;  // "[2/6] tg128" for the progress lines on stderr
   int device = -1;              // -dev
   int64_t vram_budget_mib = 0;  // --vram-budget
+  bool exact_kernels = false;   // --gpu-kernels exact
 };
 
 // Runs `test` on `loaded`. Errors (context allocation, forward failures) are values.

@@ -11,6 +11,10 @@ foreach(w F32 F16 BF16 Q4_0 Q8_0 Q4_K Q5_K Q6_K IQ4_XS)
   string(TOLOWER ${w} lw)
   list(APPEND MOETIER_SHADER_VARIANTS "matmul_${lw}|matmul.comp|WTYPE_${w}")
   list(APPEND MOETIER_SHADER_VARIANTS "matmul_id_${lw}|matmul.comp|WTYPE_${w},MATMUL_ID")
+  list(APPEND MOETIER_SHADER_VARIANTS "matvec_${lw}|matvec.comp|WTYPE_${w}")
+  list(APPEND MOETIER_SHADER_VARIANTS "matvec_id_${lw}|matvec.comp|WTYPE_${w},MATVEC_ID")
+  list(APPEND MOETIER_SHADER_VARIANTS "matvec_swiglu_${lw}|matvec.comp|WTYPE_${w},SWIGLU")
+  list(APPEND MOETIER_SHADER_VARIANTS "matvec_id_swiglu_${lw}|matvec.comp|WTYPE_${w},MATVEC_ID,SWIGLU")
 endforeach()
 list(APPEND MOETIER_SHADER_VARIANTS
   "rms_norm|norm.comp|NORM_RMS"
