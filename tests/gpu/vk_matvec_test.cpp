@@ -1,4 +1,4 @@
-// The fast mat-vec kernels (shaders/matvec.comp) against the exact ones (matmul.comp, which
+// The fast mat-vec and mat-mat kernels (shaders/matvec.comp, matmat.comp) against the exact ones (matmul.comp, which
 // vk_matmul_test.cpp holds bit-identical to the CPU's scalar references), for every weight
 // type: plain, expert stacks by pair, the fused SwiGLU and the fused residual add.
 //
@@ -14,6 +14,7 @@
 // orders of magnitude above the rounding and three below the smallest bug.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -157,6 +158,97 @@ TEST_P(GpuMatvec, ExpertPairsEqualTheExactKernel) {
   for (size_t i = 0; i < n; ++i) want_swiglu[i] = cpu::silu(gate[i]) * up[i];
   EXPECT_LE(nmse(s.down(fast, n), gate), kMaxNmse);
   EXPECT_LE(nmse(s.down(fast_sw, n), want_swiglu), kMaxNmse);
+}
+
+// The tiled mat-mat (prompt batches): quantized weights bit for bit the exact kernel (same
+// integer sums, same float expression per superblock, superblocks added in order by one
+// invocation), with and without packed int8 dot products; float weights within the NMSE
+// bound above (fp32 fma instead of float-float sums). 9, 33 and 100 tokens: partial token
+// tiles; 77 rows: a partial row tile.
+bool float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void expect_matches_exact(DType type, const std::vector<float>& got, const std::vector<float>& want) {
+  if (float_type(type)) {
+    EXPECT_LE(nmse(got, want), kMaxNmse);
+    return;
+  }
+  int mismatches = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != want[i] && ++mismatches <= 3) ADD_FAILURE() << "output " << i << ": " << got[i] << " vs exact " << want[i];
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST_P(GpuMatvec, TiledMatmatEqualsExact) {
+  GPU_OR_SKIP(dev);
+  std::vector<bool> int_dots = {false};
+  if (dev->info().integer_dot) int_dots.push_back(true);
+  for (const int64_t n_in : {512, 4096}) {
+    MatvecCase s(*dev, GetParam(), n_in, 77, 1, 100, 90 + static_cast<uint64_t>(n_in));
+    for (const int64_t n_tok : {9, 33, 100}) {
+      const size_t n = static_cast<size_t>(n_tok * s.n_out);
+      auto exact = s.zeros(n);
+      const vk::MatmulArgs args{.w = &s.w, .xq = s.xq, .x_row_bytes = s.xq_stride, .n_tok = n_tok, .y = exact, .y_stride = s.n_out};
+      ASSERT_TRUE(vk::matmul_exact(*dev, args).is_ok());
+      const auto want = s.down(exact, n);
+      for (const bool int_dot : int_dots) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(s.type) << " n_in " << n_in << " tokens " << n_tok
+                                          << (int_dot ? " int-dot" : ""));
+        auto fast = s.zeros(n);
+        auto fast_args = args;
+        fast_args.y = fast;
+        ASSERT_TRUE(vk::matmat(*dev, fast_args, int_dot).is_ok());
+        expect_matches_exact(s.type, s.down(fast, n), want);
+      }
+    }
+  }
+}
+
+// Prompt-batch expert products: 40 tokens × 3 experts each (distinct per token, as routing
+// picks them) out of 6, grouped by expert on the GPU, against the exact kernel pair by pair.
+TEST_P(GpuMatvec, GroupedExpertTilesEqualExact) {
+  GPU_OR_SKIP(dev);
+  const int64_t n_tokens = 40, k = 3, n_mat = 6;
+  MatvecCase s(*dev, GetParam(), 512, 40, n_mat, n_tokens, 120);
+  std::vector<uint32_t> ids, rows;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      ids.push_back(static_cast<uint32_t>((t * 5 + j * (1 + t % 2)) % n_mat));
+      rows.push_back(static_cast<uint32_t>(t));
+    }
+  }
+  const int64_t n_pairs = static_cast<int64_t>(ids.size());
+  auto gids = *dev->create_buffer(ids.data(), ids.size() * 4, vk::MemoryUse::kScratch);
+  auto grows = *dev->create_buffer(rows.data(), rows.size() * 4, vk::MemoryUse::kScratch);
+  auto offsets = s.zeros(static_cast<size_t>(n_mat + 1)), order = s.zeros(static_cast<size_t>(n_pairs));
+  const size_t n = static_cast<size_t>(n_pairs * s.n_out);
+  auto exact = s.zeros(n);
+  const vk::MatmulIdArgs args{.w = &s.w, .xq = s.xq, .x_row_bytes = s.xq_stride, .ids = gids, .rows = grows,
+                              .n_pairs = n_pairs, .y = exact, .y_stride = s.n_out, .group_offsets = offsets,
+                              .group_order = order, .n_rows_x = n_tokens};
+  ASSERT_TRUE(vk::matmul_id_exact(*dev, args).is_ok());
+  const auto want = s.down(exact, n);
+  std::vector<bool> int_dots = {false};
+  if (dev->info().integer_dot) int_dots.push_back(true);
+  for (const bool int_dot : int_dots) {
+    auto fast = s.zeros(n);
+    auto fast_args = args;
+    fast_args.y = fast;
+    ASSERT_TRUE(vk::matmat_id(*dev, fast_args, int_dot).is_ok());
+    expect_matches_exact(s.type, s.down(fast, n), want);
+  }
+  // The grouping itself: offsets are the prefix sums of the counts; every pair appears once.
+  std::vector<uint32_t> got_offsets(static_cast<size_t>(n_mat + 1)), got_order(static_cast<size_t>(n_pairs));
+  ASSERT_TRUE(dev->download(offsets, got_offsets.data(), got_offsets.size() * 4).is_ok());
+  ASSERT_TRUE(dev->download(order, got_order.data(), got_order.size() * 4).is_ok());
+  EXPECT_EQ(got_offsets.back(), static_cast<uint32_t>(n_pairs));
+  for (int64_t e = 0; e < n_mat; ++e) {
+    for (uint32_t i = got_offsets[static_cast<size_t>(e)]; i < got_offsets[static_cast<size_t>(e + 1)]; ++i) {
+      EXPECT_EQ(ids[got_order[i]], static_cast<uint32_t>(e));
+    }
+  }
+  std::sort(got_order.begin(), got_order.end());
+  for (int64_t z = 0; z < n_pairs; ++z) EXPECT_EQ(got_order[static_cast<size_t>(z)], static_cast<uint32_t>(z));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, GpuMatvec,

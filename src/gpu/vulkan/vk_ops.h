@@ -61,7 +61,12 @@ struct MatmulIdArgs {
   int64_t n_pairs = 0;
   BufferRef y;
   int64_t y_stride = 0;
-  const GpuMatrix* up = nullptr;   // fast only: fused SwiGLU
+  const GpuMatrix* up = nullptr;   // fast only: fused SwiGLU (at most kMatvecMaxCols pairs)
+  // Fast, prompt batches: scratch for grouping the pairs by expert on the GPU ([n_mat + 1]
+  // and [n_pairs] u32), and the number of distinct activation rows. Without them, or for
+  // few pairs, every pair is its own mat-vec.
+  BufferRef group_offsets, group_order;
+  int64_t n_rows_x = 0;
 };
 Status matmul(Device& dev, KernelSet k, const MatmulArgs& a);
 Status matmul_id(Device& dev, KernelSet k, const MatmulIdArgs& a);
@@ -73,6 +78,16 @@ Status matmul_exact(Device& dev, const MatmulArgs& a);
 Status matmul_id_exact(Device& dev, const MatmulIdArgs& a);
 Status matvec(Device& dev, const MatmulArgs& a);
 Status matvec_id(Device& dev, const MatmulIdArgs& a);
+// Prompt batches: tiles of 32 rows × 32 tokens; quantized weights bit-identical to the exact
+// kernel. int_dot: packed int8 dot products (VK_KHR_shader_integer_dot_product; the default
+// follows DeviceInfo::integer_dot_accelerated).
+Status matmat(Device& dev, const MatmulArgs& a, bool int_dot);
+// The pairs grouped by expert (moe_group), then one tiled dispatch over (row tiles × token
+// tiles × experts).
+Status matmat_id(Device& dev, const MatmulIdArgs& a, bool int_dot);
+// Sorts pair indices by expert: offsets [n_expert + 1], order [n_pairs].
+Status moe_group(Device& dev, const BufferRef& ids, int64_t n_pairs, int64_t n_expert, const BufferRef& offsets,
+                 const BufferRef& order);
 
 }  // namespace moetier::vk
 

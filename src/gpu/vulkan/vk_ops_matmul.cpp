@@ -82,14 +82,18 @@ Status quantize_rows(Device& dev, DType type, const BufferRef& x, int64_t n_rows
 
 const char* kernel_set_name(KernelSet k) { return k == KernelSet::kFast ? "fast" : "exact"; }
 
+// Decode-sized work (up to kMatvecMaxCols tokens, or pairs) is bandwidth-bound: mat-vec.
+// Prompt batches reuse each weight tile across 32 tokens: mat-mat.
 Status matmul(Device& dev, KernelSet k, const MatmulArgs& a) {
   if (k == KernelSet::kExact) return matmul_exact(dev, a);
-  return matvec(dev, a);
+  if (a.n_tok <= kMatvecMaxCols || a.up) return matvec(dev, a);
+  return matmat(dev, a, dev.info().integer_dot_accelerated);
 }
 
 Status matmul_id(Device& dev, KernelSet k, const MatmulIdArgs& a) {
   if (k == KernelSet::kExact) return matmul_id_exact(dev, a);
-  return matvec_id(dev, a);
+  if (a.n_pairs <= kMatvecMaxCols || a.up || !a.group_offsets.valid()) return matvec_id(dev, a);
+  return matmat_id(dev, a, dev.info().integer_dot_accelerated);
 }
 
 Status matmul_exact(Device& dev, const MatmulArgs& a) {

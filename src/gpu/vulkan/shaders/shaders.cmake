@@ -15,6 +15,12 @@ foreach(w F32 F16 BF16 Q4_0 Q8_0 Q4_K Q5_K Q6_K IQ4_XS)
   list(APPEND MOETIER_SHADER_VARIANTS "matvec_id_${lw}|matvec.comp|WTYPE_${w},MATVEC_ID")
   list(APPEND MOETIER_SHADER_VARIANTS "matvec_swiglu_${lw}|matvec.comp|WTYPE_${w},SWIGLU")
   list(APPEND MOETIER_SHADER_VARIANTS "matvec_id_swiglu_${lw}|matvec.comp|WTYPE_${w},MATVEC_ID,SWIGLU")
+  list(APPEND MOETIER_SHADER_VARIANTS "matmat_${lw}|matmat.comp|WTYPE_${w}")
+  list(APPEND MOETIER_SHADER_VARIANTS "matmat_id_${lw}|matmat.comp|WTYPE_${w},MATMAT_ID")
+  if(NOT w MATCHES "^(F32|F16|BF16)$")
+    list(APPEND MOETIER_SHADER_VARIANTS "matmat_idot_${lw}|matmat.comp|WTYPE_${w},INT_DOT")
+    list(APPEND MOETIER_SHADER_VARIANTS "matmat_id_idot_${lw}|matmat.comp|WTYPE_${w},MATMAT_ID,INT_DOT")
+  endif()
 endforeach()
 list(APPEND MOETIER_SHADER_VARIANTS
   "rms_norm|norm.comp|NORM_RMS"
@@ -28,5 +34,6 @@ list(APPEND MOETIER_SHADER_VARIANTS
   "ssm_conv|conv.comp|-"
   "delta_rule|delta_rule.comp|-"
   "moe_router|router.comp|-"
+  "moe_group|moe_group.comp|-"
   "moe_combine|moe_combine.comp|-"
 )
