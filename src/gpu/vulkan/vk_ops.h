@@ -151,6 +151,39 @@ Status delta_rule(Device& dev, const DeltaRuleDispatch& d, const BufferRef& conv
                   const BufferRef& alpha, const BufferRef& params, const BufferRef& state, const BufferRef& z,
                   const BufferRef& y);
 
+// The fast delta rule (vk_ops_delta.cpp; shaders delta_rule_fast*.comp): delta_rule()'s
+// result from the same buffers, with each head's state in registers for all tokens of a
+// dispatch, a head's columns split across workgroups, and the gated RMSNorm as a second
+// dispatch in place on y. It differs from delta_rule() only in float summation order (the
+// d_k-long dot products, the norm's fp32 sum of squares), FMA contraction and rsqrt
+// (tests/gpu/vk_delta_rule_test.cpp bounds the effect). Needs
+// DeviceInfo::fast_kernels_supported(); d_k, d_v ≤ 256; key_dim = n_k_heads·d_k,
+// value_dim = n_v_heads·d_v.
+// Tuning: zeros choose the defaults (plan_delta_rule_fast); tests set them to cover
+// other splits and the chunking of rows across dispatches.
+struct DeltaRuleFastTuning {
+  int64_t lanes_per_column = 0;       // invocations sharing one state column: 1, 2, 4 or 8, dividing d_k
+  int64_t columns_per_group = 0;      // state columns per workgroup, dividing d_v
+  int64_t tokens_per_stage = 0;       // tokens staged in shared memory per barrier
+  int64_t max_rows_per_dispatch = 0;  // a cap below the loop budget's
+};
+// What delta_rule_fast() runs: the kernel's specialization and how rows go in dispatches.
+struct DeltaRuleFastPlan {
+  int64_t lanes_per_column = 0, columns_per_group = 0, tokens_per_stage = 0;
+  int64_t workgroup_size = 0;      // columns_per_group · lanes_per_column invocations
+  int64_t state_registers = 0;     // floats of state per invocation: d_k / lanes_per_column
+  int64_t prefetch_registers = 0;  // floats of the next stage per invocation
+  int64_t shared_bytes = 0;        // two stage buffers
+  int64_t workgroups = 0;          // n_v_heads · d_v / columns_per_group
+  int64_t rows_per_dispatch = 0;   // within kLoopBudget iterations per invocation
+};
+// Errors (bad input): shapes or tuning the kernel cannot run, naming what is wrong.
+Result<DeltaRuleFastPlan> plan_delta_rule_fast(const DeviceInfo& info, const DeltaRuleDispatch& d,
+                                               const DeltaRuleFastTuning& tuning = {});
+Status delta_rule_fast(Device& dev, const DeltaRuleDispatch& d, const BufferRef& conv_out, const BufferRef& beta,
+                       const BufferRef& alpha, const BufferRef& params, const BufferRef& state, const BufferRef& z,
+                       const BufferRef& y, const DeltaRuleFastTuning& tuning = {});
+
 // Softmax + top-k + renormalised weights per token (logits become probabilities in place);
 // ids/weights/rows: [n_rows · k].
 Status moe_router(Device& dev, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,

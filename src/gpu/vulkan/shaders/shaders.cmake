@@ -33,6 +33,8 @@ list(APPEND MOETIER_SHADER_VARIANTS
   "attention|attention.comp|-"
   "ssm_conv|conv.comp|-"
   "delta_rule|delta_rule.comp|-"
+  "delta_rule_fast|delta_rule_fast.comp|-"
+  "delta_rule_fast_norm|delta_rule_fast_norm.comp|-"
   "moe_router|router.comp|-"
   "moe_group|moe_group.comp|-"
   "moe_combine|moe_combine.comp|-"
