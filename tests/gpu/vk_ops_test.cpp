@@ -265,7 +265,7 @@ TEST(GpuOps, RouterTopKAndCombine) {
   logits[5] = logits[9] = 6.0f;  // a tie: the lower id first
   auto gl = g.up(logits), gids = g.zeros(static_cast<size_t>(rows * k)), gw = g.zeros(static_cast<size_t>(rows * k)),
        grows = g.zeros(static_cast<size_t>(rows * k));
-  ASSERT_TRUE(vk::moe_router(*dev, gl, n_expert, k, rows, gids, gw, grows).is_ok());
+  ASSERT_TRUE(vk::moe_router(*dev, vk::KernelSet::kExact, gl, n_expert, k, rows, gids, gw, grows).is_ok());
   const auto ids = g.down<uint32_t>(gids, static_cast<size_t>(rows * k));
   const auto wts = g.down<float>(gw, static_cast<size_t>(rows * k));
   const auto pair_rows = g.down<uint32_t>(grows, static_cast<size_t>(rows * k));
@@ -301,6 +301,39 @@ TEST(GpuOps, RouterTopKAndCombine) {
       EXPECT_EQ(out[static_cast<size_t>(t * d + c)], o[static_cast<size_t>(c)]);
       EXPECT_NEAR(out2[static_cast<size_t>(t * d + c)], o2[static_cast<size_t>(c)], 32 * ulp(std::fabs(o2[static_cast<size_t>(c)]) + 1.0f));
     }
+  }
+  // Fused into the residual stream: x += out, exactly the separate add.
+  const auto x0 = testing::random_normal(static_cast<size_t>(rows * d), 21);
+  auto gx = g.up(x0);
+  ASSERT_TRUE(vk::moe_combine(*dev, ge, gw, gsh, gsg, go, d, k, rows, true, true, gx).is_ok());
+  const auto x1 = g.down<float>(gx, static_cast<size_t>(rows * d));
+  for (size_t i = 0; i < x1.size(); ++i) EXPECT_EQ(x1[i], x0[i] + out2[i]) << i;
+}
+
+// The fast router computes the exact one's probabilities and picks the same experts in
+// parallel: ids, weights and probabilities bit for bit, for the real models' expert counts
+// (128, 256, 512) with ties and k = 8.
+TEST(GpuOps, FastRouterEqualsTheExactRouter) {
+  GPU_OR_SKIP(dev);
+  Gpu g{*dev};
+  for (const int64_t n_expert : {8, 128, 256, 512}) {
+    const int64_t k = std::min<int64_t>(8, n_expert / 2), rows = 5;
+    auto logits = testing::random_normal(static_cast<size_t>(rows * n_expert), 40 + static_cast<uint64_t>(n_expert), 2.0f);
+    logits[3] = logits[n_expert - 1] = logits[n_expert / 2] = 20.0f;  // three-way tie in row 0
+    std::vector<std::vector<float>> got_p, got_w;
+    std::vector<std::vector<uint32_t>> got_ids;
+    for (const auto ks : {vk::KernelSet::kExact, vk::KernelSet::kFast}) {
+      auto gl = g.up(logits), gids = g.zeros(static_cast<size_t>(rows * k)), gw = g.zeros(static_cast<size_t>(rows * k)),
+           grows = g.zeros(static_cast<size_t>(rows * k));
+      ASSERT_TRUE(vk::moe_router(*dev, ks, gl, n_expert, k, rows, gids, gw, grows).is_ok());
+      got_p.push_back(g.down<float>(gl, logits.size()));
+      got_w.push_back(g.down<float>(gw, static_cast<size_t>(rows * k)));
+      got_ids.push_back(g.down<uint32_t>(gids, static_cast<size_t>(rows * k)));
+    }
+    EXPECT_EQ(got_ids[1], got_ids[0]) << n_expert << " experts";
+    EXPECT_EQ(got_w[1], got_w[0]) << n_expert << " experts";
+    EXPECT_EQ(got_p[1], got_p[0]) << n_expert << " experts";
+    EXPECT_EQ(got_ids[0][0], 3u) << "ties go to the lower id";
   }
 }
 

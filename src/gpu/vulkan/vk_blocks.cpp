@@ -15,22 +15,29 @@ void VulkanBackend::rms_norm(Act in, const float* w, Act out) {
   const int64_t d = hp_.n_embd;
   const BufferRef wb = vector(w, d);
   if (prepare_ || !status_) return;
+  flush_output({});
   fail(vk::rms_norm(*dev_, {.n = d, .n_rows = n_, .row_stride = d, .out_row_stride = d, .eps = hp_.rms_eps}, rows(in),
                     wb, rows(out)));
 }
 
 void VulkanBackend::add(Act x, Act y) {
   if (prepare_ || !status_) return;
+  if (pending_.kind != PendingOutput::Kind::kNone && pending_.out == y && x != y) {
+    flush_output(rows(x));  // the block's last op adds into x itself
+    return;
+  }
+  flush_output({});
   const int64_t d = hp_.n_embd;
   fail(vk::add(*dev_, {.buffer = rows(x), .stride = d}, {.buffer = rows(y), .stride = d}, d, n_));
 }
 
 void VulkanBackend::attention(const AttentionWeights& w, const AttentionShape& s, Act in, int layer, Act out) {
-  const int64_t hd = s.head_dim, d = s.n_embd;
+  const int64_t hd = s.head_dim;
   const int64_t q_width = s.n_head * hd * (s.output_gate ? 2 : 1), kv_width = s.n_head_kv * hd, q_dim = s.n_head * hd;
   const BufferRef q_norm = vector(w.q_norm, hd), k_norm = vector(w.k_norm, hd);
   for (const auto* m : {&w.q, &w.k, &w.v, &w.out}) matrix(*m);
   if (prepare_ || !status_) return;
+  flush_output({});
   const BufferRef q_full = big_[0], k = big_[1], v = big_[2], q = big_[3], attn = big_[4];
   begin_input(in);
   project_input(w.q, q_full, q_width);
@@ -78,11 +85,11 @@ void VulkanBackend::attention(const AttentionWeights& w, const AttentionShape& s
                         .gate_head_stride = 2 * hd, .gate_offset = hd},
                        q, cache.k, cache.v, scores_, attn, q_full));
   }
-  project(w.out, attn, n_, q_dim, rows(out), d);
+  defer_projection(w.out, attn, q_dim, out);
 }
 
 void VulkanBackend::delta_net(const DeltaNetWeights& w, const DeltaNetShape& s, Act in, int layer, Act out) {
-  const int64_t d = s.n_embd, ch = s.channels(), vd = s.value_dim(), nv = s.n_v_heads, dk = s.d_state;
+  const int64_t ch = s.channels(), vd = s.value_dim(), nv = s.n_v_heads, dk = s.d_state;
   for (const auto* m : {&w.qkv, &w.gate, &w.beta, &w.alpha, &w.out}) matrix(*m);
   const BufferRef conv_w = vector(w.conv, ch * s.d_conv);
   // dt_bias | A | norm in one buffer (the kernel has 8 bindings).
@@ -100,6 +107,7 @@ void VulkanBackend::delta_net(const DeltaNetWeights& w, const DeltaNetShape& s, 
     vectors_.emplace(w.dt_bias, params);
   }
   if (prepare_ || !status_) return;
+  flush_output({});
   const BufferRef qkv = big_[0], conv_out = big_[1], z = big_[2], y = big_[3];
   begin_input(in);
   project_input(w.qkv, qkv, ch);
@@ -119,13 +127,17 @@ void VulkanBackend::delta_net(const DeltaNetWeights& w, const DeltaNetShape& s, 
   for (const SeqRows& sr : seqs_) {
     GpuSequenceState* st = state_of(sr);
     if (!st) return;
-    fail(delta_rule(*dev_,
-                    {.n_rows = sr.n_rows, .row_begin = sr.row_begin, .dk = dk, .dv = dk, .n_k_heads = s.n_k_heads,
-                     .n_v_heads = nv, .channels = ch, .key_dim = s.key_dim(), .value_dim = vd,
-                     .q_scale = 1.0f / std::sqrt(static_cast<float>(dk)), .eps = s.rms_eps},
-                    conv_out, small_a_, small_b_, params, st->layer(layer).ssm, z, y));
+    const DeltaRuleDispatch dispatch{.n_rows = sr.n_rows, .row_begin = sr.row_begin, .dk = dk, .dv = dk,
+                                     .n_k_heads = s.n_k_heads, .n_v_heads = nv, .channels = ch,
+                                     .key_dim = s.key_dim(), .value_dim = vd,
+                                     .q_scale = 1.0f / std::sqrt(static_cast<float>(dk)), .eps = s.rms_eps};
+    if (kernels_ == KernelSet::kFast) {
+      fail(delta_rule_fast(*dev_, dispatch, conv_out, small_a_, small_b_, params, st->layer(layer).ssm, z, y));
+    } else {
+      fail(delta_rule(*dev_, dispatch, conv_out, small_a_, small_b_, params, st->layer(layer).ssm, z, y));
+    }
   }
-  project(w.out, y, n_, vd, rows(out), d);
+  defer_projection(w.out, y, vd, out);
 }
 
 void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out) {
@@ -139,6 +151,7 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
     for (const auto* m : {&w.gate_exps, &w.up_exps, &w.down_exps}) matrix(*m);
   }
   if (prepare_ || !status_) return;
+  flush_output({});
   const BufferRef logits = big_[0];
   begin_input(in);
   project_input(w.router, logits, s.n_expert);
@@ -147,10 +160,14 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   auto shared_expert = [&] {
     if (!w.has_shared) return;
     project_input(w.shared_gate_inp, small_a_, 1);
-    project_input(w.gate_shexp, big_[1], s.n_ff_shexp);
-    project_input(w.up_shexp, big_[2], s.n_ff_shexp);
-    fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_shexp}, {.buffer = big_[2], .stride = s.n_ff_shexp},
-                  {.buffer = big_[3], .stride = s.n_ff_shexp}, s.n_ff_shexp, n_));
+    if (fuse_swiglu(w.gate_shexp, w.up_shexp)) {
+      project_input(w.gate_shexp, big_[3], s.n_ff_shexp, &w.up_shexp);
+    } else {
+      project_input(w.gate_shexp, big_[1], s.n_ff_shexp);
+      project_input(w.up_shexp, big_[2], s.n_ff_shexp);
+      fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_shexp}, {.buffer = big_[2], .stride = s.n_ff_shexp},
+                    {.buffer = big_[3], .stride = s.n_ff_shexp}, s.n_ff_shexp, n_));
+    }
     project(w.down_shexp, big_[3], n_, s.n_ff_shexp, big_[5], d);
   };
 
@@ -159,10 +176,10 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
     const GpuMatrix* up = matrix(w.up_exps);
     const GpuMatrix* down = matrix(w.down_exps);
     if (!gate || !up || !down) return;
-    fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
+    fail(moe_router(*dev_, kernels_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
     routed_on_gpu(s, *gate, *up, *down);
     shared_expert();
-    fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
+    defer_combine(true, w.has_shared, k, out);
     return;
   }
 
@@ -193,7 +210,7 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
       }
       staged.push_back(std::move(g));
     }
-    fail(moe_router(*dev_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
+    fail(moe_router(*dev_, kernels_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
     routed_on_gpu(s, staged[0], staged[1], staged[2]);
     shared_expert();
     fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
@@ -227,7 +244,7 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
     cpu_seconds_per_pair_ = cpu_seconds_per_pair_ > 0 ? 0.7 * cpu_seconds_per_pair_ + 0.3 * per_pair : per_pair;
   }
   fail(dev_->upload(rows(out), host_c_.data(), host_c_.size() * 4));
-  fail(moe_combine(*dev_, {}, {}, big_[5], small_a_, rows(out), d, k, n_, false, w.has_shared));
+  defer_combine(false, w.has_shared, k, out);
 }
 
 // The routed experts of the pairs in ids_/pair_rows_ on the GPU: gate and up per pair,
@@ -237,18 +254,33 @@ void VulkanBackend::routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, cons
   const int64_t d = s.n_embd, n_pairs = n_ * s.n_expert_used;
   const Converted xg = input_for(gate);
   const Converted xu = input_for(up);
-  fail(matmul_id(*dev_, kernels_,
-                 {.w = &gate, .xq = xg.buffer, .x_row_bytes = xg.row_bytes, .ids = ids_, .rows = pair_rows_,
-                  .n_pairs = n_pairs, .y = big_[1], .y_stride = s.n_ff_exp}));
-  fail(matmul_id(*dev_, kernels_,
-                 {.w = &up, .xq = xu.buffer, .x_row_bytes = xu.row_bytes, .ids = ids_, .rows = pair_rows_,
-                  .n_pairs = n_pairs, .y = big_[2], .y_stride = s.n_ff_exp}));
-  fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
-                {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
+  // Prompt batches (fast kernels): the pairs grouped by expert once, every stack then tiled
+  // per expert; decode: one mat-vec per pair, gate and up fused with the SwiGLU.
+  const bool grouped = kernels_ == KernelSet::kFast && n_pairs > kMatvecMaxCols;
+  const MatmulIdArgs pairs{.ids = ids_, .rows = pair_rows_, .n_pairs = n_pairs,
+                           .group_offsets = grouped ? group_offsets_ : BufferRef{},
+                           .group_order = grouped ? group_order_ : BufferRef{}, .n_rows_x = n_};
+  const bool fused = kernels_ == KernelSet::kFast && !grouped && gate.type == up.type && gate.n_out == up.n_out &&
+                     gate.parts.size() == up.parts.size();
+  if (fused) {
+    auto a = pairs;
+    a.w = &gate, a.up = &up, a.xq = xg.buffer, a.x_row_bytes = xg.row_bytes, a.y = big_[3], a.y_stride = s.n_ff_exp;
+    fail(matmul_id(*dev_, kernels_, a));
+  } else {
+    auto a = pairs;
+    a.w = &gate, a.xq = xg.buffer, a.x_row_bytes = xg.row_bytes, a.y = big_[1], a.y_stride = s.n_ff_exp;
+    fail(matmul_id(*dev_, kernels_, a));
+    a.w = &up, a.xq = xu.buffer, a.x_row_bytes = xu.row_bytes, a.y = big_[2];
+    fail(matmul_id(*dev_, kernels_, a));
+    fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
+                  {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
+  }
   const Converted xd = convert(down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq3_);
-  fail(matmul_id(*dev_, kernels_,
-                 {.w = &down, .xq = xd.buffer, .x_row_bytes = xd.row_bytes, .ids = ids_, .rows = iota_,
-                  .n_pairs = n_pairs, .y = big_[4], .y_stride = d}));
+  // The down products' rows are the pairs themselves (iota).
+  auto a = pairs;
+  a.w = &down, a.xq = xd.buffer, a.x_row_bytes = xd.row_bytes, a.rows = iota_, a.n_rows_x = n_pairs, a.y = big_[4],
+  a.y_stride = d;
+  fail(matmul_id(*dev_, kernels_, a));
 }
 
 bool VulkanBackend::stream_experts(const MoeWeights& w, int64_t n_pairs) {

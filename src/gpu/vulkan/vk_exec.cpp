@@ -88,6 +88,8 @@ Status VulkanBackend::allocate_scratch() {
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, ids_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, weights_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, pair_rows_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(std::max<int64_t>(hp.n_expert, 1) + 1) * 4, group_offsets_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, group_order_));
   std::vector<uint32_t> iota(static_cast<size_t>(R * k));
   for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<uint32_t>(i);
   ASSIGN_OR_RETURN(iota_, dev_->create_buffer(iota.data(), iota.size() * 4, MemoryUse::kScratch));
@@ -108,6 +110,7 @@ BufferRef VulkanBackend::rows(Act a) const {
 
 LayerExec& VulkanBackend::begin_layer(int layer, std::span<const SeqRows> seqs, ThreadPool& pool, Profiler* profiler,
                                       bool prepare) {
+  flush_output({});  // (a layer ends with its residual add, which takes the pending op)
   layer_ = layer;
   seqs_ = seqs;
   n_ = seqs.empty() ? 0 : seqs.back().row_begin + seqs.back().n_rows;
@@ -119,17 +122,61 @@ LayerExec& VulkanBackend::begin_layer(int layer, std::span<const SeqRows> seqs, 
 }
 
 Status VulkanBackend::upload_x(const float* x, int64_t n) {
+  flush_output({});
   return dev_->upload(x_, x, static_cast<uint64_t>(n * hp_.n_embd) * 4);
 }
 
 Status VulkanBackend::download_x(float* x, int64_t n) {
+  flush_output({});
   RETURN_IF_ERROR(status_);
   return dev_->download(x_, x, static_cast<uint64_t>(n * hp_.n_embd) * 4);
 }
 
 Status VulkanBackend::finish() {
+  flush_output({});
   if (Status s = dev_->stream().finish(); !s) fail(s);
   return status_;
+}
+
+void VulkanBackend::defer_projection(const cpu::WeightMatrix& w, const BufferRef& in, int64_t in_stride, Act out) {
+  if (kernels_ == KernelSet::kExact) {  // the exact kernels do not fuse
+    project(w, in, n_, in_stride, rows(out), hp_.n_embd);
+    return;
+  }
+  pending_ = {.kind = PendingOutput::Kind::kProjection, .out = out, .w = &w, .in = in, .in_stride = in_stride};
+}
+
+void VulkanBackend::defer_combine(bool has_routed, bool has_shared, int64_t k, Act out) {
+  pending_ = {.kind = PendingOutput::Kind::kCombine, .out = out, .has_routed = has_routed, .has_shared = has_shared, .k = k};
+}
+
+void VulkanBackend::flush_output(const BufferRef& residual) {
+  const PendingOutput p = pending_;
+  pending_ = {};
+  const int64_t d = hp_.n_embd;
+  switch (p.kind) {
+    case PendingOutput::Kind::kNone: return;
+    case PendingOutput::Kind::kProjection: {
+      const GpuMatrix* m = matrix(*p.w);
+      if (!m) return;
+      const Converted xq = convert(*m, p.in, n_, p.w->n_in, p.in_stride, xq3_);
+      if (!xq.buffer.valid()) return;
+      const bool into_x = residual.valid();
+      fail(vk::matmul(*dev_, kernels_,
+                      {.w = m, .xq = xq.buffer, .x_row_bytes = xq.row_bytes, .n_tok = n_, .y = into_x ? residual : rows(p.out),
+                       .y_stride = d, .accumulate = into_x}));
+      return;
+    }
+    case PendingOutput::Kind::kCombine:
+      fail(moe_combine(*dev_, p.has_routed ? big_[4] : BufferRef{}, p.has_routed ? weights_ : BufferRef{}, big_[5],
+                       small_a_, rows(p.out), d, p.k, n_, p.has_routed, p.has_shared, residual));
+      return;
+  }
+}
+
+bool VulkanBackend::fuse_swiglu(const cpu::WeightMatrix& w, const cpu::WeightMatrix& up) const {
+  return kernels_ == KernelSet::kFast && n_ <= kMatvecMaxCols && w.type == up.type && w.n_in == up.n_in &&
+         w.n_out == up.n_out && w.n_mat == up.n_mat;
 }
 
 const GpuMatrix* VulkanBackend::matrix(const cpu::WeightMatrix& w) {
@@ -201,13 +248,16 @@ VulkanBackend::Converted VulkanBackend::input_for(const GpuMatrix& w) {
   return convert(w, rows(input_), n_, d, d, xq3_);  // a third type in one block: converted for this use
 }
 
-void VulkanBackend::project_input(const cpu::WeightMatrix& w, const BufferRef& y, int64_t y_stride) {
+void VulkanBackend::project_input(const cpu::WeightMatrix& w, const BufferRef& y, int64_t y_stride,
+                                  const cpu::WeightMatrix* up) {
   const GpuMatrix* m = matrix(w);
-  if (!m || prepare_) return;
+  const GpuMatrix* m_up = up ? matrix(*up) : nullptr;
+  if (!m || (up && !m_up) || prepare_) return;
   const Converted xq = input_for(*m);
   if (!xq.buffer.valid()) return;
   fail(vk::matmul(*dev_, kernels_,
-                  {.w = m, .xq = xq.buffer, .x_row_bytes = xq.row_bytes, .n_tok = n_, .y = y, .y_stride = y_stride}));
+                  {.w = m, .xq = xq.buffer, .x_row_bytes = xq.row_bytes, .n_tok = n_, .y = y, .y_stride = y_stride,
+                   .up = m_up}));
 }
 
 Status VulkanBackend::lm_head(const cpu::WeightMatrix& output, const float* output_norm,
@@ -216,6 +266,7 @@ Status VulkanBackend::lm_head(const cpu::WeightMatrix& output, const float* outp
   const GpuMatrix* m = matrix(output);
   if (prepare || !m) return status_;
   const int64_t d = hp_.n_embd;
+  flush_output({});
   for (size_t r0 = 0; r0 < logit_rows.size(); r0 += static_cast<size_t>(logits_rows_)) {
     const int64_t rows = std::min<int64_t>(logits_rows_, static_cast<int64_t>(logit_rows.size() - r0));
     // Gather the rows, normalise them, project them.

@@ -57,7 +57,7 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   // LayerExec (vk_blocks.cpp)
   void rms_norm(Act in, const float* w, Act out) override;
   void add(Act x, Act y) override;
-  void mark_after_mixer() override {}
+  void mark_after_mixer() override { flush_output({}); }
   void attention(const AttentionWeights& w, const AttentionShape& shape, Act in, int layer, Act out) override;
   void delta_net(const DeltaNetWeights& w, const DeltaNetShape& shape, Act in, int layer, Act out) override;
   void moe(const MoeWeights& w, const MoeShape& shape, Act in, Act out) override;
@@ -88,8 +88,29 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   // the shared and routed experts share their conversions. begin_input starts a block.
   void begin_input(Act in);
   Converted input_for(const GpuMatrix& w);
-  // y[r] = w · input[r].
-  void project_input(const cpu::WeightMatrix& w, const BufferRef& y, int64_t y_stride);
+  // y[r] = w · input[r]; with `up`, y = silu(w · input) · (up · input) (fused SwiGLU).
+  void project_input(const cpu::WeightMatrix& w, const BufferRef& y, int64_t y_stride,
+                     const cpu::WeightMatrix* up = nullptr);
+  // Whether w and up can go through one fused SwiGLU mat-vec for this micro-batch.
+  bool fuse_swiglu(const cpu::WeightMatrix& w, const cpu::WeightMatrix& up) const;
+
+  // The last op of a block (its output projection, or the MoE combine) is held back until
+  // the next call: when that call is add(kX, out), the op adds its result into the residual
+  // stream itself (y = x + W·a, x + (routed + shared): the same additions as the separate
+  // add), which saves a pass over the rows and a dispatch. Any other call records it as is.
+  struct PendingOutput {
+    enum class Kind { kNone, kProjection, kCombine } kind = Kind::kNone;
+    Act out = Act::kMix;
+    const cpu::WeightMatrix* w = nullptr;  // projection: out = w · in
+    BufferRef in;
+    int64_t in_stride = 0;
+    bool has_routed = false, has_shared = false;  // combine (buffers: big_[4], weights_, big_[5], small_a_)
+    int64_t k = 0;
+  } pending_;
+  void defer_projection(const cpu::WeightMatrix& w, const BufferRef& in, int64_t in_stride, Act out);
+  void defer_combine(bool has_routed, bool has_shared, int64_t k, Act out);
+  // Records the pending op: into rows(out), or added into `residual` when it is valid.
+  void flush_output(const BufferRef& residual);
   void fail(const Status& s) {
     if (status_.is_ok() && !s.is_ok()) status_ = s;
   }
@@ -130,6 +151,7 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   BufferRef small_a_, small_b_;     // [rows][n_v_heads] (β, α) or [rows] (shared gate)
   BufferRef cos_sin_, scores_;
   BufferRef ids_, weights_, pair_rows_, iota_;
+  BufferRef group_offsets_, group_order_;  // expert pairs grouped by expert (fast prompt batches)
   BufferRef logits_;
   int64_t logits_rows_ = 0;         // rows of n_vocab logits_ holds
   std::vector<float> host_a_, host_b_, host_c_;  // downloads for the CPU part of hybrid layers

@@ -82,6 +82,9 @@ Status matvec_id(Device& dev, const MatmulIdArgs& a);
 // kernel. int_dot: packed int8 dot products (VK_KHR_shader_integer_dot_product; the default
 // follows DeviceInfo::integer_dot_accelerated).
 Status matmat(Device& dev, const MatmulArgs& a, bool int_dot);
+// Whether matmat takes rows of w: whole steps of 256 values (64 for float weights). Rows
+// that are not (small test models) go through the mat-vec, 8 tokens at a time.
+bool matmat_supports(const GpuMatrix& w);
 // The pairs grouped by expert (moe_group), then one tiled dispatch over (row tiles × token
 // tiles × experts).
 Status matmat_id(Device& dev, const MatmulIdArgs& a, bool int_dot);
@@ -185,13 +188,14 @@ Status delta_rule_fast(Device& dev, const DeltaRuleDispatch& d, const BufferRef&
                        const BufferRef& y, const DeltaRuleFastTuning& tuning = {});
 
 // Softmax + top-k + renormalised weights per token (logits become probabilities in place);
-// ids/weights/rows: [n_rows · k].
-Status moe_router(Device& dev, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,
+// ids/weights/rows: [n_rows · k]. Both kernel sets compute the same probabilities and pick
+// the same experts; the fast one picks them in parallel.
+Status moe_router(Device& dev, KernelSet kernels, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,
                   const BufferRef& ids, const BufferRef& weights, const BufferRef& rows);
 // out[t] = Σ_k w·e (when routed) + sigmoid(g)·shared (when shared); without routed, out
-// already holds the routed sum.
+// already holds the routed sum. With a residual, x[t] += that sum instead (out not written).
 Status moe_combine(Device& dev, const BufferRef& experts, const BufferRef& weights, const BufferRef& shared,
                    const BufferRef& shared_gate, const BufferRef& out, int64_t n_embd, int64_t k, int64_t n_rows,
-                   bool has_routed, bool has_shared);
+                   bool has_routed, bool has_shared, const BufferRef& residual = {});
 
 }  // namespace moetier::vk

@@ -41,6 +41,8 @@ std::string shader_name(const char* kind, DType t, bool int_dot) {
 
 }  // namespace
 
+bool matmat_supports(const GpuMatrix& w) { return check(w).is_ok(); }
+
 Status matmat(Device& dev, const MatmulArgs& a, bool int_dot) {
   if (a.n_tok == 0) return Status::ok();
   CHECK(a.up == nullptr);  // SwiGLU is fused in the mat-vec only

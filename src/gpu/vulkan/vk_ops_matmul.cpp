@@ -86,13 +86,15 @@ const char* kernel_set_name(KernelSet k) { return k == KernelSet::kFast ? "fast"
 // Prompt batches reuse each weight tile across 32 tokens: mat-mat.
 Status matmul(Device& dev, KernelSet k, const MatmulArgs& a) {
   if (k == KernelSet::kExact) return matmul_exact(dev, a);
-  if (a.n_tok <= kMatvecMaxCols || a.up) return matvec(dev, a);
+  if (a.n_tok <= kMatvecMaxCols || a.up || !matmat_supports(*a.w)) return matvec(dev, a);
   return matmat(dev, a, dev.info().integer_dot_accelerated);
 }
 
 Status matmul_id(Device& dev, KernelSet k, const MatmulIdArgs& a) {
   if (k == KernelSet::kExact) return matmul_id_exact(dev, a);
-  if (a.n_pairs <= kMatvecMaxCols || a.up || !a.group_offsets.valid()) return matvec_id(dev, a);
+  if (a.n_pairs <= kMatvecMaxCols || a.up || !a.group_offsets.valid() || !matmat_supports(*a.w)) {
+    return matvec_id(dev, a);
+  }
   return matmat_id(dev, a, dev.info().integer_dot_accelerated);
 }
 

@@ -178,26 +178,30 @@ Status delta_rule(Device& dev, const DeltaRuleDispatch& d, const BufferRef& conv
   return Status::ok();
 }
 
-Status moe_router(Device& dev, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,
+Status moe_router(Device& dev, KernelSet kernels, const BufferRef& logits, int64_t n_expert, int64_t k, int64_t n_rows,
                   const BufferRef& ids, const BufferRef& weights, const BufferRef& rows) {
   if (n_rows == 0) return Status::ok();
   if (k > 16) return Status::bad_input("GPU routing supports up to 16 experts per token");
   const struct {
     uint32_t n_expert, k, n_rows;
   } push{u32(n_expert), u32(k), u32(n_rows)};
-  return dev.stream().dispatch("moe_router", {logits, ids, weights, rows}, push, spread(dev, static_cast<uint64_t>(n_rows)));
+  // The fast router keeps each invocation's experts in registers: at most 16 × 64 of them.
+  const bool fast = kernels == KernelSet::kFast && n_expert <= 1024;
+  return dev.stream().dispatch(fast ? "moe_router_fast" : "moe_router", {logits, ids, weights, rows}, push,
+                               spread(dev, static_cast<uint64_t>(n_rows)));
 }
 
 Status moe_combine(Device& dev, const BufferRef& experts, const BufferRef& weights, const BufferRef& shared,
                    const BufferRef& shared_gate, const BufferRef& out, int64_t n_embd, int64_t k, int64_t n_rows,
-                   bool has_routed, bool has_shared) {
+                   bool has_routed, bool has_shared, const BufferRef& residual) {
   if (n_rows == 0) return Status::ok();
   const struct {
-    uint32_t n_embd, k, n_rows, has_shared, has_routed;
-  } push{u32(n_embd), u32(k), u32(n_rows), has_shared ? 1u : 0u, has_routed ? 1u : 0u};
+    uint32_t n_embd, k, n_rows, has_shared, has_routed, add_residual;
+  } push{u32(n_embd), u32(k), u32(n_rows), has_shared ? 1u : 0u, has_routed ? 1u : 0u, residual.valid() ? 1u : 0u};
   return dev.stream().dispatch("moe_combine",
                                {experts.valid() ? experts : out, weights.valid() ? weights : out,
-                                shared.valid() ? shared : out, shared_gate.valid() ? shared_gate : out, out},
+                                shared.valid() ? shared : out, shared_gate.valid() ? shared_gate : out, out,
+                                residual.valid() ? residual : out},
                                push, per_invocation(dev, static_cast<uint64_t>(n_embd * n_rows)));
 }
 

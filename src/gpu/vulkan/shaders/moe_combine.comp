@@ -2,15 +2,18 @@
 // The MoE output per token, the CPU's phase D (src/model/blocks/moe.cpp): out = Σ_k w_k · e_k
 // in top-k order, plus sigmoid(g) · shared when there is a shared expert; each term added in
 // the CPU's order. One invocation per (token, element).
+// add_residual: the block output goes straight into the residual stream, x += out, added
+// exactly as the separate add would (x + (routed + shared)); `out` is then not written.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
-layout(push_constant) uniform Push { uint n_embd, k, n_rows, has_shared, has_routed; } p;
+layout(push_constant) uniform Push { uint n_embd, k, n_rows, has_shared, has_routed, add_residual; } p;
 layout(std430, binding = 0) readonly buffer E { float ex[]; };      // [row·k][n_embd] expert outputs, pair order
 layout(std430, binding = 1) readonly buffer Wts { float wts[]; };   // [row·k]
 layout(std430, binding = 2) readonly buffer Sh { float sh[]; };     // [row][n_embd]
 layout(std430, binding = 3) readonly buffer Sg { float sg[]; };     // [row] shared gate logits
 layout(std430, binding = 4) buffer Out { float o[]; };              // [row][n_embd]
+layout(std430, binding = 5) buffer Residual { float x[]; };         // [row][n_embd] (add_residual)
 
 void main() {
   const uint i = group_index() * 64u + gl_LocalInvocationID.x;
@@ -31,5 +34,10 @@ void main() {
     precise float s = acc + term;
     acc = s;
   }
-  o[i] = acc;
+  if (p.add_residual != 0u) {
+    precise float s = x[i] + acc;
+    x[i] = s;
+  } else {
+    o[i] = acc;
+  }
 }

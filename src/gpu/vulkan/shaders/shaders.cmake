@@ -37,5 +37,6 @@ list(APPEND MOETIER_SHADER_VARIANTS
   "delta_rule_fast_norm|delta_rule_fast_norm.comp|-"
   "moe_router|router.comp|-"
   "moe_group|moe_group.comp|-"
+  "moe_router_fast|router_fast.comp|-"
   "moe_combine|moe_combine.comp|-"
 )
