@@ -23,6 +23,11 @@ class DecoderModel : public Model {
   Result<SequenceState> new_sequence(const KvCacheOptions& options) const final;
   Status place_on_gpu(const GpuPlacement& placement) final;
   std::optional<GpuMemoryReport> gpu_memory() const final;
+  GpuCensus take_gpu_census() final { return gpu_ ? gpu_->take_census() : GpuCensus{}; }
+  void set_gpu_timestamps(bool on) final {
+    if (gpu_) gpu_->set_timestamps(on);
+  }
+  std::string gpu_backend_name() const final { return gpu_ ? gpu_->describe() : std::string{}; }
   Status forward_layer_placed(int layer, float* x, int64_t n, SequenceState& seq, ThreadPool& pool) final;
 
  protected:

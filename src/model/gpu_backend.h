@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_census.h"
 #include "core/profiler.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -59,6 +60,12 @@ class GpuBackend {
   virtual Result<std::unique_ptr<DeviceState>> new_state(const std::vector<LayerStateSpec>& specs,
                                                          const KvCacheOptions& options) = 0;
   virtual GpuMemoryReport memory() const = 0;
+  // The census since the last call (and restarts it); timestamps: time every dispatch from
+  // now on (costs a query per dispatch; for bench --profile).
+  virtual GpuCensus take_census() = 0;
+  virtual void set_timestamps(bool on) = 0;
+  // "Vulkan (fast kernels)" and the device, for reports.
+  virtual std::string describe() const = 0;
 };
 
 // The Vulkan backend, or an error when this build has none, or the device cannot be

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/profiler.h"
+#include "core/gpu_census.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/arch.h"
@@ -119,6 +120,12 @@ class Model {
   virtual Status place_on_gpu(const GpuPlacement& placement);
   // The GPU's memory use, when layers were placed there.
   virtual std::optional<GpuMemoryReport> gpu_memory() const { return std::nullopt; }
+  // The GPU census since the last call (empty without a GPU part), and per-dispatch GPU
+  // timestamps on or off (core/gpu_census.h).
+  virtual GpuCensus take_gpu_census() { return {}; }
+  virtual void set_gpu_timestamps(bool) {}
+  // "Vulkan, fast kernels: <device>" when layers run on a GPU; empty otherwise.
+  virtual std::string gpu_backend_name() const { return {}; }
 
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }

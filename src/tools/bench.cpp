@@ -31,6 +31,37 @@ void print_profile(const bench::TestResult& r) {
   }
 }
 
+// The GPU census of a profiled test, per token: what decides speed on a real GPU, counted
+// on whatever device ran it.
+void print_census(const bench::TestResult& r) {
+  if (!r.gpu_census) return;
+  const GpuCensus& c = *r.gpu_census;
+  const double n = static_cast<double>(std::max<int64_t>(r.census_tokens, 1));
+  std::fprintf(stderr,
+               "moetier bench: GPU census of %s (%s), per token: %.1f dispatches, %.1f barriers, %.1f copies/fills, "
+               "%.2f submits, %.2f host waits (%.2f fence syncs), %.1f KiB up, %.1f KiB down, %.2f MiB of weights read\n",
+               bench::test_name(r.spec).c_str(), r.gpu_backend.c_str(), c.dispatches / n, c.barriers / n,
+               c.transfers / n, c.submits / n, c.host_waits / n, c.syncs / n, c.bytes_up / n / 1024.0, c.bytes_down / n / 1024.0,
+               c.weight_bytes / n / 1048576.0);
+  // Shaders by GPU time (or by dispatches without timestamps), the top 12.
+  std::vector<std::pair<std::string, GpuCensus::Op>> ops(c.ops.begin(), c.ops.end());
+  std::sort(ops.begin(), ops.end(), [&](const auto& a, const auto& b) {
+    return c.timed ? a.second.gpu_ns > b.second.gpu_ns : a.second.dispatches > b.second.dispatches;
+  });
+  double total_ns = 0;
+  for (const auto& [name, op] : ops) total_ns += op.gpu_ns;
+  for (size_t i = 0; i < ops.size() && i < 12; ++i) {
+    const auto& [name, op] = ops[i];
+    if (c.timed) {
+      std::fprintf(stderr, "  %-28s %8.2f dispatches/token %10.3f ms/token %6.1f%%\n", name.c_str(), op.dispatches / n,
+                   op.gpu_ns / n / 1e6, total_ns > 0 ? 100.0 * op.gpu_ns / total_ns : 0.0);
+    } else {
+      std::fprintf(stderr, "  %-28s %8.2f dispatches/token\n", name.c_str(), op.dispatches / n);
+    }
+  }
+  if (!c.timed) std::fprintf(stderr, "  (no GPU timestamps on this device)\n");
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -111,7 +142,10 @@ int cmd_bench(int argc, char** argv) {
                    static_cast<long long>(result->estimate->n_layer),
                    static_cast<long long>(loaded->model->hparams().n_layer));
     }
-    if (params.profile) print_profile(*result);
+    if (params.profile) {
+      print_profile(*result);
+      print_census(*result);
+    }
     printer->test(*result);
   }
   printer->footer();

@@ -328,6 +328,10 @@ GpuSequenceState* VulkanBackend::state_of(const SeqRows& s) {
   return st;
 }
 
+std::string VulkanBackend::describe() const {
+  return fmt::format("Vulkan, {} kernels: {}", kernel_set_name(kernels_), dev_->info().name);
+}
+
 GpuMemoryReport VulkanBackend::memory() const {
   const Allocator& a = dev_->allocator();
   const DeviceInfo info = dev_->context().refreshed_info();

@@ -53,6 +53,9 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   Result<std::unique_ptr<DeviceState>> new_state(const std::vector<LayerStateSpec>& specs,
                                                  const KvCacheOptions& options) override;
   GpuMemoryReport memory() const override;
+  GpuCensus take_census() override { return dev_->stream().take_census(); }
+  void set_timestamps(bool on) override { dev_->stream().set_timestamps(on); }
+  std::string describe() const override;
 
   // LayerExec (vk_blocks.cpp)
   void rms_norm(Act in, const float* w, Act out) override;

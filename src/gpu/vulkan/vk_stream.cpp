@@ -60,21 +60,6 @@ Result<BindingAccess> reflect_bindings(std::span<const uint32_t> spirv) {
   return out;
 }
 
-void GpuCensus::add(const GpuCensus& o) {
-  dispatches += o.dispatches;
-  barriers += o.barriers;
-  submits += o.submits;
-  host_waits += o.host_waits;
-  bytes_up += o.bytes_up;
-  bytes_down += o.bytes_down;
-  weight_bytes += o.weight_bytes;
-  for (const auto& [name, op] : o.ops) {
-    auto& mine = ops[name];
-    mine.dispatches += op.dispatches;
-    mine.gpu_ns += op.gpu_ns;
-  }
-  timed = timed || o.timed;
-}
 
 Pipelines::Pipelines(const Context& ctx) : ctx_(ctx) {
   std::array<VkDescriptorSetLayoutBinding, kMaxBindings> bindings{};
@@ -307,6 +292,7 @@ void Stream::copy(const BufferRef& src, const BufferRef& dst, uint64_t bytes) {
   const Range r{.buffer = src.buffer, .begin = src.offset, .end = src.offset + bytes};
   const Range w{.buffer = dst.buffer, .begin = dst.offset, .end = dst.offset + bytes};
   order(std::span<const Range>(&r, 1), std::span<const Range>(&w, 1));
+  ++census_.transfers;
   const VkBufferCopy region{.srcOffset = src.offset, .dstOffset = dst.offset, .size = bytes};
   vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
 }
@@ -316,6 +302,7 @@ void Stream::fill_zero(const BufferRef& dst) {
   const uint64_t bytes = (dst.size + 3) / 4 * 4;
   const Range w{.buffer = dst.buffer, .begin = dst.offset, .end = dst.offset + bytes};
   order({}, std::span<const Range>(&w, 1));
+  ++census_.transfers;
   vkCmdFillBuffer(cmd_, dst.buffer, dst.offset, bytes, 0);
 }
 
@@ -358,9 +345,10 @@ Status Stream::submit() {
 
 Status Stream::wait() {
   if (!in_flight_) return Status::ok();
+  ++census_.syncs;
+  if (vkGetFenceStatus(ctx_.device(), fence_) != VK_SUCCESS) ++census_.host_waits;
   const VkResult r = vkWaitForFences(ctx_.device(), 1, &fence_, VK_TRUE, UINT64_MAX);
   in_flight_ = false;
-  ++census_.host_waits;
   if (r == VK_SUCCESS) read_timestamps();
   for (size_t i = 0; i < descriptor_pools_.size(); ++i) vkResetDescriptorPool(ctx_.device(), descriptor_pools_[i], 0);
   pool_in_use_ = 0;

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/gpu_census.h"
 #include "core/status.h"
 #include "gpu/vulkan/vk_context.h"
 #include "gpu/vulkan/vk_memory.h"
@@ -81,25 +82,6 @@ class Pipelines {
 
 struct Groups {
   uint32_t x = 1, y = 1, z = 1;
-};
-
-// What a stretch of GPU work cost: counted as it is recorded and submitted; GPU time per
-// shader from timestamps when they are on (Stream::set_timestamps) and the device has them.
-struct GpuCensus {
-  uint64_t dispatches = 0;
-  uint64_t barriers = 0;
-  uint64_t submits = 0;
-  uint64_t host_waits = 0;       // fence waits the host made for submitted work
-  uint64_t bytes_up = 0;         // host → device (staged uploads)
-  uint64_t bytes_down = 0;       // device → host
-  uint64_t weight_bytes = 0;     // weight bytes the recorded matmuls read (experts: an upper bound)
-  struct Op {
-    uint64_t dispatches = 0;
-    double gpu_ns = 0;           // 0 without timestamps
-  };
-  std::map<std::string, Op, std::less<>> ops;  // by shader name
-  bool timed = false;            // gpu_ns were measured
-  void add(const GpuCensus& o);
 };
 
 class Stream {

@@ -92,7 +92,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       num("build_number", env.build_number),
       str("cpu_info", env.cpu_info),
       str("gpu_info", env.gpu_info),
-      str("backends", env.backends),
+      str("backends", r.backend),
       str("model_filename", r.model.filename),
       str("model_type", r.model.type),
       num("model_size", r.model.size_bytes),
@@ -129,6 +129,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       opt_num("gpu_state_bytes", r.gpu ? std::optional<int64_t>(r.gpu->state_bytes) : std::nullopt),
       opt_num("gpu_scratch_bytes", r.gpu ? std::optional<int64_t>(r.gpu->scratch_bytes) : std::nullopt),
       opt_num("vram_used_delta_bytes", r.vram_used_delta_bytes),
+      r.gpu_backend.empty() ? Field{"gpu_backend", Kind::kNull, ""} : str("gpu_backend", r.gpu_backend),
   };
 }
 
@@ -166,6 +167,23 @@ std::string json_profile(const std::vector<ProfileRow>& rows, double wall_ms) {
   return fmt::format("{{\"wall_ms\": {:.4f}, \"blocks\": [ {} ]}}", wall_ms, fmt::join(items, ", "));
 }
 
+// "gpu_census": {"tokens": N, "per_token": {...}, "timed": b, "ops": [{"shader", "dispatches", "gpu_ms"}]}
+// (per-token figures over the timed repetitions; ops in total over them).
+std::string json_census(const GpuCensus& c, int64_t tokens) {
+  const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
+  std::vector<std::string> ops;
+  for (const auto& [name, op] : c.ops) {
+    ops.push_back(fmt::format("{{\"shader\": {}, \"dispatches\": {}, \"gpu_ms\": {:.4f}}}", json_string(name),
+                              op.dispatches, op.gpu_ns / 1e6));
+  }
+  return fmt::format(
+      "{{\"tokens\": {}, \"per_token\": {{\"dispatches\": {:.2f}, \"barriers\": {:.2f}, \"transfers\": {:.2f}, "
+      "\"submits\": {:.2f}, \"host_waits\": {:.2f}, \"syncs\": {:.2f}, \"bytes_up\": {:.0f}, \"bytes_down\": {:.0f}, "
+      "\"weight_bytes\": {:.0f}}}, \"timed\": {}, \"ops\": [ {} ]}}",
+      tokens, c.dispatches / n, c.barriers / n, c.transfers / n, c.submits / n, c.host_waits / n, c.syncs / n, c.bytes_up / n,
+      c.bytes_down / n, c.weight_bytes / n, c.timed ? "true" : "false", fmt::join(ops, ", "));
+}
+
 class JsonPrinter : public Printer {
  public:
   JsonPrinter(const Environment& env, std::FILE* out, bool lines) : env_(env), out_(out), lines_(lines) {}
@@ -181,6 +199,7 @@ class JsonPrinter : public Printer {
     if (!r.profile.empty()) {
       members.push_back(fmt::format("\"profile\": {}", json_profile(r.profile, static_cast<double>(r.avg_ns()) / 1e6)));
     }
+    if (r.gpu_census) members.push_back(fmt::format("\"gpu_census\": {}", json_census(*r.gpu_census, r.census_tokens)));
     if (lines_) {
       fmt::print(out_, "{{{}}}\n", fmt::join(members, ", "));
     } else {
@@ -285,7 +304,7 @@ class MarkdownPrinter : public Printer {
         const double n = static_cast<double>(r.model.n_params);
         value = n < 1e9 ? fmt::format("{:.2f} M", n / 1e6) : fmt::format("{:.2f} B", n / 1e9);
       } else if (c.field == "backend") {
-        value = env_.backends;
+        value = r.backend;
       } else if (c.field == "test") {
         value = test_name(r.spec);
       } else if (c.field == "t/s") {

@@ -4,6 +4,7 @@
 // (weight_bytes_per_token, achieved_gbps, peak_rss_bytes, cpu_isa) come after stddev_ts.
 #pragma once
 
+#include "core/gpu_census.h"
 #include "model/model.h"
 
 #include <cstdint>
@@ -62,6 +63,10 @@ struct TestResult {
   std::optional<LayerEstimate> estimate;    // --scale-layers
   std::optional<GpuMemoryReport> gpu;       // the GPU part, when the test placed layers there
   std::optional<int64_t> vram_used_delta_bytes;
+  std::string backend = "CPU";              // "Vulkan" when layers ran on the GPU
+  std::string gpu_backend;                  // "Vulkan, fast kernels: <device>" ("" without a GPU part)
+  std::optional<GpuCensus> gpu_census;      // --profile with a GPU part: the timed repetitions' census
+  int64_t census_tokens = 0;                // tokens those repetitions processed (the census' "per token")
 
   // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns;
   // averages are plain means, deviations are sample standard deviations (n - 1; 0 for one sample).

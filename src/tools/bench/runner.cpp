@@ -281,15 +281,22 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
 
   Profiler profiler;
   int64_t total_ns = 0;
+  // The GPU census of the timed parts (with --profile also timestamps per dispatch, which
+  // cost a query each: the t/s of a profiled run is slightly lower).
+  GpuCensus census;
+  const bool gpu_part = !model.gpu_backend_name().empty();
+  model.set_gpu_timestamps(options.profile && gpu_part);
   for (int64_t rep = 0; rep < options.repetitions; ++rep) {
     w.seq.clear();
     if (test.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test.n_depth, test.n_batch));  // untimed
     if (options.profile || options.scale_layers > 0) model.set_profiler(&profiler);
+    (void)model.take_gpu_census();  // the untimed work so far
     const auto start = std::chrono::steady_clock::now();
     if (test.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test.n_prompt, test.n_batch));
     if (test.n_gen > 0) RETURN_IF_ERROR(generate(w, test.n_gen));
     const int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    census.add(model.take_gpu_census());
     model.set_profiler(nullptr);
     result.samples_ns.push_back(ns);
     total_ns += ns;
@@ -299,8 +306,17 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
                            static_cast<double>(ns) / 1e6, tps));
     }
   }
+  model.set_gpu_timestamps(false);
   result.peak_rss_bytes = peak_rss_bytes();
   result.gpu = model.gpu_memory();
+  if (gpu_part) {
+    result.backend = "Vulkan";
+    result.gpu_backend = model.gpu_backend_name();
+    if (options.profile) {
+      result.gpu_census = census;
+      result.census_tokens = (test.n_prompt + test.n_gen) * options.repetitions;
+    }
+  }
   if (result.gpu && used_before && result.gpu->used_bytes > 0) {
     result.vram_used_delta_bytes = static_cast<int64_t>(result.gpu->used_bytes) - static_cast<int64_t>(*used_before);
   }
