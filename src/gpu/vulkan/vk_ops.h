@@ -138,6 +138,38 @@ struct AttentionDispatch {
 Status attention(Device& dev, const AttentionDispatch& a, const BufferRef& q, const BufferRef& k_cache,
                  const BufferRef& v_cache, const BufferRef& scores, const BufferRef& out, const BufferRef& gate);
 
+// Knobs of flash_attention (vk_ops_attention.cpp); 0 picks the device's default. They
+// change speed and summation order, never what is computed.
+struct FlashAttentionTuning {
+  uint32_t lanes = 0;              // lanes per query vector: a power of 2, 4 ... subgroup size, ≤ hd / 4
+  uint32_t tile_keys = 0;          // keys per shared-memory tile: a power of 2, 4 ... 64
+  uint32_t workgroup_size = 0;     // invocations a prompt's workgroup aims for (whole rows of query vectors)
+  uint32_t target_workgroups = 0;  // split-K cuts the keys until a dispatch has about this many workgroups
+  int64_t min_chunk_keys = 0;      // ... but not into chunks of fewer keys than this
+  int64_t max_chunk_keys = 0;      // keys per chunk at most (0: only the loop budget caps them); tests force split-K
+};
+
+// The same attention as attention() (same dispatch contract, inputs and output), computed
+// as flash attention: no score scratch; K/V read once per GQA group and row block in tiles
+// (straight from the cache: f32, f16, q8_0, q4_0); online softmax in f32, so results differ
+// from attention()'s by summation order only. Needs DeviceInfo::fast_kernels_supported().
+// Head dims 64, 128 or 256; n_head a multiple of n_head_kv (bad_input otherwise).
+// Long key ranges are split over workgroups (split-K) that write (m, l, o) partials into
+// `partials` (may be empty when no split is ever needed) and a second dispatch merges them;
+// rows go in pieces when the partials do not fit, and an error says so when not even one
+// row fits (flash_attention_scratch_bytes tells the size).
+Status flash_attention(Device& dev, const AttentionDispatch& a, const BufferRef& q, const BufferRef& k_cache,
+                       const BufferRef& v_cache, const BufferRef& partials, const BufferRef& out, const BufferRef& gate,
+                       const FlashAttentionTuning& tuning = {});
+
+// Bytes of `partials` that let flash_attention run any call with up to n_rows rows and up to
+// max_keys keys (pos0 + n_rows ≤ max_keys) without cutting its rows into pieces on this
+// device; 0 when it never splits. The size for n_rows = 1 is the least that works for every
+// call up to max_keys (rows then go in pieces). Errors as flash_attention's for the shape.
+Result<uint64_t> flash_attention_scratch_bytes(const DeviceInfo& info, int64_t n_rows, int64_t n_head,
+                                               int64_t n_head_kv, int64_t max_keys, int64_t hd,
+                                               const FlashAttentionTuning& tuning = {});
+
 struct ConvDispatch {
   int64_t n_rows = 0, channels = 0, taps = 4, row_begin = 0;
 };
