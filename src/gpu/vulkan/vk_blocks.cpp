@@ -78,12 +78,16 @@ void VulkanBackend::attention(const AttentionWeights& w, const AttentionShape& s
                   cache.k, pos0, type_k));
     fail(kv_store(*dev_, {.buffer = v, .stride = kv_width, .offset = sr.row_begin * kv_width}, sr.n_rows, kv_width,
                   cache.v, pos0, type_v));
-    fail(vk::attention(*dev_,
-                       {.hd = hd, .n_head = s.n_head, .n_head_kv = s.n_head_kv, .n_rows = sr.n_rows,
-                        .row_base = sr.row_begin, .pos0 = pos0, .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
-                        .k_type = type_k, .v_type = type_v, .has_gate = s.output_gate, .gate_row_stride = q_width,
-                        .gate_head_stride = 2 * hd, .gate_offset = hd},
-                       q, cache.k, cache.v, scores_, attn, q_full));
+    const AttentionDispatch dispatch{.hd = hd, .n_head = s.n_head, .n_head_kv = s.n_head_kv, .n_rows = sr.n_rows,
+                                     .row_base = sr.row_begin, .pos0 = pos0,
+                                     .scale = 1.0f / std::sqrt(static_cast<float>(hd)), .k_type = type_k,
+                                     .v_type = type_v, .has_gate = s.output_gate, .gate_row_stride = q_width,
+                                     .gate_head_stride = 2 * hd, .gate_offset = hd};
+    if (kernels_ == KernelSet::kFast) {
+      fail(vk::flash_attention(*dev_, dispatch, q, cache.k, cache.v, scores_, attn, q_full));
+    } else {
+      fail(vk::attention(*dev_, dispatch, q, cache.k, cache.v, scores_, attn, q_full));
+    }
   }
   defer_projection(w.out, attn, q_dim, out);
 }

@@ -84,7 +84,20 @@ Status VulkanBackend::allocate_scratch() {
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_a_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_b_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.n_rot, 2)) * 4, cos_sin_));
-  RETURN_IF_ERROR(take(std::min<uint64_t>(32ull << 20, a.max_range()), scores_));
+  if (kernels_ == KernelSet::kExact) {
+    RETURN_IF_ERROR(take(std::min<uint64_t>(32ull << 20, a.max_range()), scores_));
+  } else if (hp.n_head > 0 && hp.head_dim_k > 0 && hp.n_head_kv > 0) {
+    // Flash attention's split-K partials: enough for a whole micro-batch at 32K keys where
+    // that stays under 32 MiB, and at least what one row at the model's full context needs
+    // (longer calls then go in row pieces).
+    const int64_t max_ctx = std::max<int64_t>(hp.n_ctx_train, 4096);
+    ASSIGN_OR_RETURN(const uint64_t least, flash_attention_scratch_bytes(dev_->info(), 1, hp.n_head, hp.n_head_kv,
+                                                                         max_ctx, hp.head_dim_k));
+    ASSIGN_OR_RETURN(const uint64_t batch, flash_attention_scratch_bytes(dev_->info(), R, hp.n_head, hp.n_head_kv,
+                                                                         std::min<int64_t>(max_ctx, 32768), hp.head_dim_k));
+    const uint64_t bytes = std::max(least, std::min<uint64_t>(batch, 32ull << 20));
+    if (bytes > 0) RETURN_IF_ERROR(take(std::min(bytes, a.max_range()), scores_));
+  }
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, ids_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, weights_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, pair_rows_));
