@@ -24,6 +24,7 @@ struct GpuCensus {
   struct Op {
     uint64_t dispatches = 0;
     double gpu_ns = 0;          // 0 without timestamps
+    uint64_t weight_bytes = 0;  // weights its dispatches read (matmul shaders)
   };
   std::map<std::string, Op, std::less<>> ops;  // by shader variant name
   bool timed = false;           // gpu_ns were measured
@@ -42,6 +43,7 @@ struct GpuCensus {
       auto& mine = ops[name];
       mine.dispatches += op.dispatches;
       mine.gpu_ns += op.gpu_ns;
+      mine.weight_bytes += op.weight_bytes;
     }
     timed = timed || o.timed;
   }

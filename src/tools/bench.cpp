@@ -53,8 +53,11 @@ void print_census(const bench::TestResult& r) {
   for (size_t i = 0; i < ops.size() && i < 12; ++i) {
     const auto& [name, op] = ops[i];
     if (c.timed) {
-      std::fprintf(stderr, "  %-28s %8.2f dispatches/token %10.3f ms/token %6.1f%%\n", name.c_str(), op.dispatches / n,
-                   op.gpu_ns / n / 1e6, total_ns > 0 ? 100.0 * op.gpu_ns / total_ns : 0.0);
+      // Achieved bandwidth of the weight reads (matmul shaders): bytes / GPU time.
+      const std::string gbps =
+          op.weight_bytes > 0 && op.gpu_ns > 0 ? fmt::format("  {:7.1f} GB/s of weights", op.weight_bytes / op.gpu_ns) : "";
+      std::fprintf(stderr, "  %-28s %8.2f dispatches/token %10.3f ms/token %6.1f%%%s\n", name.c_str(), op.dispatches / n,
+                   op.gpu_ns / n / 1e6, total_ns > 0 ? 100.0 * op.gpu_ns / total_ns : 0.0, gbps.c_str());
     } else {
       std::fprintf(stderr, "  %-28s %8.2f dispatches/token\n", name.c_str(), op.dispatches / n);
     }

@@ -280,6 +280,7 @@ Status Stream::dispatch(std::string_view shader, const Spec& spec, std::initiali
   ++census_.dispatches;
   auto& op = census_.ops[std::string(shader)];
   ++op.dispatches;
+  last_op_ = &op;
   if (timestamps_ && query_pool_ && queries_used_ < kMaxQueries) {
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, query_pool_, queries_used_++);
     query_names_.emplace_back(shader);
@@ -327,6 +328,7 @@ void Stream::read_timestamps() {
 GpuCensus Stream::take_census() {
   GpuCensus c = std::move(census_);
   census_ = {};
+  last_op_ = nullptr;
   return c;
 }
 

@@ -115,7 +115,11 @@ class Stream {
   // set_timestamps(true) (they cost a query per dispatch).
   GpuCensus take_census();
   void set_timestamps(bool on) { timestamps_ = on; }
-  void count_weight_bytes(uint64_t bytes) { census_.weight_bytes += bytes; }
+  // Weight bytes the last recorded dispatch(es) read (called by the matmul launchers).
+  void count_weight_bytes(uint64_t bytes) {
+    census_.weight_bytes += bytes;
+    if (last_op_) last_op_->weight_bytes += bytes;
+  }
   void count_transfer(uint64_t up, uint64_t down) {
     census_.bytes_up += up;
     census_.bytes_down += down;
@@ -143,6 +147,7 @@ class Stream {
   VkDescriptorSet allocate_set();
   std::vector<Range> pending_reads_, pending_writes_;
   GpuCensus census_;
+  GpuCensus::Op* last_op_ = nullptr;  // the census entry of the last dispatch's shader
   bool timestamps_ = false;
   VkQueryPool query_pool_ = VK_NULL_HANDLE;
   uint32_t queries_used_ = 0;

@@ -173,8 +173,8 @@ std::string json_census(const GpuCensus& c, int64_t tokens) {
   const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
   std::vector<std::string> ops;
   for (const auto& [name, op] : c.ops) {
-    ops.push_back(fmt::format("{{\"shader\": {}, \"dispatches\": {}, \"gpu_ms\": {:.4f}}}", json_string(name),
-                              op.dispatches, op.gpu_ns / 1e6));
+    ops.push_back(fmt::format("{{\"shader\": {}, \"dispatches\": {}, \"gpu_ms\": {:.4f}, \"weight_bytes\": {}}}",
+                              json_string(name), op.dispatches, op.gpu_ns / 1e6, op.weight_bytes));
   }
   return fmt::format(
       "{{\"tokens\": {}, \"per_token\": {{\"dispatches\": {:.2f}, \"barriers\": {:.2f}, \"transfers\": {:.2f}, "
