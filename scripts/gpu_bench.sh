@@ -8,7 +8,7 @@
 #   3. synthesizes the 8-layer Qwen3.6-35B-A3B-shaped UD-Q4_K_XL-like file (once);
 #   4. `moetier bench` pp512 and tg128 with --profile, in two placements:
 #        all on the GPU (-ngl 99), and the seeds' 6 GB laptop placement
-#        (-ngl 99 -cmoe --vram-budget 6144: dense layers on the GPU, experts on the CPU);
+#        (-ngl 99 -ncmoe 99 --vram-budget 6144: dense layers on the GPU, experts on the CPU);
 #      each prints llama-bench's table, the per-token GPU census (dispatches, barriers,
 #      submits, host waits, bytes up/down, weight bytes) and GPU time per shader with the
 #      achieved GB/s of the mat-vecs (weight bytes / GPU time);
@@ -69,7 +69,7 @@ bench() {  # name, flags...
   sed -n 's/.*"n_prompt": \([0-9]*\), "n_gen": \([0-9]*\),.*"avg_ts": \([0-9.e+-]*\),.*/  pp\1 tg\2: \3 t\/s/p' "$out/$name.jsonl"
 }
 bench all-gpu -ngl 99 -p 512 -n 128 -r 3
-bench seeds-6gb -ngl 99 -cmoe --vram-budget 6144 -p 512 -n 128 -r 3
+bench seeds-6gb -ngl 99 -ncmoe 99 --vram-budget 6144 -p 512 -n 128 -r 3
 bench all-gpu-exact -ngl 99 -p 0 -n 16 -r 1 --gpu-kernels exact
-bench seeds-6gb-exact -ngl 99 -cmoe --vram-budget 6144 -p 0 -n 16 -r 1 --gpu-kernels exact
+bench seeds-6gb-exact -ngl 99 -ncmoe 99 --vram-budget 6144 -p 0 -n 16 -r 1 --gpu-kernels exact
 stamp "done: results in $out"

@@ -90,9 +90,11 @@ class Model {
                  std::vector<float>& logits, ThreadPool& pool);
 
   // Several sequences in one pass (continuous batching: the server's slots decode together).
-  // Every entry's tokens go through the same weight reads; each token's result is bit for
-  // bit what forward() gives for that sequence alone (every kernel computes each token row
-  // independently of the others in its micro-batch). logits: [entries with want_logits]
+  // Every entry's tokens go through the same weight reads; each token's result is what
+  // forward() gives for that sequence alone (every kernel computes each token row
+  // independently of the others in its micro-batch): bit for bit on the CPU and with the
+  // exact GPU kernels; the fast GPU kernels choose mat-vec or mat-mat by the micro-batch's
+  // size, which round differently, so there the last bits may depend on the batch. logits: [entries with want_logits]
   // [n_vocab], in entry order. Entries are cut into micro-batches of at most n_ubatch
   // tokens in total. Errors (nothing is computed): no entries, an empty entry, a sequence
   // given twice, a token id out of range, an entry that does not fit its context.

@@ -19,6 +19,7 @@
 #include "gguf/model_file.h"
 #include "model/model.h"
 #include "support/ref_data.h"
+#include "support/ref_model.h"
 #include "tools/file_sha256.h"
 #include "tools/synth/synth_model.h"
 
@@ -109,21 +110,8 @@ inline void expect_real_shape_logits(const std::vector<float>& got, const RealSh
   }
 }
 
-struct LoadedRealShape {
-  std::unique_ptr<gguf::ModelFile> file;
-  std::unique_ptr<Model> model;
-};
-
-inline LoadedRealShape load_real_shape_model(const RealShapeData& d, int64_t n_ubatch = 512) {
-  LoadedRealShape l;
-  auto file = gguf::ModelFile::open(d.model_path, {.verbose = false});
-  EXPECT_TRUE(file.is_ok()) << file.status().message();
-  if (!file) return l;
-  l.file = std::move(file).value();
-  auto model = load_model(*l.file, {.n_ubatch = n_ubatch});
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  if (model) l.model = std::move(model).value();
-  return l;
+inline LoadedModel load_real_shape_model(const RealShapeData& d, int64_t n_ubatch = 512) {
+  return load_model_file(d.model_path, n_ubatch);
 }
 
 }  // namespace moetier::testing

@@ -21,9 +21,9 @@ struct LoadedModel {
 };
 
 // Records a test failure (and returns an empty model) when the file does not load.
-inline LoadedModel load_ref_model(const std::string& name, int64_t n_ubatch = 512) {
+inline LoadedModel load_model_file(const std::string& path, int64_t n_ubatch = 512) {
   LoadedModel l;
-  auto file = gguf::ModelFile::open(std::string(kRefDir) + "/models/" + name + ".gguf", {.verbose = false});
+  auto file = gguf::ModelFile::open(path, {.verbose = false});
   EXPECT_TRUE(file.is_ok()) << file.status().message();
   if (!file) return l;
   l.file = std::move(file).value();
@@ -31,6 +31,10 @@ inline LoadedModel load_ref_model(const std::string& name, int64_t n_ubatch = 51
   EXPECT_TRUE(model.is_ok()) << model.status().message();
   if (model) l.model = std::move(model).value();
   return l;
+}
+
+inline LoadedModel load_ref_model(const std::string& name, int64_t n_ubatch = 512) {
+  return load_model_file(std::string(kRefDir) + "/models/" + name + ".gguf", n_ubatch);
 }
 
 // The token ids of case MODEL/PROMPT_ID in manifest.json.

@@ -65,8 +65,6 @@ Status VulkanBackend::allocate_scratch() {
   const int64_t key_dim = hp.ssm_n_group * hp.ssm_d_state;
   const int64_t channels = 2 * key_dim + hp.ssm_d_inner;
   const int64_t widest_in = std::max({hp.n_embd, hp.n_head * hp.head_dim_v, hp.ssm_d_inner, hp.n_ff_exp, hp.n_ff_shexp});
-  const int64_t big_floats = std::max({R * q_width, R * channels, R * k * hp.n_ff_exp, R * k * hp.n_embd,
-                                       R * hp.n_expert, R * hp.n_ff_shexp, R * hp.ssm_d_inner, R * hp.n_embd});
   Allocator& a = dev_->allocator();
   auto take = [&](uint64_t bytes, BufferRef& out) -> Status {
     ASSIGN_OR_RETURN(out, a.allocate(std::max<uint64_t>(bytes, 16), MemoryUse::kScratch));
@@ -80,7 +78,22 @@ Status VulkanBackend::allocate_scratch() {
   RETURN_IF_ERROR(take(xq_bytes, xq_));
   RETURN_IF_ERROR(take(xq_bytes, xq2_));
   RETURN_IF_ERROR(take(xq_bytes, xq3_));
-  for (auto& b : big_) RETURN_IF_ERROR(take(static_cast<uint64_t>(big_floats) * 4, b));
+  // The block intermediates, each sized for its largest use (vk_blocks.cpp): [0] q|gate,
+  // qkv, router logits; [1] k, conv out, gate products; [2] v, z, up products; [3] q, y,
+  // SwiGLU outputs; [4] attention out, routed experts' outputs per pair (only when experts
+  // can run on the GPU: placed there, or streamed for prompts); [5] shared expert out.
+  const int64_t kv_width = hp.n_head_kv * hp.head_dim_k, q_dim = hp.n_head * hp.head_dim_v;
+  const int64_t pairs_ff = R * k * hp.n_ff_exp;
+  bool experts_on_gpu = options_.op_offload;
+  for (bool b : options_.experts_on_gpu) experts_on_gpu = experts_on_gpu || b;
+  const int64_t big_floats[kBig] = {
+      std::max({R * q_width, R * channels, R * hp.n_expert}),
+      std::max({R * kv_width, R * channels, R * hp.ssm_d_inner, pairs_ff, R * hp.n_ff_shexp}),
+      std::max({R * kv_width, R * hp.ssm_d_inner, pairs_ff, R * hp.n_ff_shexp}),
+      std::max({R * q_dim, R * hp.ssm_d_inner, pairs_ff, R * hp.n_ff_shexp}),
+      std::max(R * q_dim, experts_on_gpu ? R * k * hp.n_embd : 0),
+      R * hp.n_embd};
+  for (int i = 0; i < kBig; ++i) RETURN_IF_ERROR(take(static_cast<uint64_t>(big_floats[i]) * 4, big_[i]));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_a_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.ssm_dt_rank, 1)) * 4, small_b_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * std::max<int64_t>(hp.n_rot, 2)) * 4, cos_sin_));
@@ -107,7 +120,8 @@ Status VulkanBackend::allocate_scratch() {
   for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<uint32_t>(i);
   ASSIGN_OR_RETURN(iota_, dev_->create_buffer(iota.data(), iota.size() * 4, MemoryUse::kScratch));
   const uint64_t vocab_row = static_cast<uint64_t>(std::max<int64_t>(hp.n_vocab, 1)) * 4;
-  logits_rows_ = std::clamp<int64_t>(static_cast<int64_t>(std::min<uint64_t>(64ull << 20, a.max_range()) / vocab_row), 1, R);
+  // Logits come down in pieces of this many rows (16 MiB: 16 rows of a 248K vocabulary).
+  logits_rows_ = std::clamp<int64_t>(static_cast<int64_t>(std::min<uint64_t>(16ull << 20, a.max_range()) / vocab_row), 1, R);
   RETURN_IF_ERROR(take(static_cast<uint64_t>(logits_rows_) * vocab_row, logits_));
   return Status::ok();
 }

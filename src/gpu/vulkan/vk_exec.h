@@ -150,7 +150,7 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   InputSlot input_slots_[2];
   Act input_ = Act::kH;
   static constexpr int kBig = 6;
-  BufferRef big_[kBig];             // block intermediates, each big enough for any of them (vk_blocks.cpp)
+  BufferRef big_[kBig];             // block intermediates (sizes: allocate_scratch)
   BufferRef small_a_, small_b_;     // [rows][n_v_heads] (β, α) or [rows] (shared gate)
   BufferRef cos_sin_, scores_;     // scores_: the exact attention's scores, or flash attention's split-K partials
   BufferRef ids_, weights_, pair_rows_, iota_;

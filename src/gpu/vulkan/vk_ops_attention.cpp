@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gpu/vulkan/vk_ops.h"
+#include "gpu/vulkan/vk_ops_util.h"
 
 namespace moetier::vk {
 
@@ -20,15 +21,6 @@ constexpr double kLog2e = 1.4426950408889634;
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-Result<uint32_t> flash_cache_type(DType t) {
-  switch (t) {
-    case DType::F32: return 0u;
-    case DType::F16: return 1u;
-    case DType::Q8_0: return 2u;
-    case DType::Q4_0: return 3u;
-    default: return Status::bad_input(fmt::format("flash attention reads no KV cache of type {}", dtype_name(t)));
-  }
-}
 
 // What one dispatch of `n_rows` query rows against up to `n_keys` keys needs.
 struct FlashShape {
@@ -206,8 +198,8 @@ Status flash_attention(Device& dev, const AttentionDispatch& a, const BufferRef&
                        const FlashAttentionTuning& tuning) {
   const DeviceInfo& info = dev.info();
   RETURN_IF_ERROR(check_shape(info, a.hd, a.n_head, a.n_head_kv));
-  ASSIGN_OR_RETURN(const uint32_t k_code, flash_cache_type(a.k_type));
-  ASSIGN_OR_RETURN(const uint32_t v_code, flash_cache_type(a.v_type));
+  ASSIGN_OR_RETURN(const uint32_t k_code, detail::cache_type_code(a.k_type));
+  ASSIGN_OR_RETURN(const uint32_t v_code, detail::cache_type_code(a.v_type));
   if (a.n_rows == 0) return Status::ok();
   if (a.n_rows < 0 || a.pos0 < 0 || a.row_base < 0) return Status::bad_input("flash attention: negative rows or positions");
   if (a.has_gate && !gate.valid()) return Status::bad_input("flash attention: a gated dispatch without a gate buffer");

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gpu/vulkan/vk_ops.h"
+#include "gpu/vulkan/vk_ops_util.h"
 
 namespace moetier::vk {
 
@@ -76,20 +77,11 @@ Status silu_mul(Device& dev, const RowsView& gate, const RowsView& up, const Row
                                per_invocation(dev, static_cast<uint64_t>(n * n_rows)));
 }
 
-Result<uint32_t> cache_type_code(DType t) {
-  switch (t) {
-    case DType::F32: return 0u;
-    case DType::F16: return 1u;
-    case DType::Q8_0: return 2u;
-    case DType::Q4_0: return 3u;
-    default: return Status::bad_input(fmt::format("no GPU KV cache of type {}", dtype_name(t)));
-  }
-}
 
 Status kv_store(Device& dev, const RowsView& src, int64_t n_rows, int64_t width, const BufferRef& cache,
                 int64_t first_row, DType type) {
   if (n_rows == 0) return Status::ok();
-  ASSIGN_OR_RETURN(const uint32_t code, cache_type_code(type));
+  ASSIGN_OR_RETURN(const uint32_t code, detail::cache_type_code(type));
   const int64_t row_bytes = dtype_row_bytes(type, width);
   if (row_bytes % 4 != 0 || (code >= 2 && width / 32 > 512)) {
     return Status::bad_input(fmt::format("GPU KV cache rows of {} {} elements are not supported", width, dtype_name(type)));
@@ -112,8 +104,8 @@ Status attention(Device& dev, const AttentionDispatch& a, const BufferRef& q, co
   }
   for (int64_t r0 = 0; r0 < a.n_rows; r0 += chunk) {
     const int64_t rows = std::min(chunk, a.n_rows - r0);
-    ASSIGN_OR_RETURN(const uint32_t k_code, cache_type_code(a.k_type));
-    ASSIGN_OR_RETURN(const uint32_t v_code, cache_type_code(a.v_type));
+    ASSIGN_OR_RETURN(const uint32_t k_code, detail::cache_type_code(a.k_type));
+    ASSIGN_OR_RETURN(const uint32_t v_code, detail::cache_type_code(a.v_type));
     const struct {
       uint32_t hd, n_head, n_head_kv, n_rows, pos0, max_keys;
       float scale;

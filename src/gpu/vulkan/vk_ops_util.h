@@ -40,4 +40,15 @@ inline int64_t gpu_block_elems(DType t) {
   }
 }
 
+// The KV cache type codes the attention shaders take: 0 f32, 1 f16, 2 q8_0, 3 q4_0.
+inline Result<uint32_t> cache_type_code(DType t) {
+  switch (t) {
+    case DType::F32: return 0u;
+    case DType::F16: return 1u;
+    case DType::Q8_0: return 2u;
+    case DType::Q4_0: return 3u;
+    default: return Status::bad_input(std::string("no GPU KV cache of type ") + std::string(dtype_name(t)));
+  }
+}
+
 }  // namespace moetier::vk::detail
