@@ -37,7 +37,8 @@ const std::vector<std::string> kFields = {
     "n_cpu_moe", "flash_attn", "tensor_buft_overrides", "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time",
     "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "weight_bytes_per_token", "achieved_gbps", "peak_rss_bytes",
     "cpu_isa", "machine_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts", "gpu_device",
-    "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes"};
+    "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
+    "gpu_backend"};
 
 // Weight bytes per generated token counted from the file alone: every tensor but the
 // routed experts ("*_exps"), of which a token uses n_expert_used of n_expert, and of the

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "support/cli.h"
 #include "support/gpu.h"
 #include "support/http_client.h"
@@ -267,6 +269,50 @@ TEST(GpuCli, RunWithDenseOnGpuExpertsOnCpuGeneratesTheCpuText) {
   const auto bad_ot = testing::run_moetier(common + " -ot 'exps=TPU'");
   EXPECT_EQ(bad_ot.rc, 2);
   EXPECT_NE(bad_ot.err.find("-ot"), std::string::npos) << bad_ot.err;
+}
+
+// bench with GPU layers: the backend column says Vulkan, --profile adds the GPU census
+// (json and stderr), --gpu-kernels picks the kernel set (fast mat-vecs, or the exact matmul),
+// and a bad kernel-set name is bad usage.
+TEST(GpuCli, BenchReportsTheBackendAndTheCensus) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string model = kRef + "/models/qwen35moe-small-q4_k_m.gguf";
+  for (const std::string kernels : {"fast", "exact"}) {
+    SCOPED_TRACE(kernels);
+    const auto r = testing::run_moetier("bench -m '" + model + "' -dev 0 -ngl 99 -p 16 -n 2 -r 1 -t 2 --profile -o jsonl " +
+                                        "--gpu-kernels " + kernels);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    size_t records = 0;
+    for (size_t start = 0; start < r.out.size();) {
+      const size_t end = r.out.find('\n', start);
+      const auto j = nlohmann::json::parse(r.out.substr(start, end - start));
+      start = end == std::string::npos ? r.out.size() : end + 1;
+      ++records;
+      EXPECT_EQ(j["backends"], "Vulkan");
+      EXPECT_NE(j["gpu_backend"].get<std::string>().find(kernels + " kernels"), std::string::npos) << j["gpu_backend"];
+      const auto& c = j["gpu_census"];
+      ASSERT_TRUE(c.is_object()) << j.dump();
+      EXPECT_GT(c["per_token"]["dispatches"].get<double>(), 0.0);
+      EXPECT_GT(c["per_token"]["submits"].get<double>(), 0.0);
+      EXPECT_GT(c["per_token"]["weight_bytes"].get<double>(), 0.0);
+      bool matvec = false, matmul = false;
+      for (const auto& op : c["ops"]) {
+        matvec = matvec || op["shader"].get<std::string>().rfind("matvec_", 0) == 0;
+        matmul = matmul || op["shader"].get<std::string>().rfind("matmul_", 0) == 0;
+      }
+      EXPECT_EQ(matvec, kernels == "fast");
+      EXPECT_EQ(matmul, kernels == "exact");
+    }
+    EXPECT_EQ(records, 2u);  // pp16 and tg2
+    EXPECT_NE(r.err.find("GPU census of tg2"), std::string::npos) << r.err;
+  }
+  const auto bad = testing::run_moetier("bench -m '" + model + "' -dev 0 -ngl 99 --gpu-kernels fastest");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--gpu-kernels"), std::string::npos) << bad.err;
+  const auto bad_run = testing::run_moetier("run -m '" + model + "' -p hi -n 1 --gpu-kernels slow");
+  EXPECT_EQ(bad_run.rc, 2);
+  EXPECT_NE(bad_run.err.find("--gpu-kernels"), std::string::npos) << bad_run.err;
 }
 
 TEST(GpuCli, ServeWithGpuLayersAnswersLikeTheCpuServer) {
