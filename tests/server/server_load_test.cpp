@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "support/http_client.h"
@@ -232,6 +233,7 @@ TEST(ServerLoad, HundredsOfRequestsNoneFailedOrLost) {
   std::mutex mu;
   std::atomic<int> failed{0}, completed{0};
   std::atomic<int64_t> tokens{0};
+  std::string first_failure;  // the request, for the failure message
   const auto t0 = Clock::now();
   std::vector<std::thread> clients;
   for (int t = 0; t < kClients; ++t) {
@@ -243,21 +245,27 @@ TEST(ServerLoad, HundredsOfRequestsNoneFailedOrLost) {
         if (!j.stream) j.body["stream_options"] = nullptr;
         const auto start = Clock::now();
         bool ok = false;
+        std::string got;  // what came back, for the failure message
         if (j.stream) {
           j.body["stream_options"] = {{"include_usage", true}};
           auto s = post_sse(c, j.path, j.body);
           ok = s.status == 200 && s.done && s.all_json && !s.events.empty() && s.events.back().contains("usage");
           if (ok) tokens += s.events.back()["usage"]["completion_tokens"].get<int64_t>();
+          if (!ok) got = fmt::format("status {}, done {}, all_json {}, {} events", s.status, s.done, s.all_json, s.events.size());
         } else {
           auto r = post_json(c, j.path, j.body);
           ok = r.status == 200 && r.json.is_object() && r.json.contains("usage") &&
                r.json["choices"][0]["finish_reason"].is_string();
           if (ok) tokens += r.json["usage"]["completion_tokens"].get<int64_t>();
+          if (!ok) got = fmt::format("status {}, body {}", r.status, r.body.substr(0, 300));
         }
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         (ok ? completed : failed)++;
         std::lock_guard<std::mutex> lk(mu);
         latency_ms.push_back(ms);
+        if (!ok && first_failure.empty()) {
+          first_failure = fmt::format("{} {} after {:.0f} ms: {}", j.path, j.body.dump(), ms, got);
+        }
       }
     });
   }
@@ -275,7 +283,7 @@ TEST(ServerLoad, HundredsOfRequestsNoneFailedOrLost) {
       kClients * kPerClient, kClients, failed.load(), completed.load(), wall, p50, p99,
       static_cast<long long>(tokens.load()), static_cast<double>(tokens.load()) / wall,
       metric(m.body, "n_busy_slots_per_decode"));
-  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(failed.load(), 0) << "first failed request: " << first_failure << "\n" << server.log();
   EXPECT_EQ(completed.load(), kClients * kPerClient);
   EXPECT_EQ(metric(m.body, "requests_finished_total"), kClients * kPerClient);
   EXPECT_EQ(metric(m.body, "tokens_predicted_total"), static_cast<double>(tokens.load()));
