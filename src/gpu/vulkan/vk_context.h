@@ -48,7 +48,8 @@ struct DeviceInfo {
   std::array<uint32_t, 3> max_workgroup_count{};
 
   // What the fast kernels need (Vulkan 1.2, subgroup arithmetic and shuffles in compute
-  // shaders, subgroups of at least 8); otherwise the exact kernels run.
+  // shaders, subgroups of at least 8, 512 invocations and 32 KiB of shared memory per
+  // workgroup: every desktop GPU); otherwise the exact kernels run.
   bool fast_kernels_supported() const;
   // One line: "llvmpipe (LLVM 15.0.6, 256 bits), CPU (software), 23.4 GiB, Vulkan 1.3.230"
   std::string describe() const;

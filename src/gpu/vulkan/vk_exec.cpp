@@ -48,7 +48,8 @@ Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(const HParams& hp, 
   if (!options.exact_kernels && b->kernels_ == KernelSet::kExact) {
     std::fprintf(stderr,
                  "moetier: GPU %s lacks what the fast kernels need (Vulkan 1.2, subgroup arithmetic and shuffles "
-                 "in compute shaders, subgroups of 8+): using the exact kernels, which are slower\n",
+                 "in compute shaders, subgroups of 8+, 32 KiB of shared memory): using the exact kernels, which are "
+                 "slower\n",
                  b->dev_->info().name.c_str());
   }
   b->dev_->allocator().set_limit(options.memory_limit_bytes);
