@@ -266,25 +266,32 @@ void VulkanBackend::routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, cons
                            .group_order = grouped ? group_order_ : BufferRef{}, .n_rows_x = n_};
   const bool fused = kernels_ == KernelSet::kFast && !grouped && gate.type == up.type && gate.n_out == up.n_out &&
                      gate.parts.size() == up.parts.size();
+  // The grouping is made by the first stack that runs tiled and reused by the next ones (a
+  // stack whose rows the tiles do not take runs as mat-vecs and leaves it to the next).
+  bool have_grouping = false;
+  auto run = [&](MatmulIdArgs a) {
+    a.grouped = have_grouping;
+    fail(matmul_id(*dev_, kernels_, a));
+    have_grouping = have_grouping || (grouped && matmat_supports(*a.w));
+  };
   if (fused) {
     auto a = pairs;
     a.w = &gate, a.up = &up, a.xq = xg.buffer, a.x_row_bytes = xg.row_bytes, a.y = big_[3], a.y_stride = s.n_ff_exp;
-    fail(matmul_id(*dev_, kernels_, a));
+    run(a);
   } else {
     auto a = pairs;
     a.w = &gate, a.xq = xg.buffer, a.x_row_bytes = xg.row_bytes, a.y = big_[1], a.y_stride = s.n_ff_exp;
-    fail(matmul_id(*dev_, kernels_, a));
+    run(a);
     a.w = &up, a.xq = xu.buffer, a.x_row_bytes = xu.row_bytes, a.y = big_[2];
-    fail(matmul_id(*dev_, kernels_, a));
+    run(a);
     fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_exp}, {.buffer = big_[2], .stride = s.n_ff_exp},
                   {.buffer = big_[3], .stride = s.n_ff_exp}, s.n_ff_exp, n_pairs));
   }
   const Converted xd = convert(down, big_[3], n_pairs, s.n_ff_exp, s.n_ff_exp, xq3_);
   // The down products' rows are the pairs themselves (iota).
   auto a = pairs;
-  a.w = &down, a.xq = xd.buffer, a.x_row_bytes = xd.row_bytes, a.rows = iota_, a.n_rows_x = n_pairs, a.y = big_[4],
-  a.y_stride = d;
-  fail(matmul_id(*dev_, kernels_, a));
+  a.w = &down, a.xq = xd.buffer, a.x_row_bytes = xd.row_bytes, a.rows = iota_, a.y = big_[4], a.y_stride = d;
+  run(a);
 }
 
 bool VulkanBackend::stream_experts(const MoeWeights& w, int64_t n_pairs) {

@@ -63,10 +63,12 @@ struct MatmulIdArgs {
   int64_t y_stride = 0;
   const GpuMatrix* up = nullptr;   // fast only: fused SwiGLU (at most kMatvecMaxCols pairs)
   // Fast, prompt batches: scratch for grouping the pairs by expert on the GPU ([n_mat + 1]
-  // and [n_pairs] u32), and the number of distinct activation rows. Without them, or for
-  // few pairs, every pair is its own mat-vec.
+  // and [n_pairs] u32), and the number of tokens the pairs come from (a token picks an
+  // expert at most once, so it bounds the pairs per expert: the token tiles per expert).
+  // Without them, or for few pairs, every pair is its own mat-vec.
   BufferRef group_offsets, group_order;
   int64_t n_rows_x = 0;
+  bool grouped = false;  // group_offsets/order already hold these ids' grouping (a later stack of the same pairs)
 };
 Status matmul(Device& dev, KernelSet k, const MatmulArgs& a);
 Status matmul_id(Device& dev, KernelSet k, const MatmulIdArgs& a);

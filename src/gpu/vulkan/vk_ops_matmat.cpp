@@ -94,9 +94,9 @@ Status matmat_id(Device& dev, const MatmulIdArgs& a, bool int_dot) {
   const GpuMatrix& w = *a.w;
   if (w.n_mat < 2) return Status::bad_input("GPU expert products need a stack of matrices");
   RETURN_IF_ERROR(check(w));
-  RETURN_IF_ERROR(moe_group(dev, a.ids, a.n_pairs, w.n_mat, a.group_offsets, a.group_order));
+  if (!a.grouped) RETURN_IF_ERROR(moe_group(dev, a.ids, a.n_pairs, w.n_mat, a.group_offsets, a.group_order));
   const std::string shader = shader_name("matmat_id", w.type, int_dot);
-  // An expert gets at most one pair per activation row (a token picks an expert once).
+  // An expert gets at most one pair per token (a token picks an expert once).
   const Groups g{.x = u32((w.n_out + kTileRows - 1) / kTileRows),
                  .y = u32((a.n_rows_x + kTileTokens - 1) / kTileTokens),
                  .z = u32(w.n_mat)};
