@@ -82,6 +82,34 @@ TEST(GpuOps, RmsAndL2NormPerHeadWithStrides) {
   }
 }
 
+// The norm that also writes its output's Q8_K and Q8_0 rows (the fast kernels' block input):
+// the very bytes quantize_rows makes of the norm's output, and the same f32 output.
+TEST(GpuOps, NormWithConversionsEqualsNormThenQuantize) {
+  GPU_OR_SKIP(dev);
+  Gpu g{*dev};
+  const int64_t n = 2048, rows = 5;
+  auto x = testing::random_normal(static_cast<size_t>(n * rows), 60);
+  x[7] = 9.0f;
+  x[300] = -9.0f;  // ties for the largest magnitude in different blocks
+  const auto w = testing::random_normal(static_cast<size_t>(n), 61, 0.1f);
+  const vk::NormShape shape{.n = n, .n_rows = rows, .row_stride = n, .out_row_stride = n, .eps = 1e-6f};
+  const uint64_t k_stride = vk::gpu_activation_row_bytes(DType::Q8_K, n), z_stride = vk::gpu_activation_row_bytes(DType::Q8_0, n);
+  auto gx = g.up(x), gw = g.up(w), out1 = g.zeros(x.size()), out2 = g.zeros(x.size());
+  auto qk1 = g.zeros(k_stride * rows / 4), qk2 = g.zeros(k_stride * rows / 4), qz1 = g.zeros(z_stride * rows / 4),
+       qz2 = g.zeros(z_stride * rows / 4);
+  ASSERT_TRUE(vk::rms_norm(*dev, shape, gx, gw, out1).is_ok());
+  ASSERT_TRUE(vk::quantize_rows(*dev, DType::Q8_K, out1, rows, n, n, qk1).is_ok());
+  ASSERT_TRUE(vk::quantize_rows(*dev, DType::Q8_0, out1, rows, n, n, qz1).is_ok());
+  ASSERT_TRUE(vk::rms_norm(*dev, shape, gx, gw, out2, {.q8_k = qk2, .q8_k_stride = k_stride, .q8_0 = qz2, .q8_0_stride = z_stride}).is_ok());
+  EXPECT_EQ(g.down<uint32_t>(out1, x.size()), g.down<uint32_t>(out2, x.size()));
+  EXPECT_EQ(g.down<uint32_t>(qk1, k_stride * rows / 4), g.down<uint32_t>(qk2, k_stride * rows / 4));
+  EXPECT_EQ(g.down<uint32_t>(qz1, z_stride * rows / 4), g.down<uint32_t>(qz2, z_stride * rows / 4));
+  // Per head, or rows that are not whole Q8_K blocks: a clear error.
+  EXPECT_FALSE(vk::rms_norm(*dev, {.n = 64, .n_rows = 1, .n_heads = 2, .head_stride = 64, .row_stride = 128,
+                                   .out_head_stride = 64, .out_row_stride = 128},
+                            gx, {}, out2, {.q8_k = qk2, .q8_k_stride = k_stride}).is_ok());
+}
+
 TEST(GpuOps, RopeIsBitIdenticalGivenTheCpuAngles) {
   GPU_OR_SKIP(dev);
   Gpu g{*dev};

@@ -16,17 +16,29 @@ void VulkanBackend::rms_norm(Act in, const float* w, Act out) {
   const BufferRef wb = vector(w, d);
   if (prepare_ || !status_) return;
   flush_output({});
-  fail(vk::rms_norm(*dev_, {.n = d, .n_rows = n_, .row_stride = d, .out_row_stride = d, .eps = hp_.rms_eps}, rows(in),
-                    wb, rows(out)));
+  const NormShape shape{.n = d, .n_rows = n_, .row_stride = d, .out_row_stride = d, .eps = hp_.rms_eps};
+  prequantized_ = {};
+  if (kernels_ == KernelSet::kFast && d % 256 == 0 && d / 32 <= 2048) {
+    // The next block's input conversions come with the norm (the quantized weight types'
+    // activation types: Q8_K for K-quants and IQ4_XS, Q8_0 for Q8_0 and Q4_0).
+    fail(vk::rms_norm(*dev_, shape, rows(in), wb, rows(out),
+                      {.q8_k = xq_, .q8_k_stride = gpu_activation_row_bytes(DType::Q8_K, d), .q8_0 = xq2_,
+                       .q8_0_stride = gpu_activation_row_bytes(DType::Q8_0, d)}));
+    prequantized_ = {.valid = true, .act = out};
+    return;
+  }
+  fail(vk::rms_norm(*dev_, shape, rows(in), wb, rows(out)));
 }
 
 void VulkanBackend::add(Act x, Act y) {
   if (prepare_ || !status_) return;
   if (pending_.kind != PendingOutput::Kind::kNone && pending_.out == y && x != y) {
     flush_output(rows(x));  // the block's last op adds into x itself
+    if (prequantized_.act == x) prequantized_ = {};
     return;
   }
   flush_output({});
+  if (prequantized_.act == x) prequantized_ = {};
   const int64_t d = hp_.n_embd;
   fail(vk::add(*dev_, {.buffer = rows(x), .stride = d}, {.buffer = rows(y), .stride = d}, d, n_));
 }

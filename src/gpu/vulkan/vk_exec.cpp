@@ -139,6 +139,7 @@ BufferRef VulkanBackend::rows(Act a) const {
 LayerExec& VulkanBackend::begin_layer(int layer, std::span<const SeqRows> seqs, ThreadPool& pool, Profiler* profiler,
                                       bool prepare) {
   flush_output({});  // (a layer ends with its residual add, which takes the pending op)
+  prequantized_ = {};
   layer_ = layer;
   seqs_ = seqs;
   n_ = seqs.empty() ? 0 : seqs.back().row_begin + seqs.back().n_rows;
@@ -254,6 +255,12 @@ void VulkanBackend::project(const cpu::WeightMatrix& w, const BufferRef& in, int
 void VulkanBackend::begin_input(Act in) {
   input_ = in;
   for (auto& slot : input_slots_) slot.used = false;
+  if (prequantized_.valid && prequantized_.act == in) {
+    const int64_t d = hp_.n_embd;
+    input_slots_[0] = {.used = true, .type = DType::Q8_K, .conv = {xq_, gpu_activation_row_bytes(DType::Q8_K, d)}};
+    input_slots_[1] = {.used = true, .type = DType::Q8_0, .conv = {xq2_, gpu_activation_row_bytes(DType::Q8_0, d)}};
+  }
+  prequantized_ = {};  // from here on the slots say what xq_ and xq2_ hold
 }
 
 VulkanBackend::Converted VulkanBackend::input_for(const GpuMatrix& w) {
@@ -295,6 +302,7 @@ Status VulkanBackend::lm_head(const cpu::WeightMatrix& output, const float* outp
   if (prepare || !m) return status_;
   const int64_t d = hp_.n_embd;
   flush_output({});
+  prequantized_ = {};  // h_ and xq_ are reused below
   for (size_t r0 = 0; r0 < logit_rows.size(); r0 += static_cast<size_t>(logits_rows_)) {
     const int64_t rows = std::min<int64_t>(logits_rows_, static_cast<int64_t>(logit_rows.size() - r0));
     // Gather the rows, normalise them, project them.

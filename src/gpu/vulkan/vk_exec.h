@@ -149,6 +149,13 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   };
   InputSlot input_slots_[2];
   Act input_ = Act::kH;
+  // Fast kernels: the last rms_norm also wrote its output's Q8_K rows into xq_ and Q8_0 rows
+  // into xq2_ (one dispatch for the norm and the block input's conversions); begin_input of
+  // that activation starts with them. Any later write to xq_/xq2_/the activation ends it.
+  struct Prequantized {
+    bool valid = false;
+    Act act = Act::kH;
+  } prequantized_;
   static constexpr int kBig = 6;
   BufferRef big_[kBig];             // block intermediates (sizes: allocate_scratch)
   BufferRef small_a_, small_b_;     // [rows][n_v_heads] (β, α) or [rows] (shared gate)

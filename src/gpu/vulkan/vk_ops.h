@@ -105,7 +105,17 @@ struct NormShape {
   int64_t head_stride = 0, row_stride = 0, out_head_stride = 0, out_row_stride = 0;
   float eps = 1e-6f;
 };
-Status rms_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& w, const BufferRef& out);
+// The norm's output also converted to the CPU's activation blocks in the same dispatch
+// (fast kernels; whole rows, n_heads = 1): Q8_K rows (n a multiple of 256) and/or Q8_0 rows,
+// `*_stride` bytes apart, exactly what quantize_rows would make of `out`.
+struct NormQuantOut {
+  BufferRef q8_k;
+  uint64_t q8_k_stride = 0;
+  BufferRef q8_0;
+  uint64_t q8_0_stride = 0;
+};
+Status rms_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& w, const BufferRef& out,
+                const NormQuantOut& quant = {});
 Status l2_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& out);
 
 // NEOX rotation in place of n_heads heads per row (head_stride / row_stride floats) by the

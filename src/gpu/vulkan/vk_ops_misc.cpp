@@ -26,11 +26,13 @@ struct NormPush {
   uint32_t n, n_heads, head_stride, row_stride, out_head_stride, out_row_stride, n_vectors;
   float eps;
   uint32_t has_weight;
+  uint32_t quant = 0, q8k_stride = 0, q80_stride = 0;  // rms_norm_quant only
 };
 
 NormPush norm_push(const NormShape& s, bool weight) {
-  return {u32(s.n), u32(s.n_heads), u32(s.head_stride), u32(s.row_stride), u32(s.out_head_stride),
-          u32(s.out_row_stride), u32(s.n_rows * s.n_heads), s.eps, weight ? 1u : 0u};
+  return {.n = u32(s.n), .n_heads = u32(s.n_heads), .head_stride = u32(s.head_stride), .row_stride = u32(s.row_stride),
+          .out_head_stride = u32(s.out_head_stride), .out_row_stride = u32(s.out_row_stride),
+          .n_vectors = u32(s.n_rows * s.n_heads), .eps = s.eps, .has_weight = weight ? 1u : 0u};
 }
 
 struct EwPush {
@@ -39,9 +41,24 @@ struct EwPush {
 
 }  // namespace
 
-Status rms_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& w, const BufferRef& out) {
+Status rms_norm(Device& dev, const NormShape& s, const BufferRef& x, const BufferRef& w, const BufferRef& out,
+                const NormQuantOut& quant) {
   if (s.n_rows == 0) return Status::ok();
   const bool weight = w.valid();
+  if (quant.q8_k.valid() || quant.q8_0.valid()) {
+    if (s.n_heads != 1 || (quant.q8_k.valid() && s.n % 256 != 0) || (quant.q8_0.valid() && (s.n % 32 != 0 || s.n / 32 > 2048))) {
+      return Status::bad_input(fmt::format("GPU norm + conversion: vectors of {} ({} per row) are not supported", s.n, s.n_heads));
+    }
+    CHECK(s.out_row_stride == s.n);  // the conversions read the rows back as written
+    NormPush push = norm_push(s, weight);
+    push.quant = (quant.q8_k.valid() ? 1u : 0u) | (quant.q8_0.valid() ? 2u : 0u);
+    push.q8k_stride = u32(static_cast<int64_t>(quant.q8_k_stride));
+    push.q80_stride = u32(static_cast<int64_t>(quant.q8_0_stride));
+    return dev.stream().dispatch("rms_norm_quant",
+                                 {x, weight ? w : x, out, quant.q8_k.valid() ? quant.q8_k : out,
+                                  quant.q8_0.valid() ? quant.q8_0 : out},
+                                 push, spread(dev, static_cast<uint64_t>(s.n_rows)));
+  }
   return dev.stream().dispatch("rms_norm", {x, weight ? w : x, out}, norm_push(s, weight),
                                spread(dev, static_cast<uint64_t>(s.n_rows * s.n_heads)));
 }

@@ -5,6 +5,10 @@
 //   RMS: out = x · (1 / sqrt(Σx²/n + eps)) · w        L2: out = x · (1 / max(sqrt(Σx²), eps))
 // Vector (row r, head h) starts at r·row_stride + h·head_stride (out: the out_* strides).
 // One workgroup per vector; may run in place (x and out the same buffer).
+// NORM_RMS_QUANT (whole rows, n_heads = 1): the output row is also converted to the CPU's
+// Q8_K (binding 3) and/or Q8_0 (binding 4) activation blocks, exactly as quantize.comp
+// would convert it afterwards (quantize_row.glsl on the f32 values just written): the block
+// input's conversions come with its norm, one dispatch instead of two or three.
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
@@ -16,10 +20,22 @@ layout(push_constant) uniform Push {
   uint n_vectors;  // rows · heads
   float eps;
   uint has_weight;
+  uint quant;                  // NORM_RMS_QUANT: bit 0 Q8_K, bit 1 Q8_0
+  uint q8k_stride, q80_stride; // NORM_RMS_QUANT: bytes between converted rows
 } p;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Wt { float w[]; };
+#if defined(NORM_RMS_QUANT)
+layout(std430, binding = 2) coherent buffer Out { float o[]; };  // read back by the workgroup
+layout(std430, binding = 3) writeonly buffer YK { uint yk[]; };
+layout(std430, binding = 4) writeonly buffer Y0 { uint y0[]; };
+#define QX o
+#define QY_K yk
+#define QY_0 y0
+#include "quantize_row.glsl"
+#else
 layout(std430, binding = 2) buffer Out { float o[]; };
+#endif
 
 shared vec2 s_sum[64];
 
@@ -57,4 +73,10 @@ void main() {
     if (p.has_weight != 0u) y = y * w[i];
     o[ob + i] = y;
   }
+#if defined(NORM_RMS_QUANT)
+  memoryBarrierBuffer();
+  barrier();
+  if ((p.quant & 1u) != 0u) quantize_row_q8_k(ob, v * (p.q8k_stride >> 2u), p.n, t);
+  if ((p.quant & 2u) != 0u) quantize_row_q8_0(ob, v * (p.q80_stride >> 2u), p.n, t);
+#endif
 }

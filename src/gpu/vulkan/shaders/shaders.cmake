@@ -24,6 +24,7 @@ foreach(w F32 F16 BF16 Q4_0 Q8_0 Q4_K Q5_K Q6_K IQ4_XS)
 endforeach()
 list(APPEND MOETIER_SHADER_VARIANTS
   "rms_norm|norm.comp|NORM_RMS"
+  "rms_norm_quant|norm.comp|NORM_RMS,NORM_RMS_QUANT"
   "l2_norm|norm.comp|NORM_L2"
   "rope_neox|rope.comp|-"
   "add|elementwise.comp|EW_ADD"
