@@ -39,6 +39,33 @@ void print_usage(std::FILE* out) {
   std::fprintf(out, "\nexit status: 0 success, 1 runtime failure, 2 bad usage or bad input\n");
 }
 
+// --cpu-isa TIER (or --cpu-isa=TIER) anywhere on the command line caps the kernels' ISA for
+// the whole process; it is applied here, before any command reads the CPU's features, and
+// the commands accept the flag (so it shows in their --help). Returns 0 to go on, else the
+// exit status.
+int apply_cpu_isa(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    std::string_view tier;
+    if (a == "--cpu-isa") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "moetier: error: --cpu-isa needs a value: auto, avx512, avx2, avx2-novnni or scalar\n");
+        return 2;
+      }
+      tier = argv[i + 1];
+    } else if (a.rfind("--cpu-isa=", 0) == 0) {
+      tier = a.substr(std::strlen("--cpu-isa="));
+    } else {
+      continue;
+    }
+    if (const auto st = moetier::limit_cpu_isa(tier); !st) {
+      std::fprintf(stderr, "moetier: error: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,6 +73,7 @@ int main(int argc, char** argv) {
     print_usage(stderr);
     return 2;
   }
+  if (const int rc = apply_cpu_isa(argc, argv); rc != 0) return rc;
   const std::string_view cmd = argv[1];
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     print_usage(stdout);

@@ -85,12 +85,61 @@ std::string CpuFeatures::describe() const {
   add(avx512vl, "AVX512VL");
   add(avx512vnni, "AVX512-VNNI");
   add(avx512bf16, "AVX512-BF16");
-  return s.empty() ? "scalar" : s;
+  if (s.empty()) s = "scalar";
+  if (!isa_limit.empty()) s += " (--cpu-isa " + isa_limit + ")";
+  return s;
 }
 
+namespace {
+
+// The cap limit_cpu_isa sets before the first cpu_features() call (then never changes).
+struct IsaState {
+  std::string limit;
+  bool read = false;
+};
+IsaState& isa_state() {
+  static IsaState state;  // process-wide, like the CPU it describes
+  return state;
+}
+
+CpuFeatures capped(CpuFeatures f, const std::string& limit) {
+  if (limit.empty() || limit == "auto") return f;
+  f.isa_limit = limit;
+  if (limit == "avx512") return f;
+  f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
+  if (limit == "avx2") return f;
+  f.avxvnni = false;
+  if (limit == "avx2-novnni") return f;
+  f.avx2 = f.fma = f.f16c = false;  // "scalar"
+  return f;
+}
+
+}  // namespace
+
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = detect();
+  static const CpuFeatures features = [] {
+    isa_state().read = true;
+    return capped(detect(), isa_state().limit);
+  }();
   return features;
+}
+
+Status limit_cpu_isa(std::string_view tier) {
+  if (tier != "auto" && tier != "avx512" && tier != "avx2" && tier != "avx2-novnni" && tier != "scalar") {
+    return Status::bad_input("--cpu-isa takes auto, avx512, avx2, avx2-novnni or scalar, not '" + std::string(tier) + "'");
+  }
+  if (isa_state().read) {
+    return Status::runtime("--cpu-isa must be set before the CPU's features are used (a bug in the caller)");
+  }
+  const CpuFeatures have = detect();
+  if (tier == "avx512" && !have.has_avx512_set()) {
+    return Status::bad_input("--cpu-isa avx512: this CPU lacks AVX-512 (F, BW, VL and VNNI): " + have.describe());
+  }
+  if ((tier == "avx2" || tier == "avx2-novnni") && !have.has_avx2_set()) {
+    return Status::bad_input("--cpu-isa " + std::string(tier) + ": this CPU lacks AVX2, FMA or F16C: " + have.describe());
+  }
+  isa_state().limit = std::string(tier);
+  return Status::ok();
 }
 
 }  // namespace moetier

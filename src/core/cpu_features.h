@@ -4,6 +4,9 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+
+#include "core/status.h"
 
 namespace moetier {
 
@@ -21,6 +24,7 @@ struct CpuFeatures {
   bool avxvnni = false;
   int physical_cores = 1;  // best effort from /proc/cpuinfo / sysfs; >= 1
   int logical_cores = 1;
+  std::string isa_limit;   // "" or the --cpu-isa tier the features were capped to
 
   // The ISA set the *_avx2.cpp / *_avx512.cpp units are compiled for (see CMakeLists.txt).
   bool has_avx2_set() const { return avx2 && fma && f16c; }
@@ -30,7 +34,15 @@ struct CpuFeatures {
   std::string describe() const;
 };
 
-// Detected once on first call (cpuid + OS support for the register state via xgetbv).
+// Detected once on first call (cpuid + OS support for the register state via xgetbv),
+// then capped by limit_cpu_isa when that was called first.
 const CpuFeatures& cpu_features();
+
+// --cpu-isa: use no kernels above this tier, so the AVX2 path (the users' laptops) can be
+// measured on an AVX-512 machine: "auto" (what the CPU has), "avx512", "avx2" (+AVX-VNNI
+// where present), "avx2-novnni", "scalar". A process-wide setting like the CPU itself, made
+// once by the command line before anything runs kernels; errors for an unknown tier, for a
+// tier the CPU lacks, or when cpu_features() was already read.
+Status limit_cpu_isa(std::string_view tier);
 
 }  // namespace moetier

@@ -15,6 +15,10 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.option({"-m", "--model"}, "FILE", "GGUF model file", &f.model_path);
   p.option({"-c", "--ctx-size"}, "N", "context size in tokens (default 4096; 0 = the model's own)", &f.n_ctx);
   p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)", &f.n_threads);
+  p.option({"--cpu-isa"}, "TIER",
+           "use CPU kernels up to this ISA: auto (default), avx512, avx2 (with AVX-VNNI where present), avx2-novnni, "
+           "scalar; e.g. avx2 measures a laptop CPU's path on an AVX-512 machine",
+           [](std::string_view) { return Status::ok(); });  // applied by main() before anything runs
   p.option({"-b", "--batch-size"}, "N", "logical batch size (default 2048)", &f.n_batch);
   p.option({"-ub", "--ubatch-size"}, "N", "tokens per forward micro-batch (default 512)", &f.n_ubatch);
   p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f32, f16, q8_0 or q4_0 (default f16)", &f.cache_type_k);

@@ -68,6 +68,32 @@ TEST(CliLogits, LastAndAllPositionsMatchReference) {
   std::filesystem::remove(out);
 }
 
+// --cpu-isa caps the kernels' ISA (to measure the users' AVX2 path on an AVX-512 machine).
+// Every ISA's kernels are bit-identical to the scalar references, so each tier the CPU has
+// gives the very same logits bytes; a tier the CPU lacks or an unknown one is bad usage.
+TEST(CliCpuIsa, EveryTierGivesTheSameLogits) {
+  const std::string out_base = ::testing::TempDir() + "isa_logits_";
+  std::vector<std::string> tiers = {"auto", "scalar"};
+  const auto probe = run_moetier("--version --cpu-isa avx2");
+  if (probe.rc == 0) tiers.push_back("avx2");
+  if (run_moetier("--version --cpu-isa avx512").rc == 0) tiers.push_back("avx512");
+  std::vector<std::vector<float>> got;
+  for (const auto& tier : tiers) {
+    const std::string out = out_base + tier + ".bin";
+    const auto r = run_moetier("logits -m " + model("qwen35moe-small-ud_mix") + " -f " + prompt("p3_mixed") +
+                               " -t 2 --cpu-isa " + tier + " -o '" + out + "'");
+    ASSERT_EQ(r.rc, 0) << tier << ": " << r.err;
+    got.push_back(read_f32_file(out));
+    ASSERT_FALSE(got.back().empty());
+  }
+  for (size_t i = 1; i < got.size(); ++i) EXPECT_EQ(got[i], got[0]) << tiers[i] << " vs " << tiers[0];
+  const auto version = run_moetier("--version --cpu-isa scalar");
+  EXPECT_NE(version.out.find("--cpu-isa scalar"), std::string::npos) << version.out;
+  const auto bad = run_moetier("run -m " + model("qwen35moe-tiny-f32") + " -p hi --cpu-isa avx1024");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--cpu-isa"), std::string::npos) << bad.err;
+}
+
 TEST(CliTokenize, IdsMatchLlamaCppAndWorkOnVocabOnlyFiles) {
   // Case 'p3_mixed' of prompts/tokens.json for the small qwen35moe vocabulary.
   std::ifstream in(kRef + "/prompts/tokens.json");

@@ -252,6 +252,9 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            });
   p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
   p.section("placement (llama.cpp spelling; Vulkan GPU backend; without a hardware GPU everything runs on the CPU)");
+  p.option({"--cpu-isa"}, "TIER",
+           "CPU kernels up to this ISA: auto (default), avx512, avx2, avx2-novnni, scalar (cpu_isa in the records)",
+           [](std::string_view) { return Status::ok(); });  // applied by main() before anything runs
   p.option({"-dev", "--device"}, "N", "Vulkan device (see 'moetier run --list-devices'; default: the first hardware GPU)",
            &b.device);
   p.option({"--vram-budget"}, "MiB", "use at most this much GPU memory", &b.vram_budget_mib);
