@@ -53,6 +53,7 @@ inline void dot_rows(const DotKernel& k, int64_t n, const void* weight_row, cons
 // ISA kernel tables (cpu/dot/<isa>_table.cpp, compiled without ISA flags so they are safe
 // to read on any CPU); best_dot_kernel picks from them after checking the CPU features.
 std::span<const DotKernel> avx2_dot_kernels();    // needs avx2 && fma && f16c
+std::span<const DotKernel> avxvnni_dot_kernels(); // needs the avx2 set && avxvnni (integer kernels; floats are AVX2's)
 std::span<const DotKernel> avx512_dot_kernels();  // needs avx512f/bw/vl/vnni (+ avx2 set)
 
 // The activation type a weight type's dot product consumes; nullopt if moetier cannot
@@ -95,6 +96,20 @@ void q4_0_q8_0_avx2_multi(int64_t n, const void* w, const void* a, int64_t strid
 void f32_f32_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
 void f16_f16_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
 void bf16_bf16_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+// AVX2 + AVX-VNNI variants of the integer kernels (cpu/dot/<family>_avxvnni.cpp: the AVX2
+// units compiled with -mavxvnni); only call when best_dot_kernel would pick that table.
+float q4_k_q8_k_avxvnni(int64_t n, const void* w, const void* a);
+float q5_k_q8_k_avxvnni(int64_t n, const void* w, const void* a);
+float q6_k_q8_k_avxvnni(int64_t n, const void* w, const void* a);
+float iq4_xs_q8_k_avxvnni(int64_t n, const void* w, const void* a);
+float q8_0_q8_0_avxvnni(int64_t n, const void* w, const void* a);
+float q4_0_q8_0_avxvnni(int64_t n, const void* w, const void* a);
+void q4_k_q8_k_avxvnni_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q5_k_q8_k_avxvnni_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q6_k_q8_k_avxvnni_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void iq4_xs_q8_k_avxvnni_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q8_0_q8_0_avxvnni_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
+void q4_0_q8_0_avxvnni_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out);
 // AVX-512 F/BW/VL/VNNI variants (cpu/dot/<family>_avx512.cpp, table in avx512_table.cpp);
 // only call when best_dot_kernel would pick the AVX-512 table. *_multi are MultiDotFn.
 float f32_f32_avx512(int64_t n, const void* w, const void* a);

@@ -39,6 +39,11 @@ const DotKernel* best_dot_kernel(DType weight_type, const CpuFeatures& cpu) {
       if (k.weight_type == weight_type) return &k;
     }
   }
+  if (cpu.has_avx2_set() && cpu.avxvnni) {
+    for (const auto& k : avxvnni_dot_kernels()) {
+      if (k.weight_type == weight_type) return &k;
+    }
+  }
   if (cpu.has_avx2_set()) {
     for (const auto& k : avx2_dot_kernels()) {
       if (k.weight_type == weight_type) return &k;

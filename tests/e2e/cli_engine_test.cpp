@@ -75,7 +75,7 @@ TEST(CliCpuIsa, EveryTierGivesTheSameLogits) {
   const std::string out_base = ::testing::TempDir() + "isa_logits_";
   std::vector<std::string> tiers = {"auto", "scalar"};
   const auto probe = run_moetier("--version --cpu-isa avx2");
-  if (probe.rc == 0) tiers.push_back("avx2");
+  if (probe.rc == 0) tiers.insert(tiers.end(), {"avx2", "avx2-novnni"});
   if (run_moetier("--version --cpu-isa avx512").rc == 0) tiers.push_back("avx512");
   std::vector<std::vector<float>> got;
   for (const auto& tier : tiers) {

@@ -49,6 +49,18 @@ const Family kQuantFamilies[] = {
     {DType::Q4_0, dot::q4_0_q8_0_avx2, dot::q4_0_q8_0_avx2_multi},
 };
 
+// The same integer kernels compiled with AVX-VNNI (VPDPWSSD / VPDPBUSD): also bit-identical.
+const Family kVnniFamilies[] = {
+    {DType::Q4_K, dot::q4_k_q8_k_avxvnni, dot::q4_k_q8_k_avxvnni_multi},
+    {DType::Q5_K, dot::q5_k_q8_k_avxvnni, dot::q5_k_q8_k_avxvnni_multi},
+    {DType::Q6_K, dot::q6_k_q8_k_avxvnni, dot::q6_k_q8_k_avxvnni_multi},
+    {DType::IQ4_XS, dot::iq4_xs_q8_k_avxvnni, dot::iq4_xs_q8_k_avxvnni_multi},
+    {DType::Q8_0, dot::q8_0_q8_0_avxvnni, dot::q8_0_q8_0_avxvnni_multi},
+    {DType::Q4_0, dot::q4_0_q8_0_avxvnni, dot::q4_0_q8_0_avxvnni_multi},
+};
+
+bool has_avxvnni() { return has_avx2() && cpu_features().avxvnni; }
+
 const Family kFloatFamilies[] = {
     {DType::F32, dot::f32_f32_avx2, dot::f32_f32_avx2_multi},
     {DType::F16, dot::f16_f16_avx2, dot::f16_f16_avx2_multi},
@@ -321,6 +333,39 @@ TEST(DotKernelsAvx2ExtQuant, MultiRowBitIdenticalToSingleRow) {
         expect_multi_matches_single(f, n, ws[wi], as, "weights#" + std::to_string(wi));
       }
     }
+  }
+}
+
+TEST(DotKernelsAvxVnni, BitIdenticalToScalarAndMultiRowToSingleRow) {
+  if (!has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  std::mt19937 rng(4242);
+  for (const Family& f : kVnniFamilies) {
+    const DotKernel* scalar = scalar_dot_kernel(f.weight_type);
+    for (int64_t n : lengths(f.weight_type)) {
+      const auto ws = weight_cases(f.weight_type, n, rng);
+      const auto as = activation_cases(act_type(f.weight_type), n, rng);
+      for (size_t wi = 0; wi < ws.size(); ++wi) {
+        for (size_t ai = 0; ai < as.size(); ++ai) {
+          const float ref = scalar->fn(n, ws[wi].data(), as[ai].data());
+          const float got = f.single(n, ws[wi].data(), as[ai].data());
+          EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(ref))
+              << dtype_name(f.weight_type) << " n=" << n << " weights#" << wi << " acts#" << ai << ": avxvnni "
+              << bits(got) << " scalar " << bits(ref);
+        }
+        expect_multi_matches_single(f, n, ws[wi], as, "avxvnni weights#" + std::to_string(wi));
+      }
+    }
+  }
+  // The table lists them, and picks them for the AVX2 tier on a VNNI CPU.
+  for (const Family& f : kVnniFamilies) {
+    bool listed = false;
+    for (const DotKernel& k : avxvnni_dot_kernels()) listed |= k.weight_type == f.weight_type && k.fn == f.single && k.multi == f.multi && k.isa == "avxvnni";
+    EXPECT_TRUE(listed) << dtype_name(f.weight_type);
+    CpuFeatures avx2_tier = cpu_features();
+    avx2_tier.avx512f = avx2_tier.avx512bw = avx2_tier.avx512vl = avx2_tier.avx512vnni = false;
+    EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->fn, f.single) << dtype_name(f.weight_type);
+    avx2_tier.avxvnni = false;
+    EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->isa, "avx2") << dtype_name(f.weight_type);
   }
 }
 

@@ -1,5 +1,13 @@
 // Small AVX2 helpers shared by the cpu/dot/*_avx2.cpp kernels (only included by files
 // compiled with -mavx2 -mfma -mf16c).
+//
+// The same kernels are compiled a second time with -mavxvnni (cpu/dot/*_avxvnni.cpp include
+// the *_avx2.cpp units): then __AVXVNNI__ is defined, the helpers below use AVX-VNNI's
+// VPDPWSSD / VPDPBUSD (int16 pairs and u8×s8 quads multiplied and accumulated in one
+// instruction) instead of VPMADDWD + VPADDD / VPMADDUBSW + VPMADDWD, and everything lives in
+// namespace `avxvnni` with kernels named *_avxvnni — so the two builds never share a symbol.
+// The integer results are the same (no intermediate saturates in either), so both stay
+// bit-identical to the scalar references.
 #pragma once
 
 #include <immintrin.h>
@@ -11,12 +19,41 @@
 #include "cpu/dot.h"
 #include "tensor/blocks.h"
 
+#if defined(__AVXVNNI__)
+#define MOETIER_DOT_NS avxvnni
+#define MOETIER_DOT_KERNEL(name) name##_avxvnni
+#define MOETIER_DOT_KERNEL_MULTI(name) name##_avxvnni_multi
+#else
+#define MOETIER_DOT_NS avx2
+#define MOETIER_DOT_KERNEL(name) name##_avx2
+#define MOETIER_DOT_KERNEL_MULTI(name) name##_avx2_multi
+#endif
+
 // The float scaling must not be contracted into FMAs (this unit is built with -mfma), so
 // that the result stays bit-identical to the scalar reference, which the end-to-end logit
 // tests against llama.cpp were validated with.
 #define MOETIER_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
 
-namespace moetier::cpu::dot::avx2 {
+namespace moetier::cpu::dot::MOETIER_DOT_NS {
+
+// acc + Σ of int16 pairs a·b per int32 lane (VPMADDWD then VPADDD; one VPDPWSSD with VNNI).
+inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+// Σ of 4 products u·s per int32 lane, u unsigned and s signed bytes, u·s pairs ≤ 32767
+// (VPMADDUBSW then VPMADDWD by 1; one VPDPBUSD with VNNI).
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
 
 // Exact sum of the 8 int32 lanes (callers keep the total within int32).
 inline int32_t hsum_i32(__m256i v) {
@@ -135,9 +172,8 @@ inline void k_add_pair(const KScaleMin& s, const Rows<BlockQ8_K, R>& y, int64_t 
     const int8_t* qa = y.p[r][b].qs + 64 * k;
     const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa));
     const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32));
-    const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, a_lo), sc_lo);
-    const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, a_hi), sc_hi);
-    acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p_lo, p_hi));
+    acc[r] = madd_acc(acc[r], _mm256_maddubs_epi16(q_lo, a_lo), sc_lo);
+    acc[r] = madd_acc(acc[r], _mm256_maddubs_epi16(q_hi, a_hi), sc_hi);
   }
 }
 
@@ -173,4 +209,4 @@ inline void dispatch_rows(int64_t n, const void* w, const void* a, int64_t strid
   }
 }
 
-}  // namespace moetier::cpu::dot::avx2
+}  // namespace moetier::cpu::dot::MOETIER_DOT_NS

@@ -37,14 +37,14 @@ inline __m256i sub_block_scales(const BlockIQ4_XS& x) {
       _mm256_srlv_epi32(_mm256_set1_epi32(x.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
       _mm256_set1_epi32(0x03));
   const __m256i ls = _mm256_or_si256(lo, _mm256_slli_epi32(hi, 4));
-  return avx2::i16_pairs(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)));
+  return MOETIER_DOT_NS::i16_pairs(_mm256_sub_epi32(ls, _mm256_set1_epi32(32)));
 }
 
 template <int R>
 struct IQ4XSRows {
   MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
     const auto* x = static_cast<const BlockIQ4_XS*>(w);
-    const avx2::Rows<BlockQ8_K, R> y(a, stride);
+    const MOETIER_DOT_NS::Rows<BlockQ8_K, R> y(a, stride);
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NLValues)));
     __m128 sum = _mm_setzero_ps();
@@ -63,36 +63,35 @@ struct IQ4XSRows {
         const __m256i g1 = _mm256_shuffle_epi8(grid, _mm256_permute2x128_si256(lo, hi, 0x31));
         const __m256i m0 = _mm256_sign_epi8(g0, g0);
         const __m256i m1 = _mm256_sign_epi8(g1, g1);
-        const __m256i sc0 = avx2::splat_i16(scales, 2 * p);
-        const __m256i sc1 = avx2::splat_i16(scales, 2 * p + 1);
+        const __m256i sc0 = MOETIER_DOT_NS::splat_i16(scales, 2 * p);
+        const __m256i sc1 = MOETIER_DOT_NS::splat_i16(scales, 2 * p + 1);
         for (int r = 0; r < R; ++r) {
           const int8_t* qa = y.p[r][b].qs + 64 * p;
           const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa));
           const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32));
-          const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(m0, _mm256_sign_epi8(a0, g0)), sc0);
-          const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(m1, _mm256_sign_epi8(a1, g1)), sc1);
-          acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(p0, p1));
+          acc[r] = MOETIER_DOT_NS::madd_acc(acc[r], _mm256_maddubs_epi16(m0, _mm256_sign_epi8(a0, g0)), sc0);
+          acc[r] = MOETIER_DOT_NS::madd_acc(acc[r], _mm256_maddubs_epi16(m1, _mm256_sign_epi8(a1, g1)), sc1);
         }
       }
-      const __m128i scaled = avx2::hsum_rows<R>(acc);
+      const __m128i scaled = MOETIER_DOT_NS::hsum_rows<R>(acc);
       // Reference: sum += d·d_a·scaled, per row.
-      const __m128 d_a = avx2::q8k_scales<R>(y, b);
-      sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(avx2::f16(x[b].d)), d_a), _mm_cvtepi32_ps(scaled)));
+      const __m128 d_a = MOETIER_DOT_NS::q8k_scales<R>(y, b);
+      sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(MOETIER_DOT_NS::f16(x[b].d)), d_a), _mm_cvtepi32_ps(scaled)));
     }
-    avx2::store_rows<R>(sum, out);
+    MOETIER_DOT_NS::store_rows<R>(sum, out);
   }
 };
 
 }  // namespace
 
-float iq4_xs_q8_k_avx2(int64_t n, const void* w, const void* a) {
+float MOETIER_DOT_KERNEL(iq4_xs_q8_k)(int64_t n, const void* w, const void* a) {
   float out;
   IQ4XSRows<1>::run(n, w, a, 0, &out);
   return out;
 }
 
-void iq4_xs_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
-  avx2::dispatch_rows<IQ4XSRows>(n, w, a, stride, n_act, out);
+void MOETIER_DOT_KERNEL_MULTI(iq4_xs_q8_k)(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  MOETIER_DOT_NS::dispatch_rows<IQ4XSRows>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

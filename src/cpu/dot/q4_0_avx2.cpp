@@ -20,10 +20,10 @@ struct Q4_0Weights {
 
 }  // namespace
 
-float q4_0_q8_0_avx2(int64_t n, const void* w, const void* a) { return avx2::q8_family_single<Q4_0Weights>(n, w, a); }
+float MOETIER_DOT_KERNEL(q4_0_q8_0)(int64_t n, const void* w, const void* a) { return MOETIER_DOT_NS::q8_family_single<Q4_0Weights>(n, w, a); }
 
-void q4_0_q8_0_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
-  avx2::q8_family_multi<Q4_0Weights>(n, w, a, stride, n_act, out);
+void MOETIER_DOT_KERNEL_MULTI(q4_0_q8_0)(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  MOETIER_DOT_NS::q8_family_multi<Q4_0Weights>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

@@ -25,37 +25,37 @@ template <int R>
 struct Q4KRows {
   MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
     const auto* x = static_cast<const BlockQ4_K*>(w);
-    const avx2::Rows<BlockQ8_K, R> y(a, stride);
+    const MOETIER_DOT_NS::Rows<BlockQ8_K, R> y(a, stride);
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     __m128 sum = _mm_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-      const avx2::KScaleMin s = avx2::unpack_k_scale_min(x[b].scales);
+      const MOETIER_DOT_NS::KScaleMin s = MOETIER_DOT_NS::unpack_k_scale_min(x[b].scales);
       __m256i acc[R], min_acc[R];
-      avx2::k_start_block<R>(s, y, b, acc, min_acc);
+      MOETIER_DOT_NS::k_start_block<R>(s, y, b, acc, min_acc);
       // qs[32k .. 32k+31]: low nibbles are sub-block 2k, high nibbles sub-block 2k+1.
       for (int k = 0; k < 4; ++k) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs + 32 * k));
         const __m256i q_lo = _mm256_and_si256(q, low_nibble);
         const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibble);
-        avx2::k_add_pair<R>(s, y, b, k, q_lo, q_hi, acc);
+        MOETIER_DOT_NS::k_add_pair<R>(s, y, b, k, q_lo, q_hi, acc);
       }
       // Reference: sum += d·d_a·scaled − dmin·d_a·mins, per row.
-      sum = _mm_add_ps(sum, avx2::k_block_terms<R>(acc, min_acc, y, b, x[b].d, x[b].dmin));
+      sum = _mm_add_ps(sum, MOETIER_DOT_NS::k_block_terms<R>(acc, min_acc, y, b, x[b].d, x[b].dmin));
     }
-    avx2::store_rows<R>(sum, out);
+    MOETIER_DOT_NS::store_rows<R>(sum, out);
   }
 };
 
 }  // namespace
 
-float q4_k_q8_k_avx2(int64_t n, const void* w, const void* a) {
+float MOETIER_DOT_KERNEL(q4_k_q8_k)(int64_t n, const void* w, const void* a) {
   float out;
   Q4KRows<1>::run(n, w, a, 0, &out);
   return out;
 }
 
-void q4_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
-  avx2::dispatch_rows<Q4KRows>(n, w, a, stride, n_act, out);
+void MOETIER_DOT_KERNEL_MULTI(q4_k_q8_k)(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  MOETIER_DOT_NS::dispatch_rows<Q4KRows>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

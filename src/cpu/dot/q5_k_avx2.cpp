@@ -25,15 +25,15 @@ template <int R>
 struct Q5KRows {
   MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
     const auto* x = static_cast<const BlockQ5_K*>(w);
-    const avx2::Rows<BlockQ8_K, R> y(a, stride);
+    const MOETIER_DOT_NS::Rows<BlockQ8_K, R> y(a, stride);
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     const __m256i bit0 = _mm256_set1_epi8(0x01);
     const __m256i bit1 = _mm256_set1_epi8(0x02);
     __m128 sum = _mm_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-      const avx2::KScaleMin s = avx2::unpack_k_scale_min(x[b].scales);
+      const MOETIER_DOT_NS::KScaleMin s = MOETIER_DOT_NS::unpack_k_scale_min(x[b].scales);
       __m256i acc[R], min_acc[R];
-      avx2::k_start_block<R>(s, y, b, acc, min_acc);
+      MOETIER_DOT_NS::k_start_block<R>(s, y, b, acc, min_acc);
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qh));
       // qs[32k .. 32k+31]: low nibbles are sub-block 2k, high nibbles sub-block 2k+1; their
       // fifth bits are bits 2k and 2k+1 of qh[0..31].
@@ -46,25 +46,25 @@ struct Q5KRows {
         const __m256i h_hi = _mm256_slli_epi16(_mm256_and_si256(h, bit1), 3);
         const __m256i q_lo = _mm256_or_si256(_mm256_and_si256(q, low_nibble), h_lo);
         const __m256i q_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_nibble), h_hi);
-        avx2::k_add_pair<R>(s, y, b, k, q_lo, q_hi, acc);
+        MOETIER_DOT_NS::k_add_pair<R>(s, y, b, k, q_lo, q_hi, acc);
       }
       // Reference: sum += d·d_a·scaled − dmin·d_a·mins, per row.
-      sum = _mm_add_ps(sum, avx2::k_block_terms<R>(acc, min_acc, y, b, x[b].d, x[b].dmin));
+      sum = _mm_add_ps(sum, MOETIER_DOT_NS::k_block_terms<R>(acc, min_acc, y, b, x[b].d, x[b].dmin));
     }
-    avx2::store_rows<R>(sum, out);
+    MOETIER_DOT_NS::store_rows<R>(sum, out);
   }
 };
 
 }  // namespace
 
-float q5_k_q8_k_avx2(int64_t n, const void* w, const void* a) {
+float MOETIER_DOT_KERNEL(q5_k_q8_k)(int64_t n, const void* w, const void* a) {
   float out;
   Q5KRows<1>::run(n, w, a, 0, &out);
   return out;
 }
 
-void q5_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
-  avx2::dispatch_rows<Q5KRows>(n, w, a, stride, n_act, out);
+void MOETIER_DOT_KERNEL_MULTI(q5_k_q8_k)(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  MOETIER_DOT_NS::dispatch_rows<Q5KRows>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

@@ -37,7 +37,7 @@ template <int R>
 struct Q6KRows {
   MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
     const auto* x = static_cast<const BlockQ6_K*>(w);
-    const avx2::Rows<BlockQ8_K, R> y(a, stride);
+    const MOETIER_DOT_NS::Rows<BlockQ8_K, R> y(a, stride);
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);
     const __m256i two_bits = _mm256_set1_epi8(0x03);
     const __m256i ctrl[4] = {run_scale_control(0), run_scale_control(1), run_scale_control(2),
@@ -71,28 +71,28 @@ struct Q6KRows {
         for (int r = 0; r < R; ++r) {
           const int8_t* qa = y.p[r][b].qs + 32 * run;
           const __m256i act = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa));
-          acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q, act), sc));
+          acc[r] = MOETIER_DOT_NS::madd_acc(acc[r], _mm256_maddubs_epi16(q, act), sc);
         }
       }
-      const __m128i scaled = avx2::hsum_rows<R>(acc);
+      const __m128i scaled = MOETIER_DOT_NS::hsum_rows<R>(acc);
       // Reference: sum += d·d_a·scaled, per row.
-      const __m128 d_a = avx2::q8k_scales<R>(y, b);
-      sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(avx2::f16(x[b].d)), d_a), _mm_cvtepi32_ps(scaled)));
+      const __m128 d_a = MOETIER_DOT_NS::q8k_scales<R>(y, b);
+      sum = _mm_add_ps(sum, _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(MOETIER_DOT_NS::f16(x[b].d)), d_a), _mm_cvtepi32_ps(scaled)));
     }
-    avx2::store_rows<R>(sum, out);
+    MOETIER_DOT_NS::store_rows<R>(sum, out);
   }
 };
 
 }  // namespace
 
-float q6_k_q8_k_avx2(int64_t n, const void* w, const void* a) {
+float MOETIER_DOT_KERNEL(q6_k_q8_k)(int64_t n, const void* w, const void* a) {
   float out;
   Q6KRows<1>::run(n, w, a, 0, &out);
   return out;
 }
 
-void q6_k_q8_k_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
-  avx2::dispatch_rows<Q6KRows>(n, w, a, stride, n_act, out);
+void MOETIER_DOT_KERNEL_MULTI(q6_k_q8_k)(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  MOETIER_DOT_NS::dispatch_rows<Q6KRows>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

@@ -15,10 +15,10 @@ struct Q8_0Weights {
 
 }  // namespace
 
-float q8_0_q8_0_avx2(int64_t n, const void* w, const void* a) { return avx2::q8_family_single<Q8_0Weights>(n, w, a); }
+float MOETIER_DOT_KERNEL(q8_0_q8_0)(int64_t n, const void* w, const void* a) { return MOETIER_DOT_NS::q8_family_single<Q8_0Weights>(n, w, a); }
 
-void q8_0_q8_0_avx2_multi(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
-  avx2::q8_family_multi<Q8_0Weights>(n, w, a, stride, n_act, out);
+void MOETIER_DOT_KERNEL_MULTI(q8_0_q8_0)(int64_t n, const void* w, const void* a, int64_t stride, int n_act, float* out) {
+  MOETIER_DOT_NS::q8_family_multi<Q8_0Weights>(n, w, a, stride, n_act, out);
 }
 
 }  // namespace moetier::cpu::dot

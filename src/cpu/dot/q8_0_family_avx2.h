@@ -16,13 +16,12 @@
 
 #include "cpu/dot/avx2_util.h"
 
-namespace moetier::cpu::dot::avx2 {
+namespace moetier::cpu::dot::MOETIER_DOT_NS {
 
 // 8 int32 lanes whose total is Σ_j w[j]·q_a[j] over one block; abs_w = |w|.
 inline __m256i q8_block_lanes(__m256i w, __m256i abs_w, const int8_t* qa_ptr) {
   const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa_ptr));
-  const __m256i pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(qa, w));
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  return dot_u8s8(abs_w, _mm256_sign_epi8(qa, w));
 }
 
 template <class F>
@@ -86,4 +85,4 @@ inline void q8_family_multi(int64_t n, const void* w, const void* a, int64_t str
   dispatch_rows<Q8FamilyRows<F>::template Kernel>(n, w, a, stride, n_act, out);
 }
 
-}  // namespace moetier::cpu::dot::avx2
+}  // namespace moetier::cpu::dot::MOETIER_DOT_NS

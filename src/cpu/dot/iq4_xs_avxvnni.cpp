@@ -1,0 +1,3 @@
+// The IQ4_XS kernels of iq4_xs_avx2.cpp compiled again with AVX-VNNI (-mavxvnni: __AVXVNNI__),
+// which turns its helpers into VPDPWSSD / VPDPBUSD and its names into *_avxvnni (avx2_util.h).
+#include "cpu/dot/iq4_xs_avx2.cpp"
