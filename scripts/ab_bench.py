@@ -10,6 +10,9 @@ tokens/s of each engine over the rounds and the ratio moetier / llama.cpp.
 Both tools are called with -o json; every round's raw records are kept in --raw (JSON lines).
 Flags for both tools go in one --extra argument written with '=' (it starts with a dash):
   --extra="-mmp 0"
+and flags for one of them in --moetier-extra / --llama-extra, e.g. the users' AVX2 path on an
+AVX-512 machine against a llama.cpp built without AVX-512:
+  --llama-bench ~/llama.cpp/build-avx2/bin/llama-bench --moetier-extra="--cpu-isa avx2"
 """
 import argparse
 import json
@@ -47,6 +50,8 @@ def main():
     ap.add_argument("-r", default="3", help="repetitions per tool run (default 3)")
     ap.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
     ap.add_argument("--extra", default="", help="extra flags for both tools, e.g. --extra='-mmp 0'")
+    ap.add_argument("--moetier-extra", default="", help="extra flags for moetier only, e.g. --moetier-extra='--cpu-isa avx2'")
+    ap.add_argument("--llama-extra", default="", help="extra flags for llama-bench only")
     ap.add_argument("--raw", default=None, help="write every record here (JSON lines)")
     args = ap.parse_args()
 
@@ -55,8 +60,8 @@ def main():
     raw = open(args.raw, "w") if args.raw else None
     for rnd in range(args.rounds):
         for model in args.model:
-            runs = [("llama.cpp", [args.llama_bench, "-m", model] + common),
-                    ("moetier", [args.moetier, "bench", "-m", model] + common)]
+            runs = [("llama.cpp", [args.llama_bench, "-m", model] + common + args.llama_extra.split()),
+                    ("moetier", [args.moetier, "bench", "-m", model] + common + args.moetier_extra.split())]
             if rnd % 2 == 1:  # alternate which engine goes first: B A in odd rounds
                 runs.reverse()
             for engine, cmd in runs:
