@@ -186,6 +186,12 @@ TEST_F(PlanQwen36, KvCacheAndStateSizes) {
   //   q4_0: 8 * 18 = 144 B per row -> 65,536 * 2 * (144 + 144) * 10 = 377,487,360
   //   f32:  1,024 B per row        -> 2 * 1,342,177,280           = 2,684,354,560
   //   k f16 (512 B) + v q8_0 (272 B) -> 65,536 * 2 * 784 * 10      = 1,027,604,480
+  // The model's whole context, 262,144 tokens: 4 × the 65,536-token figures (5 GiB of f16 KV
+  // for the 10 attention layers; the DeltaNet state does not grow with the context).
+  const Plan full = plan({.n_ctx = 262144});
+  EXPECT_EQ(full.kv_bytes, 4 * kKvF16);
+  EXPECT_EQ(full.kv_bytes, int64_t{5} << 30);
+  EXPECT_EQ(full.state_bytes, kStatePerSeq);
   EXPECT_EQ(plan({.n_ctx = 65536, .type_k = DType::Q8_0, .type_v = DType::Q8_0}).kv_bytes, 713031680);
   EXPECT_EQ(plan({.n_ctx = 65536, .type_k = DType::Q4_0, .type_v = DType::Q4_0}).kv_bytes, 377487360);
   EXPECT_EQ(plan({.n_ctx = 65536, .type_k = DType::F32, .type_v = DType::F32}).kv_bytes, 2684354560);
