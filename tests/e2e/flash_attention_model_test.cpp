@@ -10,14 +10,21 @@
 //   * forward_batch beside a second sequence (its prompt shares the last micro-batch, then
 //     both decode together).
 // And the flash path stays within the F32 bound of reference_logits_test.cpp (1e-4) of the
-// exact path on the F32 model at this depth.
+// exact path on the F32 model at this depth. The command line: `-fa on` / `-fa off` reach the
+// CPU attention (`logits` gives llama.cpp's logits within 1e-4 both ways, and not the same
+// bits), bench records each -fa value, and a bad value is one clear error.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "support/cli.h"
+#include "support/ref_data.h"
 #include "support/ref_model.h"
 
 #include "core/thread_pool.h"
@@ -125,6 +132,38 @@ TEST(FlashModelF32, DeepPromptAndDecodeMatchExactPath) {
       }
     }
   }
+}
+
+TEST(FlashCli, FlagReachesTheCpuAttention) {
+  const std::string ref = moetier::testing::kRefDir;
+  const std::string m = "'" + ref + "/models/qwen3moe-tiny-f32.gguf'";
+  const auto want = moetier::testing::read_f32_file(ref + "/expected/qwen3moe-tiny-f32/p5_long.logits.f32.bin");
+  std::vector<std::vector<float>> got;
+  for (const char* fa : {"on", "off"}) {
+    const std::string out = moetier::testing::temp_file(std::string("logits_fa_") + fa + ".bin");
+    const auto r = moetier::testing::run_moetier("logits -m " + m + " -f '" + ref +
+                                                 "/prompts/p5_long.txt' -ctk f32 -ctv f32 -fa " + fa + " -o '" + out + "'");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    got.push_back(moetier::testing::read_f32_file(out));
+    std::filesystem::remove(out);
+    ASSERT_EQ(got.back().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got.back()[i], want[i], 1e-4) << "-fa " << fa << " logit " << i;
+    }
+  }
+  EXPECT_NE(std::memcmp(got[0].data(), got[1].data(), want.size() * sizeof(float)), 0)
+      << "-fa on and -fa off gave the same bits: the flag does not reach the CPU attention";
+
+  const auto bench = moetier::testing::run_moetier("bench -m " + m + " -p 8 -n 0 -r 1 -t 1 -fa 0,1 -o json");
+  ASSERT_EQ(bench.rc, 0) << bench.err;
+  const auto doc = nlohmann::json::parse(bench.out);
+  ASSERT_EQ(doc.size(), 2u);
+  EXPECT_EQ(doc[0]["flash_attn"], 0);
+  EXPECT_EQ(doc[1]["flash_attn"], 1);
+
+  const auto bad = moetier::testing::run_moetier("logits -m " + m + " --tokens 1,2 -fa maybe -o /dev/null");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("-fa"), std::string::npos) << bad.err;
 }
 
 }  // namespace
