@@ -13,7 +13,11 @@
 //   * score s_j = float(Σ_i q_i·k_ji) · scale, the dot product summed in double lanes
 //     (8 lanes of head_dim/8 products each, then a fixed lane tree; every f32 product is
 //     exact in double), so s_j is the correctly rounded float of the exact dot product in
-//     all but boundary cases: the same scores as the exact path's F32 dot kernels;
+//     all but boundary cases: the same scores as the exact path's F32 dot kernels. (With
+//     float lanes the F32 reference models still match llama.cpp to ~3e-6, but on
+//     quantized ones a score a few ulp off can flip a downstream 8-bit activation code:
+//     qwen3moe-small-q4_k_m's p2_short prompt then lands 0.18 from llama.cpp's logits
+//     against a noise-floor bound of 0.029.);
 //   * per part, online softmax over its tiles: m ← max(m, max_j s_j), α = e^(m_old − m),
 //     p_j = e^(s_j − m) (float, a polynomial exp within 2 ulp of expf),
 //     l ← l·α + Σ_j p_j (double), o ← o·α + Σ_j p_j·v_j (float, the tile's sum in key order

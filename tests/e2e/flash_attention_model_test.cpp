@@ -141,8 +141,8 @@ TEST(FlashCli, FlagReachesTheCpuAttention) {
   std::vector<std::vector<float>> got;
   for (const char* fa : {"on", "off"}) {
     const std::string out = moetier::testing::temp_file(std::string("logits_fa_") + fa + ".bin");
-    const auto r = moetier::testing::run_moetier("logits -m " + m + " -f '" + ref +
-                                                 "/prompts/p5_long.txt' -ctk f32 -ctv f32 -fa " + fa + " -o '" + out + "'");
+    const std::string args = "logits -m " + m + " -f '" + ref + "/prompts/p5_long.txt' -ctk f32 -ctv f32 -fa " + fa;
+    const auto r = moetier::testing::run_moetier(args + " -o '" + out + "'");
     ASSERT_EQ(r.rc, 0) << r.err;
     got.push_back(moetier::testing::read_f32_file(out));
     std::filesystem::remove(out);
