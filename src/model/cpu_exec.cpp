@@ -47,7 +47,7 @@ void CpuExec::mark_after_mixer() {
 
 void CpuExec::attention(const AttentionWeights& w, const AttentionShape& shape, Act in, int layer, Act out) {
   ScopedProfile p(profiler_, ProfileBlock::kAttention);
-  attention_block(w, shape, rows(in), seqs_, layer, rows(out), attention_scratch_, *pool_);
+  attention_block(w, shape, rows(in), seqs_, layer, rows(out), attention_scratch_, *pool_, attention_options_);
 }
 
 void CpuExec::delta_net(const DeltaNetWeights& w, const DeltaNetShape& shape, Act in, int layer, Act out) {

@@ -21,6 +21,8 @@ class CpuExec final : public LayerExec {
              float* after_mixer = nullptr);
   float* rows(Act a);
   int64_t n_rows() const { return n_; }
+  // How attention() computes (-fa); the model sets it before each micro-batch.
+  void set_attention_options(const AttentionOptions& options) { attention_options_ = options; }
 
   void rms_norm(Act in, const float* w, Act out) override;
   void add(Act x, Act y) override;
@@ -41,6 +43,7 @@ class CpuExec final : public LayerExec {
   std::span<const SeqRows> seqs_;
   ThreadPool* pool_ = nullptr;
   Profiler* profiler_ = nullptr;
+  AttentionOptions attention_options_;
   std::vector<float> h_, mix_;
   AttentionScratch attention_scratch_;
   DeltaNetScratch delta_net_scratch_;

@@ -98,6 +98,7 @@ Status DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<c
     embed_tokens(token_embd_, tokens, x_.data());
   }
   if (!cpu_exec_) cpu_exec_ = std::make_unique<CpuExec>(hp_.n_embd, hp_.rms_eps);
+  cpu_exec_->set_attention_options({.flash = flash_attention()});
   // The residual stream moves to the GPU before a GPU layer and back before a CPU one.
   bool x_on_gpu = false;
   for (int il = 0; il < hp_.n_layer; ++il) {

@@ -58,7 +58,10 @@ template <class M>
 Result<std::unique_ptr<Model>> create_decoder_model(const gguf::ModelFile& file, const HParams& hp,
                                                     const ModelOptions& options) {
   auto model = M::create(file, hp, find_arch(hp.arch)->tensor_specs(hp));
-  if (model.is_ok()) (*model)->set_n_ubatch(options.n_ubatch);
+  if (model.is_ok()) {
+    (*model)->set_n_ubatch(options.n_ubatch);
+    (*model)->set_flash_attention(options.flash_attention);
+  }
   return model;
 }
 

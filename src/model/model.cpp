@@ -45,6 +45,7 @@ Status Model::place_on_gpu(const GpuPlacement& placement) {
 void Model::forward_layer(int layer, float* x, int64_t n, SequenceState& seq, float* after_mixer, ThreadPool& pool) {
   const HParams& hp = hparams();
   CpuExec exec(hp.n_embd, hp.rms_eps);
+  exec.set_attention_options({.flash = flash_attention()});
   const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = n};
   exec.begin(x, std::span<const SeqRows>(&rows, 1), pool, profiler(), after_mixer);
   forward_layer(layer, exec);

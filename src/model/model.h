@@ -131,6 +131,10 @@ class Model {
 
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }
+  // -fa: softmax attention on the CPU through the flash kernels (cpu/flash_attention.h)
+  // or the exact path (AttentionOptions). GPU layers keep their own kernels.
+  bool flash_attention() const { return flash_attention_; }
+  void set_flash_attention(bool on) { flash_attention_ = on; }
 
   // Time the forward pass per block type into `profiler` (nullptr: off, the default).
   // The profiler must outlive its use; the caller reads and resets it.
@@ -146,6 +150,7 @@ class Model {
 
  private:
   int64_t n_ubatch_ = 512;
+  bool flash_attention_ = false;
   Profiler* profiler_ = nullptr;
 };
 
@@ -153,6 +158,9 @@ class Model {
 // tensor's presence, type and shape against the architecture's TensorSpec list).
 struct ModelOptions {
   int64_t n_ubatch = 512;  // tokens per forward micro-batch (-ub)
+  // CPU attention through the flash kernels (-fa on|auto) instead of the exact path (-fa off,
+  // the default here: the tests' reference; the tools resolve -fa themselves).
+  bool flash_attention = false;
 };
 Result<std::unique_ptr<Model>> load_model(const gguf::ModelFile& file, const ModelOptions& options);
 

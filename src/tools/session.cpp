@@ -25,7 +25,10 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32, f16, q8_0 or q4_0 (default f16)", &f.cache_type_v);
   p.flag({"--no-mmap"}, &f.no_mmap, "read the model into RAM instead of mapping it (recommended with CPU experts)");
   p.flag({"--mlock"}, &f.mlock, "lock the model in RAM");
-  p.option({"-fa", "--flash-attn"}, "on|off|auto", "accepted for compatibility; CPU attention is exact either way",
+  p.option({"-fa", "--flash-attn"}, "on|off|auto",
+           "CPU attention: on/auto (default) = flash attention (K/V tiles, online softmax: memory independent of "
+           "the context depth), off = the exact kernel (converts the whole KV prefix to f32 per step); GPU layers "
+           "use their own kernels",
            &f.flash_attn);
   p.flag({"-v", "--verbose"}, &f.verbose, "more detail on stderr");
   p.section("placement (llama.cpp spelling; Vulkan GPU backend)");
@@ -129,7 +132,7 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   s.tokenizer = std::move(tok).value();
   if (!options.need_model) return s;
 
-  auto model = load_model(*s.file, {.n_ubatch = flags.n_ubatch});
+  auto model = load_model(*s.file, {.n_ubatch = flags.n_ubatch, .flash_attention = flags.flash_attn != "off"});
   if (!model) return model.status().with_context(flags.model_path);
   s.model = std::move(model).value();
   const HParams& hp = s.model->hparams();

@@ -30,7 +30,7 @@ struct EngineFlags {
   std::string cache_type_v = "f16";
   bool no_mmap = false;
   bool mlock = false;
-  std::string flash_attn = "auto";  // -fa on|off|auto (CPU attention is always exact)
+  std::string flash_attn = "auto";  // -fa on|off|auto: CPU attention flash (on, auto) or exact (off)
   // Placement flags, accepted as llama.cpp spells them; without a GPU backend everything
   // runs on the CPU and the session says so.
   std::string n_gpu_layers;

@@ -16,6 +16,8 @@
 //    README's "steps" column. llama.cpp's greedy tokens are fed back (teacher forcing), so
 //    every one of the 32 steps is compared even after an argmax disagreement; argmax must
 //    agree until the first step whose llama.cpp margin is below the bound.
+// Both CPU attention paths are held to these bounds: ReferenceLogits runs the exact one
+// (-fa off), ReferenceLogitsFlash the flash kernels (-fa on; cpu/flash_attention.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -87,13 +89,10 @@ std::vector<Case> load_cases() {
   return cases;
 }
 
-class ReferenceLogits : public ::testing::TestWithParam<Case> {};
-
-TEST_P(ReferenceLogits, PromptLogitsAndGreedyContinuation) {
-  const Case& c = GetParam();
+void check_case(const Case& c, bool flash) {
   auto file = gguf::ModelFile::open(kRef + "/" + c.model, {.mode = gguf::LoadMode::kMmap, .verbose = false});
   ASSERT_TRUE(file.is_ok()) << file.status().message();
-  auto model = load_model(**file, {.n_ubatch = 512});
+  auto model = load_model(**file, {.n_ubatch = 512, .flash_attention = flash});
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   auto seq = (*model)->new_sequence({.n_ctx = 4096, .type_k = DType::F32, .type_v = DType::F32});
   ASSERT_TRUE(seq.is_ok()) << seq.status().message();
@@ -107,7 +106,8 @@ TEST_P(ReferenceLogits, PromptLogitsAndGreedyContinuation) {
   for (int64_t i = 0; i < c.n_vocab; ++i) max_diff = std::max(max_diff, std::fabs(double{logits[i]} - expected[i]));
   EXPECT_LE(max_diff, c.tolerance) << c.id << ": prompt logits";
   if (std::getenv("MOETIER_TEST_VERBOSE")) {
-    std::fprintf(stderr, "%s prompt: max|dlogit| %.3g (bound %.3g)\n", c.id.c_str(), max_diff, c.tolerance);
+    std::fprintf(stderr, "%s%s prompt: max|dlogit| %.3g (bound %.3g)\n", c.id.c_str(), flash ? " flash" : "", max_diff,
+                 c.tolerance);
   }
 
   // Greedy continuation with teacher forcing: llama.cpp's tokens are fed back, so every
@@ -131,7 +131,8 @@ TEST_P(ReferenceLogits, PromptLogitsAndGreedyContinuation) {
     }
     EXPECT_LE(step_diff, c.step_tolerance) << c.id << ": step " << s << " logits";
     if (std::getenv("MOETIER_TEST_VERBOSE")) {
-      std::fprintf(stderr, "%s step %zu: max|dlogit| %.3g, llama.cpp margin %.3g\n", c.id.c_str(), s, step_diff, margin);
+      std::fprintf(stderr, "%s%s step %zu: max|dlogit| %.3g, llama.cpp margin %.3g\n", c.id.c_str(),
+                   flash ? " flash" : "", s, step_diff, margin);
     }
     if (s + 1 == c.greedy_tokens.size()) break;
     const int32_t next = c.greedy_tokens[s];
@@ -139,14 +140,22 @@ TEST_P(ReferenceLogits, PromptLogitsAndGreedyContinuation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ref, ReferenceLogits, ::testing::ValuesIn(load_cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name = info.param.id;
-                           for (char& ch : name) {
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return name;
-                         });
+class ReferenceLogits : public ::testing::TestWithParam<Case> {};
+class ReferenceLogitsFlash : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ReferenceLogits, PromptLogitsAndGreedyContinuation) { check_case(GetParam(), false); }
+TEST_P(ReferenceLogitsFlash, PromptLogitsAndGreedyContinuation) { check_case(GetParam(), true); }
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.id;
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ref, ReferenceLogits, ::testing::ValuesIn(load_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Ref, ReferenceLogitsFlash, ::testing::ValuesIn(load_cases()), case_name);
 
 }  // namespace
 }  // namespace moetier

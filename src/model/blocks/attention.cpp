@@ -1,6 +1,7 @@
 #include "model/blocks/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -39,11 +40,127 @@ void load_row(DType type, const uint8_t* row, int64_t first, int64_t n, float* o
   }
 }
 
+// Above this many bytes of part states a deep decode is not split over threads (it then runs
+// one thread per task: the same results, bit for bit).
+constexpr size_t kMaxPartialBytes = size_t{64} << 20;
+
+// The flash path: tasks are (sequence, KV head, block of query rows) with all the group's
+// query heads; when there are fewer tasks than threads (decode), tasks with several parts
+// are split into one unit per part and their part states folded afterwards.
+void flash_attention(const AttentionShape& s, std::span<const SeqRows> seqs, int layer, AttentionScratch& scratch,
+                     ThreadPool& pool) {
+  const int64_t hd = s.head_dim;
+  const int64_t group = s.n_head / s.n_head_kv;
+  const int64_t kv_width = s.n_head_kv * hd;
+  const int64_t stride = s.n_head * hd;  // floats between rows of q, gate and attn
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t rows_per_item = std::max<int64_t>(1, cpu::kFlashItemVectors / group);
+  auto& items = scratch.flash_items;
+  items.clear();
+  for (const SeqRows& sr : seqs) {
+    SequenceState& seq = *sr.seq;
+    const KvCacheOptions& opt = seq.options();
+    for (int64_t begin = 0; begin < sr.n_rows; begin += rows_per_item) {
+      const int64_t t = sr.row_begin + begin;  // first row of the block in the micro-batch
+      for (int64_t kvh = 0; kvh < s.n_head_kv; ++kvh) {
+        const int64_t at = (t * s.n_head + kvh * group) * hd;
+        items.push_back({.task = {.head_dim = hd,
+                                  .n_heads = group,
+                                  .n_rows = std::min(rows_per_item, sr.n_rows - begin),
+                                  .pos0 = seq.n_past() + begin,
+                                  .q = scratch.q.data() + at,
+                                  .q_row_stride = stride,
+                                  .gate = s.output_gate ? scratch.gate.data() + at : nullptr,
+                                  .gate_row_stride = stride,
+                                  .out = scratch.attn.data() + at,
+                                  .out_row_stride = stride,
+                                  .k = {.data = seq.k_row(layer, 0),
+                                        .row_bytes = dtype_row_bytes(opt.type_k, kv_width),
+                                        .first = kvh * hd,
+                                        .type = opt.type_k},
+                                  .v = {.data = seq.v_row(layer, 0),
+                                        .row_bytes = dtype_row_bytes(opt.type_v, kv_width),
+                                        .first = kvh * hd,
+                                        .type = opt.type_v},
+                                  .scale = scale}});
+      }
+    }
+  }
+  // The costliest tasks (most rows × keys) first: threads take them from a shared counter.
+  const auto cost = [](const AttentionScratch::FlashItem& it) { return it.task.n_rows * it.task.n_keys(); };
+  std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
+
+  // Split over parts only where threads would otherwise idle.
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  size_t slots = 0, slot_f = 0, slot_d = 0;
+  if (n_items < pool.size()) {
+    for (const auto& it : items) {
+      if (it.task.n_parts() < 2) continue;
+      slots += static_cast<size_t>(it.task.n_parts());
+      slot_f += static_cast<size_t>(it.task.n_parts() * it.task.n_vectors() * (hd + 1));
+      slot_d += static_cast<size_t>(it.task.n_parts() * it.task.n_vectors());
+    }
+    if (slot_f * sizeof(float) + slot_d * sizeof(double) > kMaxPartialBytes) slots = 0;
+  }
+  auto& units = scratch.flash_units;
+  units.clear();
+  if (slots > 0) {
+    scratch.partial_f.resize(std::max(scratch.partial_f.size(), slot_f));
+    scratch.partial_d.resize(std::max(scratch.partial_d.size(), slot_d));
+    scratch.flash_partials.resize(slots);
+    size_t slot = 0, f = 0, d = 0;
+    for (int64_t i = 0; i < n_items; ++i) {
+      auto& it = items[static_cast<size_t>(i)];
+      const int64_t n_parts = it.task.n_parts(), n_vec = it.task.n_vectors();
+      if (n_parts < 2) {
+        units.push_back({.item = i, .part = -1});
+        continue;
+      }
+      it.partial = static_cast<int64_t>(slot);
+      for (int64_t p = 0; p < n_parts; ++p) {
+        scratch.flash_partials[slot++] = {.o = scratch.partial_f.data() + f,
+                                          .m = scratch.partial_f.data() + f + n_vec * hd,
+                                          .l = scratch.partial_d.data() + d};
+        f += static_cast<size_t>(n_vec * (hd + 1));
+        d += static_cast<size_t>(n_vec);
+        units.push_back({.item = i, .part = p});
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < n_items; ++i) units.push_back({.item = i, .part = -1});
+  }
+
+  scratch.flash.resize(static_cast<size_t>(pool.size()));
+  const cpu::FlashKernels& kernels = cpu::flash_kernels(cpu_features());
+  const int64_t n_units = static_cast<int64_t>(units.size());
+  std::atomic<int64_t> next_unit{0}, next_item{0};
+  pool.run([&](int thread) {
+    cpu::FlashScratch& fs = scratch.flash[static_cast<size_t>(thread)];
+    for (int64_t u; (u = next_unit.fetch_add(1, std::memory_order_relaxed)) < n_units;) {
+      const AttentionScratch::FlashUnit& unit = units[static_cast<size_t>(u)];
+      const auto& it = items[static_cast<size_t>(unit.item)];
+      if (unit.part < 0) {
+        kernels.attend(it.task, fs);
+      } else {
+        const cpu::FlashPartial& slot = scratch.flash_partials[static_cast<size_t>(it.partial + unit.part)];
+        kernels.attend_part(it.task, unit.part, fs, slot);
+      }
+    }
+    if (slots == 0) return;
+    pool.barrier();  // every part state is written
+    for (int64_t i; (i = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
+      const auto& it = items[static_cast<size_t>(i)];
+      if (it.partial < 0) continue;
+      kernels.combine(it.task, scratch.flash_partials.data() + it.partial, it.task.n_parts(), fs);
+    }
+  });
+}
+
 }  // namespace
 
 void attention_block(const AttentionWeights& w, const AttentionShape& s, const float* x,
                      std::span<const SeqRows> seqs, int layer, float* out, AttentionScratch& scratch,
-                     ThreadPool& pool) {
+                     ThreadPool& pool, const AttentionOptions& options) {
   const int64_t n = seqs.back().row_begin + seqs.back().n_rows;
   const int64_t hd = s.head_dim;
   const int64_t q_width = s.n_head * hd * (s.output_gate ? 2 : 1);
@@ -88,10 +205,23 @@ void attention_block(const AttentionWeights& w, const AttentionShape& s, const f
     }
   }
 
-  // Causal attention. Work items are (sequence, KV head, block of its query rows): the
-  // item converts its KV head's K and V rows to f32 once ([n_keys][head_dim] each) and
-  // serves all n_head / n_head_kv query heads that read that KV head (query head h reads KV
-  // head h / group) for its rows. Each row's arithmetic does not depend on the blocking.
+  scratch.attn.resize(static_cast<size_t>(n * s.n_head * hd));
+  bool flash = options.flash;
+  for (const SeqRows& sr : seqs) {
+    const KvCacheOptions& opt = sr.seq->options();
+    flash = flash && cpu::flash_attention_supports(hd, opt.type_k, opt.type_v);
+  }
+  if (flash) {
+    flash_attention(s, seqs, layer, scratch, pool);
+    cpu::matmul_f32(w.out, 0, scratch.attn.data(), n, out, scratch.act, pool);
+    return;
+  }
+
+  // Causal attention, the exact path (-fa off). Work items are (sequence, KV head, block of
+  // its query rows): the item converts its KV head's K and V rows to f32 once
+  // ([n_keys][head_dim] each) and serves all n_head / n_head_kv query heads that read that KV
+  // head (query head h reads KV head h / group) for its rows. Each row's arithmetic does not
+  // depend on the blocking.
   const int64_t group = s.n_head / s.n_head_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   scratch.items.clear();
@@ -107,7 +237,6 @@ void attention_block(const AttentionWeights& w, const AttentionShape& s, const f
       }
     }
   }
-  scratch.attn.resize(static_cast<size_t>(n * s.n_head * hd));
   scratch.scores.resize(static_cast<size_t>(pool.size() * group * max_keys));
   scratch.kv_f32.resize(static_cast<size_t>(pool.size() * 2 * max_keys * hd));
   const cpu::DotKernel& qk = *cpu::best_dot_kernel(DType::F32, cpu_features());

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "cpu/flash_attention.h"
 #include "cpu/matmul.h"
 #include "model/model.h"
 #include "runtime/sequence_state.h"
@@ -34,6 +35,16 @@ struct AttentionShape {
   bool output_gate = false;   // q projection holds [query | gate] per head
 };
 
+// How the softmax attention is computed (-fa; the model passes it down, see
+// Model::set_flash_attention).
+struct AttentionOptions {
+  // true: cpu/flash_attention.h (K/V tiles converted from the cache type into per-thread
+  // buffers, online softmax; memory per thread independent of the depth). false: the exact
+  // path (each item converts its KV head's whole prefix to f32, then softmax over all keys),
+  // the tests' reference. Head sizes flash does not take (not a multiple of 32) run exact.
+  bool flash = false;
+};
+
 struct AttentionScratch {
   std::vector<float> q_full, k, v, q, gate, attn, scores;
   std::vector<float> rope;    // [n_rot/2][cos, sin] of the current position
@@ -45,6 +56,21 @@ struct AttentionScratch {
   std::vector<Item> items;
   cpu::ActivationCache input;
   cpu::QuantizedActivations act;
+  // Flash path: per-thread tile buffers, the tasks, and for a decode split over threads
+  // (few tasks, many keys) one state per (task, part of kFlashPartKeys keys).
+  std::vector<cpu::FlashScratch> flash;  // [threads]
+  struct FlashItem {
+    cpu::FlashAttentionTask task;
+    int64_t partial = -1;  // first part slot when split over parts, else -1
+  };
+  std::vector<FlashItem> flash_items;
+  struct FlashUnit {
+    int64_t item, part;  // part −1: the whole item
+  };
+  std::vector<FlashUnit> flash_units;
+  std::vector<cpu::FlashPartial> flash_partials;  // [slots]
+  std::vector<float> partial_f;    // [slots][vectors][head_dim + 1]: o, then m
+  std::vector<double> partial_d;   // [slots][vectors]: l
 };
 
 // x: [n][n_embd] (already normalised), n = the rows `seqs` cover; writes out: [n][n_embd].
@@ -54,6 +80,6 @@ struct AttentionScratch {
 // context has room.
 void attention_block(const AttentionWeights& w, const AttentionShape& shape, const float* x,
                      std::span<const SeqRows> seqs, int layer, float* out, AttentionScratch& scratch,
-                     ThreadPool& pool);
+                     ThreadPool& pool, const AttentionOptions& options = {});
 
 }  // namespace moetier

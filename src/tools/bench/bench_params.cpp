@@ -232,7 +232,8 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              return Status::ok();
            });
   p.option({"-fa", "--flash-attn"}, "on|off|auto",
-           "accepted for compatibility; CPU attention is exact either way (default auto)",
+           "CPU attention: on/auto (default) = flash attention, off = the exact kernel; a list runs both "
+           "(GPU layers use their own kernels)",
            [&b](std::string_view v) -> Status {
              for (std::string_view item : split(v, ',')) {
                ASSIGN_OR_RETURN(int fa, parse_flash_attn(item));

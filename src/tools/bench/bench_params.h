@@ -37,7 +37,7 @@ struct BenchParams {
   std::vector<int64_t> n_threads;            // -t, default physical cores
   std::vector<int64_t> n_gpu_layers;         // -ngl, default -1 (llama-bench's "all")
   std::vector<int64_t> n_cpu_moe;            // -ncmoe, default 0
-  std::vector<int> flash_attn;               // -fa: -1 auto, 0 off, 1 on; default auto
+  std::vector<int> flash_attn;               // -fa: -1 auto, 0 off, 1 on; default auto (CPU: flash unless off)
   std::vector<bool> use_mmap;                // -mmp, default 1
   bool no_mmap = false;                      // --no-mmap: adds 0 to the -mmp list
   std::vector<std::string> tensor_overrides; // -ot: one "PAT=DEV;PAT=DEV" group per entry; "" = none

@@ -265,6 +265,7 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
   if (!seq) return seq.status().with_context(loaded.path);
   // A micro-batch never exceeds the logical batch (llama.cpp clamps -ub to -b the same way).
   model.set_n_ubatch(std::min(test.n_ubatch, test.n_batch));
+  model.set_flash_attention(test.flash_attn != 0);  // -fa: 1 on, -1 auto = flash; 0 off = exact
   ThreadPool pool(static_cast<int>(test.n_threads));
   TokenSource tokens(options.seed, model.hparams().n_vocab, loaded.bos_token);
   Workspace w{.model = model, .seq = *seq, .pool = pool, .tokens = tokens, .batch = {}, .logits = {}};

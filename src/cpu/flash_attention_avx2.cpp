@@ -1,0 +1,16 @@
+// The flash-attention kernels compiled with AVX2 + FMA + F16C (16-lane vectors as pairs of
+// ymm registers). CMakeLists.txt adds -ffp-contract=off for this unit: no fused
+// multiply-adds, so the results are bit-identical to the scalar reference.
+#include "cpu/flash_attention_impl.h"
+
+namespace moetier::cpu {
+
+const FlashKernels& flash_kernels_avx2() {
+  static constexpr FlashKernels k{.attend = flash::attend_impl,
+                                  .attend_part = flash::attend_part_impl,
+                                  .combine = flash::combine_impl,
+                                  .isa = "avx2"};
+  return k;
+}
+
+}  // namespace moetier::cpu
