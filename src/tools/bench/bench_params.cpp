@@ -251,6 +251,14 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              return Status::ok();
            });
   p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
+  p.option({"--expert-pages"}, "auto|huge|file",
+           "with -mmp 1, where the CPU's routed experts live: auto (default) moves them into transparent huge pages "
+           "when RAM allows, huge always moves them (error when they cannot fit), file keeps them in the file "
+           "mapping (4 KiB pages: the old -mmp 1)",
+           [&b](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(b.expert_pages, gguf::parse_expert_pages(v));
+             return Status::ok();
+           });
   p.section("placement (llama.cpp spelling; Vulkan GPU backend; without a hardware GPU everything runs on the CPU)");
   p.option({"-dev", "--device"}, "N", "Vulkan device (see 'moetier run --list-devices'; default: the first hardware GPU)",
            &b.device);
