@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "core/progress.h"
 
@@ -40,45 +43,49 @@ uint64_t used_data_bytes(const GgufFile& h) {
   return end;
 }
 
-// MemAvailable from /proc/meminfo in bytes (0 when unknown).
-uint64_t available_memory_bytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  uint64_t kib = 0;
-  while (std::fgets(line, sizeof line, f)) {
-    if (std::sscanf(line, "MemAvailable: %lu kB", &kib) == 1) break;
-  }
-  std::fclose(f);
-  return kib * 1024;
+// A byte range of the data section: [begin, end).
+struct Range {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t size() const { return end - begin; }
+};
+
+uint64_t total_bytes(const std::vector<Range>& ranges) {
+  uint64_t n = 0;
+  for (const Range& r : ranges) n += r.size();
+  return n;
 }
 
-// Maps every page of [data, data + bytes) in 64 MiB steps with a progress bar:
-// MADV_POPULATE_READ (Linux 5.14+) fills the page tables in bulk; where it is missing,
-// touching one byte per page does the same one fault at a time.
-void prefault(const uint8_t* data, uint64_t bytes, bool progress) {
+// Maps every page of the ranges (data-section offsets from `data`) in 64 MiB steps with a
+// progress bar: MADV_POPULATE_READ (Linux 5.14+) fills the page tables in bulk; where it is
+// missing, touching one byte per page does the same one fault at a time.
+void prefault(const uint8_t* data, const std::vector<Range>& ranges, bool progress) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t first_page = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
-  const uintptr_t end_addr = reinterpret_cast<uintptr_t>(data) + bytes;
-  ::madvise(reinterpret_cast<void*>(first_page), end_addr - first_page, MADV_WILLNEED);
+  const uint64_t bytes = total_bytes(ranges);
   ProgressBar bar({.label = "prefault", .total = bytes, .bytes = true, .enabled = progress && bytes >= (1ull << 30)});
   volatile uint8_t sink = 0;
   constexpr uintptr_t kStep = 64ull << 20;
   bool populate = true;
-  for (uintptr_t addr = first_page; addr < end_addr;) {
-    const uintptr_t next = std::min(end_addr, addr + kStep);
+  uint64_t done = 0;
+  for (const Range& r : ranges) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(data + r.begin);
+    const uintptr_t first_page = begin & ~(page - 1);
+    const uintptr_t end_addr = reinterpret_cast<uintptr_t>(data + r.end);
+    ::madvise(reinterpret_cast<void*>(first_page), end_addr - first_page, MADV_WILLNEED);
+    for (uintptr_t addr = first_page; addr < end_addr;) {
+      const uintptr_t next = std::min(end_addr, addr + kStep);
 #ifdef MADV_POPULATE_READ
-    if (populate && ::madvise(reinterpret_cast<void*>(addr), next - addr, MADV_POPULATE_READ) != 0) populate = false;
+      if (populate && ::madvise(reinterpret_cast<void*>(addr), next - addr, MADV_POPULATE_READ) != 0) populate = false;
 #else
-    populate = false;
+      populate = false;
 #endif
-    if (!populate) {
-      for (uintptr_t a = std::max(addr, reinterpret_cast<uintptr_t>(data)); a < next; a += page) {
-        sink = sink + *reinterpret_cast<const uint8_t*>(a);
+      if (!populate) {
+        for (uintptr_t a = std::max(addr, begin); a < next; a += page) sink = sink + *reinterpret_cast<const uint8_t*>(a);
       }
+      addr = next;
+      bar.update(done + (next - begin > r.size() ? r.size() : next - begin));
     }
-    addr = next;
-    bar.update(std::min<uint64_t>(bytes, next - reinterpret_cast<uintptr_t>(data)));
+    done += r.size();
   }
   bar.finish();
 }
@@ -110,10 +117,46 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+constexpr uint64_t kHugePage = 2ull << 20;  // x86-64 and arm64 (4 KiB base pages) THP size
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// An anonymous private region of `bytes` (a multiple of 2 MiB) starting on a 2 MiB
+// boundary, so every 2 MiB of it can be one huge page: over-allocate by 2 MiB and unmap
+// the unaligned head and the tail. nullptr with errno set on failure.
+uint8_t* map_aligned_anonymous(uint64_t bytes) {
+  const uint64_t span = bytes + kHugePage;
+  void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = align_up(raw, kHugePage);
+  if (aligned > raw) ::munmap(p, aligned - raw);
+  const uintptr_t tail = aligned + bytes;
+  if (raw + span > tail) ::munmap(reinterpret_cast<void*>(tail), raw + span - tail);
+  return reinterpret_cast<uint8_t*>(aligned);
+}
+
+// Data-section bytes not covered by `moved` (sorted by offset, non-overlapping) within
+// [0, data_bytes): what stays in the file mapping.
+std::vector<Range> mapped_ranges(const std::vector<Range>& moved, uint64_t data_bytes) {
+  std::vector<Range> out;
+  uint64_t at = 0;
+  for (const Range& m : moved) {
+    if (m.begin > at) out.push_back({at, m.begin});
+    at = std::max(at, m.end);
+  }
+  if (data_bytes > at) out.push_back({at, data_bytes});
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, const LoadOptions& options) {
   ASSIGN_OR_RETURN(GgufFile header, read_header(path));
+  return open(path, std::move(header), options);
+}
+
+Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, GgufFile header, const LoadOptions& options) {
   const auto start = std::chrono::steady_clock::now();
 
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -139,16 +182,38 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
     mf->map_ = map;
     mf->map_bytes_ = header.file_size;
     uint8_t* data = static_cast<uint8_t*>(map) + header.data_offset;
+    // The routed experts first: copied with pread straight from the file, so their pages
+    // are never mapped here and prefaulting the rest does not read them a second time.
+    ExpertPagesDecision experts;
+    if (!options.expert_tensors.empty()) {
+      ASSIGN_OR_RETURN(experts, mf->move_experts(path, fd, header, options, data_bytes));
+    }
+    std::vector<Range> moved;
+    for (const Moved& m : mf->moved_) moved.push_back({m.offset, m.offset + m.bytes});
+    const std::vector<Range> mapped = mapped_ranges(moved, data_bytes);
+    const uint64_t mapped_bytes = total_bytes(mapped);
     if (options.mlock) {
       // Locking faults every page in: this is the actual read of the file.
-      RETURN_IF_ERROR(lock_range(path, data, data_bytes));
+      for (const Range& r : mapped) RETURN_IF_ERROR(lock_range(path, data + r.begin, r.size()));
       mf->locked_ = true;
-    } else if (options.prefault && data_bytes > 0 && data_bytes < available_memory_bytes()) {
+    } else if (options.prefault && mapped_bytes > 0 && mapped_bytes < read_meminfo().available.value_or(0)) {
       // Map every page now (reading the file through the page cache) so that decoding does
       // not take a page fault each time a token first routes to an expert. Skipped when
       // the data cannot fit in free memory: then paging on demand is the only option.
-      prefault(data, data_bytes, options.progress);
+      prefault(data, mapped, options.progress);
       mf->prefaulted_ = true;
+    }
+    if (!experts.reason.empty()) {
+      // The experts stayed mapped: what that costs depends on the pages the kernel gave the
+      // mapping (known once populated).
+      std::optional<double> pmd_fraction;
+      if (mf->prefaulted_ || mf->locked_) {
+        const SmapsEntry e = read_smaps_entry(map);
+        if (e.rss && e.file_pmd_mapped && *e.rss > 0) {
+          pmd_fraction = static_cast<double>(*e.file_pmd_mapped) / static_cast<double>(*e.rss);
+        }
+      }
+      mf->stats_.expert_pages_note = kept_message(experts, pmd_fraction);
     }
   } else if (data_bytes > 0) {
     void* buf = ::mmap(nullptr, data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -195,23 +260,204 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
                    format_bytes(data_bytes).c_str(), mf->stats_.seconds, mf->stats_.gb_per_second,
                    mf->locked_ ? ", mlock" : "");
     } else {
-      std::fprintf(stderr, "%s: mapped %s of tensor data (mmap%s)\n", path.c_str(), format_bytes(data_bytes).c_str(),
-                   mf->locked_       ? ", mlock: all pages resident"
-                   : mf->prefaulted_ ? fmt::format(", prefaulted in {:.2f} s", mf->stats_.seconds).c_str()
-                                     : "; pages load on first use");
+      const uint64_t mapped_bytes = data_bytes - mf->stats_.moved_bytes;
+      const std::string how = mf->locked_       ? ", mlock: all pages resident"
+                              : mf->prefaulted_ ? fmt::format(", prefaulted in {:.2f} s",
+                                                              mf->stats_.seconds - mf->stats_.move_seconds)
+                                                : "; pages load on first use";
+      std::fprintf(stderr, "%s: mapped %s of tensor data (mmap%s)\n", path.c_str(), format_bytes(mapped_bytes).c_str(),
+                   how.c_str());
     }
   }
   mf->header_ = std::move(header);
   return mf;
 }
 
+Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int fd, const GgufFile& header,
+                                                    const LoadOptions& options, uint64_t data_bytes) {
+  // The tensors in file order, then runs of them that are adjacent in the file (a layer's
+  // gate/up/down stacks usually are): one copy per run, tensors keep their place in it.
+  std::vector<const TensorInfo*> tensors;
+  for (const std::string& name : options.expert_tensors) {
+    const TensorInfo* t = header.find_tensor(name);
+    if (t == nullptr) return Status::bad_input(fmt::format("{}: no tensor '{}' to move", path, name));
+    if (t->n_bytes > 0) tensors.push_back(t);
+  }
+  std::sort(tensors.begin(), tensors.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
+  struct Run {
+    uint64_t begin = 0, end = 0;  // data-section offsets
+    uint64_t dest = 0;            // offset in the region
+  };
+  // Gaps up to a page (alignment padding) are copied along rather than splitting a run.
+  constexpr uint64_t kMergeGap = 4096;
+  std::vector<Run> runs;
+  uint64_t tensor_bytes = 0;
+  for (const TensorInfo* t : tensors) {
+    tensor_bytes += t->n_bytes;
+    if (!runs.empty() && t->offset <= runs.back().end + kMergeGap) {
+      runs.back().end = std::max(runs.back().end, t->offset + t->n_bytes);
+    } else {
+      runs.push_back({.begin = t->offset, .end = t->offset + t->n_bytes});
+    }
+  }
+  // Runs start on 4 KiB boundaries in the region (page-aligned pread destinations; tensors
+  // keep their offset within the run, so their GGUF alignment too).
+  uint64_t region_used = 0;
+  for (Run& r : runs) {
+    r.dest = region_used;
+    region_used = align_up(region_used + (r.end - r.begin), 4096);
+  }
+  const uint64_t copy_bytes = [&] {
+    uint64_t n = 0;
+    for (const Run& r : runs) n += r.end - r.begin;
+    return n;
+  }();
+
+  const ThpMode thp = read_thp_mode();
+  const ExpertPagesDecision decision = decide_expert_pages({.policy = options.expert_pages,
+                                                            .expert_bytes = copy_bytes,
+                                                            .mapped_bytes = data_bytes - std::min(data_bytes, tensor_bytes),
+                                                            .working_bytes = options.working_bytes,
+                                                            .mem = read_meminfo(),
+                                                            .thp = thp});
+  if (!decision.error) return decision.error.with_context(path);
+  if (!decision.move) return decision;
+
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t region_bytes = align_up(std::max<uint64_t>(region_used, 1), kHugePage);
+  uint8_t* region = map_aligned_anonymous(region_bytes);
+  if (region == nullptr) {
+    return Status::runtime(fmt::format("{}: cannot allocate {} for the routed experts: {}", path,
+                                       format_bytes(region_bytes), std::strerror(errno)));
+  }
+  moved_region_ = region;
+  moved_region_bytes_ = region_bytes;
+  // 2 MiB pages: the point of the move (ignored where THP is off).
+  ::madvise(region, region_bytes, MADV_HUGEPAGE);
+
+  // 64 MiB chunks of the runs, copied by a few threads: pread from the page cache (or the
+  // disk) into the region. The kernel zeroes every fresh page before we overwrite it, and
+  // that zeroing dominated (75% of the move's CPU time in a 2-core VM, ~1.2 GB/s a core,
+  // so --no-mmap's single-threaded read is no faster); threads spread it over cores and
+  // keep a fast disk's queue full. 4 is plenty: memory bandwidth is the limit beyond.
+  struct Chunk {
+    uint64_t src = 0;  // data-section offset
+    uint64_t dest = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<Chunk> chunks;
+  for (const Run& r : runs) {
+    for (uint64_t at = r.begin; at < r.end; at += kReadChunkBytes) {
+      chunks.push_back({.src = at, .dest = r.dest + (at - r.begin), .bytes = std::min(kReadChunkBytes, r.end - at)});
+    }
+  }
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n_threads = std::clamp(options.copy_threads > 0 ? options.copy_threads : std::min(4, hw), 1,
+                                   static_cast<int>(std::max<size_t>(chunks.size(), 1)));
+  std::atomic<size_t> next_chunk{0};
+  std::atomic<uint64_t> copied{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  Status error;
+  // `bar` is drawn only by the calling thread (ProgressBar is single-owner).
+  auto worker = [&](ProgressBar* bar) {
+    for (size_t i = next_chunk++; i < chunks.size() && !failed; i = next_chunk++) {
+      const Chunk& c = chunks[i];
+      uint8_t* dst = region + c.dest;
+#ifdef MADV_POPULATE_WRITE
+      // Fault the destination in bulk (huge pages where THP gives them) rather than one
+      // page fault per 4 KiB inside pread.
+      ::madvise(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(dst) & ~uintptr_t{4095}),
+                c.bytes + (reinterpret_cast<uintptr_t>(dst) & 4095), MADV_POPULATE_WRITE);
+#endif
+      const off_t file_offset = static_cast<off_t>(header.data_offset + c.src);
+      uint64_t done = 0;
+      while (done < c.bytes) {
+        const ssize_t got = ::pread(fd, dst + done, c.bytes - done, file_offset + static_cast<off_t>(done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+          std::lock_guard lock(error_mutex);
+          if (!failed.exchange(true)) {
+            error = Status::runtime(fmt::format("{}: read failed at byte {}: {}", path, header.data_offset + c.src + done,
+                                                got < 0 ? std::strerror(errno) : "unexpected end of file"));
+          }
+          return;
+        }
+        done += static_cast<uint64_t>(got);
+      }
+      // Drop the chunk's page-cache pages now that the copy holds the bytes, so the experts
+      // are not in RAM twice (only pages no one maps are dropped; the pages at either end
+      // that the neighbouring dense tensors share stay).
+      ::posix_fadvise(fd, file_offset, static_cast<off_t>(c.bytes), POSIX_FADV_DONTNEED);
+      copied += c.bytes;
+      if (bar != nullptr) bar->update(copied.load());
+    }
+  };
+  ::posix_fadvise(fd, static_cast<off_t>(header.data_offset), static_cast<off_t>(data_bytes), POSIX_FADV_SEQUENTIAL);
+  {
+    ProgressBar bar({.label = "moving experts", .total = copy_bytes, .bytes = true,
+                     .enabled = options.progress && copy_bytes >= (1ull << 30)});
+    std::vector<std::thread> threads;
+    for (int i = 1; i < n_threads; ++i) threads.emplace_back(worker, nullptr);
+    worker(&bar);  // this thread copies too, and draws the bar
+    for (std::thread& t : threads) t.join();
+    bar.update(copied.load());
+    bar.finish();
+  }
+  if (failed) return error;
+  // Our mapping never touched these pages (pread read them); MADV_DONTNEED on the ranges
+  // makes sure none stay mapped here, should anything have touched them.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (const Run& r : runs) {
+    const uintptr_t lo = align_up(reinterpret_cast<uintptr_t>(map_) + header.data_offset + r.begin, page);
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(map_) + header.data_offset + r.end) / page * page;
+    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+  }
+  bool locked = false;
+  if (options.mlock) {
+    RETURN_IF_ERROR(lock_range(path, region, region_used));
+    locked = true;
+  }
+  size_t run = 0;
+  for (const TensorInfo* t : tensors) {
+    while (t->offset >= runs[run].end) ++run;
+    moved_.push_back({.offset = t->offset, .bytes = t->n_bytes, .data = region + runs[run].dest + (t->offset - runs[run].begin)});
+  }
+  stats_.moved_bytes = tensor_bytes;
+  stats_.move_seconds = seconds_since(start);
+  // AnonHugePages counts whole 2 MiB pages of the region; the tail of the last one is not
+  // copied data, so coverage is measured against the region's size.
+  const std::optional<uint64_t> huge = read_smaps_entry(region).anon_huge_pages;
+  std::optional<uint64_t> huge_of_data;
+  if (huge) {
+    huge_of_data = static_cast<uint64_t>(static_cast<double>(*huge) / static_cast<double>(region_bytes) *
+                                         static_cast<double>(tensor_bytes));
+  }
+  stats_.expert_pages_note = moved_message(tensor_bytes, stats_.move_seconds, thp, huge_of_data, locked);
+  return decision;
+}
+
 ModelFile::~ModelFile() {
   // munmap also drops any mlock on the range.
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
   if (buffer_ != nullptr) ::munmap(buffer_, buffer_bytes_);
+  if (moved_region_ != nullptr) ::munmap(moved_region_, moved_region_bytes_);
+}
+
+const ModelFile::Moved* ModelFile::find_moved(const TensorInfo& t) const {
+  // The last moved tensor starting at or before t.offset, if t lies inside it.
+  auto it = std::upper_bound(moved_.begin(), moved_.end(), t.offset,
+                             [](uint64_t off, const Moved& m) { return off < m.offset; });
+  if (it == moved_.begin()) return nullptr;
+  --it;
+  return t.offset + t.n_bytes <= it->offset + it->bytes ? &*it : nullptr;
 }
 
 const uint8_t* ModelFile::tensor_data(const TensorInfo& t) const {
+  if (!moved_.empty()) {
+    if (const Moved* m = find_moved(t)) return m->data + (t.offset - m->offset);
+  }
   if (map_ != nullptr) return static_cast<const uint8_t*>(map_) + t.file_offset;
   CHECK_MSG(t.offset + t.n_bytes <= buffer_bytes_, "tensor '{}' is not in this file's data", t.name);
   return buffer_ + t.offset;

@@ -1,12 +1,17 @@
 // A GGUF file opened for its tensor data: mmap (default), or read into RAM (--no-mmap)
 // with large sequential reads, a progress bar and the achieved GB/s; optional mlock.
+// With mmap, the routed experts can be moved out of the mapping into anonymous huge-page
+// memory at open (--expert-pages, gguf/expert_pages.h); tensor_data() then returns the
+// moved copy, so nothing that binds weights needs to know.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
+#include "gguf/expert_pages.h"
 #include "gguf/gguf.h"
 
 namespace moetier::gguf {
@@ -23,17 +28,37 @@ struct LoadOptions {
   bool prefault = true;   // kMmap: map every page at load (when it fits in free memory)
   bool huge_pages = true; // kRead: madvise(MADV_HUGEPAGE) the buffer
   bool verbose = true;    // one summary line (mode, bytes, GB/s) on stderr
+  // kMmap: the tensors to move into anonymous huge-page memory (by name: the routed
+  // experts the CPU computes with; the caller knows which stay on the CPU), whether to
+  // (decide_expert_pages), the RAM the caller will allocate next for the RAM rule (KV
+  // cache, state, scratch; bytes) and the copy threads (0: min(4, hardware threads)).
+  // Ignored by kRead, whose buffer has huge pages already.
+  std::vector<std::string> expert_tensors;
+  ExpertPages expert_pages = ExpertPages::kAuto;
+  uint64_t working_bytes = 0;
+  int copy_threads = 0;
 };
 
 struct LoadStats {
   uint64_t bytes = 0;     // data section bytes made available
-  double seconds = 0;
+  double seconds = 0;     // the whole open (read, or move + prefault)
   double gb_per_second = 0;
+  uint64_t moved_bytes = 0;   // expert bytes moved into anonymous memory (0: none)
+  double move_seconds = 0;
+  // One line, without a prefix, on what happened to expert_tensors: "moved 17.3 GiB of
+  // routed experts into huge-page memory in 4.1 s (...)", or why they stay mapped and what
+  // that costs. Empty when there was nothing to decide (kRead, no expert tensors). The
+  // caller prints it (the session as "moetier: ...").
+  std::string expert_pages_note;
 };
 
 class ModelFile {
  public:
   static Result<std::unique_ptr<ModelFile>> open(const std::string& path, const LoadOptions& options);
+  // The same with the header already read (read_header(path)): callers that plan the
+  // placement from the header first, to know which experts stay on the CPU.
+  static Result<std::unique_ptr<ModelFile>> open(const std::string& path, GgufFile header,
+                                                 const LoadOptions& options);
   ~ModelFile();
   ModelFile(const ModelFile&) = delete;
   ModelFile& operator=(const ModelFile&) = delete;
@@ -41,12 +66,26 @@ class ModelFile {
   const GgufFile& header() const { return header_; }
   // Pointer to a tensor's bytes (header().tensors[i].n_bytes long). Valid for the
   // lifetime of this object.
+  // Moved tensors (see LoadOptions::expert_tensors) return their copy.
   const uint8_t* tensor_data(const TensorInfo& t) const;
+  // Was this tensor moved into anonymous memory?
+  bool moved(const TensorInfo& t) const { return find_moved(t) != nullptr; }
   const LoadStats& stats() const { return stats_; }
   LoadMode mode() const { return mode_; }
 
  private:
   ModelFile() = default;
+  // A moved tensor: its data-section range and where its copy lives.
+  struct Moved {
+    uint64_t offset = 0;  // TensorInfo::offset
+    uint64_t bytes = 0;
+    uint8_t* data = nullptr;
+  };
+  const Moved* find_moved(const TensorInfo& t) const;
+  // Moves options.expert_tensors when decide_expert_pages says so; returns the decision
+  // (its reason is set when they stay mapped).
+  Result<ExpertPagesDecision> move_experts(const std::string& path, int fd, const GgufFile& header,
+                                           const LoadOptions& options, uint64_t data_bytes);
   GgufFile header_;
   LoadMode mode_ = LoadMode::kMmap;
   LoadStats stats_;
@@ -57,6 +96,11 @@ class ModelFile {
   size_t buffer_bytes_ = 0;
   bool locked_ = false;
   bool prefaulted_ = false;
+  // kMmap with moved experts: one anonymous region (2 MiB aligned, MADV_HUGEPAGE) holding
+  // the copies; moved_ sorted by offset.
+  uint8_t* moved_region_ = nullptr;
+  size_t moved_region_bytes_ = 0;
+  std::vector<Moved> moved_;
 };
 
 }  // namespace moetier::gguf

@@ -11,6 +11,7 @@
 #include <charconv>
 
 #include "core/status.h"
+#include "model/hparams_keys.h"
 
 namespace moetier {
 
@@ -107,6 +108,20 @@ int tensor_layer_index(std::string_view name) {
   const auto [ptr, ec] = std::from_chars(begin, end, layer);
   if (ec != std::errc() || ptr == begin || ptr == end || *ptr != '.' || layer < 0) return -1;
   return layer;
+}
+
+std::vector<std::string> routed_expert_tensors(const gguf::GgufFile& file, const HParams& hp,
+                                               const std::vector<bool>& on_cpu) {
+  const ArchInfo* info = find_arch(hp.arch);
+  std::vector<std::string> names;
+  for (const gguf::TensorInfo& t : file.tensors) {
+    const int layer = tensor_layer_index(t.name);
+    if (layer < 0 || layer >= hp.n_layer) continue;
+    if (!on_cpu.empty() && (static_cast<size_t>(layer) >= on_cpu.size() || !on_cpu[static_cast<size_t>(layer)])) continue;
+    const TensorRole role = info && info->tensor_role ? info->tensor_role(t.name) : arch_keys::common_tensor_role(t.name);
+    if (is_routed_expert(role)) names.push_back(t.name);
+  }
+  return names;
 }
 
 }  // namespace moetier

@@ -143,4 +143,11 @@ std::string architecture_of(const gguf::GgufFile& file);
 // names outside the "blk.N." scheme (token_embd, output, output_norm, ...).
 int tensor_layer_index(std::string_view tensor_name);
 
+// Names of the routed-expert tensors (ffn_{gate,up,down}_exps: the 3-D stacks the CPU
+// reads at random while decoding) of the compute blocks [0, hp.n_layer), in file order;
+// MTP blocks are left out (the forward pass never runs them). `on_cpu`: one flag per
+// compute block selecting whose experts to list (empty: every block).
+std::vector<std::string> routed_expert_tensors(const gguf::GgufFile& file, const HParams& hp,
+                                               const std::vector<bool>& on_cpu = {});
+
 }  // namespace moetier

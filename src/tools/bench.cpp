@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <span>
 #include <thread>
 
 #include <fmt/format.h>
@@ -102,7 +103,18 @@ int cmd_bench(int argc, char** argv) {
       loaded.reset();  // free the previous model first: two big models may not fit together
       std::fprintf(stderr, "moetier bench: loading %s (%s)\n", test.model.c_str(),
                    test.use_mmap ? "mmap" : "read into RAM");
-      auto m = bench::load_bench_model(test.model, test.use_mmap, params.verbose);
+      // The tests this load serves: the run of tests with the same file and load mode.
+      size_t end = i;
+      while (end < tests.size() && tests[end].model == test.model && tests[end].use_mmap == test.use_mmap) ++end;
+      const bench::RunOptions placement_options{.device = params.device,
+                                                .vram_budget_mib = params.vram_budget_mib,
+                                                .exact_kernels = params.exact_kernels};
+      auto m = bench::load_bench_model(
+          test.model, {.use_mmap = test.use_mmap,
+                       .verbose = params.verbose,
+                       .expert_pages = params.expert_pages,
+                       .tests = std::span<const bench::TestSpec>(tests.data() + i, end - i),
+                       .run = &placement_options});
       if (!m) {
         printer->footer();
         return report_error(m.status());

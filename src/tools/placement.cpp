@@ -1,6 +1,7 @@
 // Where the model runs: the placement flags (or --fit) → a memory plan (runtime/plan.h) →
 // the GPU backend, with the plan printed as a table at load. Any GPU failure (no driver,
 // out of memory) ends in a clear message and the CPU path, never in a crash.
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -55,7 +56,7 @@ std::string mib(uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<doubl
 
 }  // namespace
 
-Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HParams& hp, const PlacementRequest& r) {
+Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const HParams& hp, const PlacementRequest& r) {
   if (r.fit != "on" && r.fit != "off" && r.fit != "auto") {
     return Status::bad_input(fmt::format("--fit: '{}' is not one of on, off, auto", r.fit));
   }
@@ -65,8 +66,8 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
   const bool fit = r.fit == "on" || (r.fit == "auto" && !explicit_layout);
   const ArchInfo* arch = find_arch(hp.arch);
   CHECK(arch != nullptr);
-  const inspect::Summary summary = inspect::summarize(file.header());
-  const std::vector<PlanTensor> tensors = inspect::plan_tensors(file.header(), summary);
+  const inspect::Summary summary = inspect::summarize(header);
+  const std::vector<PlanTensor> tensors = inspect::plan_tensors(header, summary);
 
   PlacementDecision d;
   PlanParams& params = d.params;
@@ -130,25 +131,43 @@ Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HP
   return d;
 }
 
-Status place_model(Session& s, const EngineFlags& flags, const SessionOptions& options, const KvCacheOptions& kv) {
+std::vector<std::string> cpu_expert_tensors(const gguf::GgufFile& header, const HParams& hp, const Plan& plan) {
+  std::vector<bool> on_cpu(static_cast<size_t>(hp.n_layer), false);
+  for (const LayerPlan& lp : plan.layers) {
+    if (!lp.mtp && lp.layer >= 0 && lp.layer < hp.n_layer) on_cpu[static_cast<size_t>(lp.layer)] = lp.experts == kCpuDevice;
+  }
+  return routed_expert_tensors(header, hp, on_cpu);
+}
+
+uint64_t cpu_working_bytes(const Plan& plan) {
+  const DevicePlan* cpu = plan.device(kCpuDevice);
+  if (cpu == nullptr) return 0;
+  return static_cast<uint64_t>(std::max<int64_t>(0, cpu->kv_bytes + cpu->state_bytes + cpu->scratch_bytes));
+}
+
+Result<PlacementDecision> plan_session(const gguf::GgufFile& header, const HParams& hp, const EngineFlags& flags,
+                                       const SessionOptions& options, const KvCacheOptions& kv) {
+  return decide_placement(header, hp,
+                          {.n_gpu_layers = flags.n_gpu_layers,
+                           .n_cpu_moe = flags.n_cpu_moe,
+                           .cpu_moe = flags.cpu_moe,
+                           .override_tensor = flags.override_tensor,
+                           .device = flags.device,
+                           .fit = flags.fit,
+                           .fit_margin_mib = flags.fit_margin_mib,
+                           .vram_budget_mib = flags.vram_budget_mib,
+                           .n_ctx = kv.n_ctx,
+                           .type_k = kv.type_k,
+                           .type_v = kv.type_v,
+                           .n_seq = options.n_seq,
+                           .n_ubatch = flags.n_ubatch,
+                           .progress = !options.quiet,
+                           .op_offload = !flags.no_op_offload,
+                           .exact_kernels = flags.gpu_kernels == "exact"});
+}
+
+Status place_model(Session& s, PlacementDecision d, const SessionOptions& options) {
   const HParams& hp = s.model->hparams();
-  ASSIGN_OR_RETURN(PlacementDecision d, decide_placement(*s.file, hp,
-                                                         {.n_gpu_layers = flags.n_gpu_layers,
-                                                          .n_cpu_moe = flags.n_cpu_moe,
-                                                          .cpu_moe = flags.cpu_moe,
-                                                          .override_tensor = flags.override_tensor,
-                                                          .device = flags.device,
-                                                          .fit = flags.fit,
-                                                          .fit_margin_mib = flags.fit_margin_mib,
-                                                          .vram_budget_mib = flags.vram_budget_mib,
-                                                          .n_ctx = kv.n_ctx,
-                                                          .type_k = kv.type_k,
-                                                          .type_v = kv.type_v,
-                                                          .n_seq = options.n_seq,
-                                                          .n_ubatch = flags.n_ubatch,
-                                                          .progress = !options.quiet,
-                                                          .op_offload = !flags.no_op_offload,
-                                                          .exact_kernels = flags.gpu_kernels == "exact"}));
   if (!options.quiet && !d.note.empty()) std::fprintf(stderr, "moetier: %s\n", d.note.c_str());
   if (d.gpu_part) {
     if (!options.quiet) std::fputs(inspect::render_plan_text(d.plan, d.params, hp).c_str(), stderr);

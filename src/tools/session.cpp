@@ -1,5 +1,6 @@
 #include "tools/session.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -25,6 +26,14 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32, f16, q8_0 or q4_0 (default f16)", &f.cache_type_v);
   p.flag({"--no-mmap"}, &f.no_mmap, "read the model into RAM instead of mapping it (recommended with CPU experts)");
   p.flag({"--mlock"}, &f.mlock, "lock the model in RAM");
+  p.option({"--expert-pages"}, "auto|huge|file",
+           "with mmap, where the CPU's routed experts live: auto (default) moves them into transparent huge pages "
+           "when RAM allows (--no-mmap's decode speed; 4 KiB file pages can make generation ~40% slower), huge "
+           "always moves them (error when they cannot fit), file keeps them in the file mapping",
+           [&f](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(f.expert_pages, gguf::parse_expert_pages(v));
+             return Status::ok();
+           });
   p.option({"-fa", "--flash-attn"}, "on|off|auto",
            "CPU attention: on/auto (default) = flash attention (K/V tiles, online softmax: memory independent of "
            "the context depth), off = the exact kernel (converts the whole KV prefix to f32 per step); GPU layers "
@@ -121,12 +130,43 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
     return Status::bad_input(fmt::format("-fa: '{}' is not one of on, off, auto", flags.flash_attn));
   }
 
+  ASSIGN_OR_RETURN(gguf::GgufFile header, gguf::read_header(flags.model_path));
   Session s;
-  const gguf::LoadOptions load{.mode = flags.no_mmap ? gguf::LoadMode::kRead : gguf::LoadMode::kMmap,
-                               .mlock = flags.mlock,
-                               .progress = !options.quiet,
-                               .verbose = !options.quiet && options.need_model};
-  ASSIGN_OR_RETURN(s.file, gguf::ModelFile::open(flags.model_path, load));
+  gguf::LoadOptions load{.mode = flags.no_mmap ? gguf::LoadMode::kRead : gguf::LoadMode::kMmap,
+                         .mlock = flags.mlock,
+                         .progress = !options.quiet,
+                         .verbose = !options.quiet && options.need_model,
+                         .expert_pages = flags.expert_pages};
+  // The placement comes first, from the header: the experts it keeps on the CPU are the ones
+  // the load moves into huge-page memory (GPU-resident ones are uploaded and then never read
+  // on the host, so copying them would be wasted time).
+  std::optional<PlacementDecision> placement;
+  if (options.need_model) {
+    auto hp = read_hparams(header);
+    if (!hp) return hp.status().with_context(flags.model_path);
+    const ArchInfo* info = find_arch(hp->arch);
+    if (!info || !info->create_model) {
+      return Status::bad_input(fmt::format("architecture '{}' can be inspected but not run yet", hp->arch))
+          .with_context(flags.model_path);
+    }
+    const int64_t n_ctx = flags.n_ctx == 0 ? hp->n_ctx_train : flags.n_ctx;
+    if (hp->n_ctx_train > 0 && n_ctx > hp->n_ctx_train) {
+      return Status::bad_input(fmt::format("-c {} exceeds the model's context length {}", n_ctx, hp->n_ctx_train));
+    }
+    s.n_ctx = n_ctx;
+    s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};
+    ASSIGN_OR_RETURN(placement, plan_session(header, *hp, flags, options, s.kv));
+    if (load.mode == gguf::LoadMode::kMmap) {
+      load.expert_tensors = cpu_expert_tensors(header, *hp, placement->plan);
+      load.working_bytes = cpu_working_bytes(placement->plan);
+    }
+  }
+  const int threads = flags.n_threads > 0 ? flags.n_threads : cpu_features().physical_cores;
+  load.copy_threads = std::min(threads, 4);
+  ASSIGN_OR_RETURN(s.file, gguf::ModelFile::open(flags.model_path, std::move(header), load));
+  if (!options.quiet && !s.file->stats().expert_pages_note.empty()) {
+    std::fprintf(stderr, "moetier: %s\n", s.file->stats().expert_pages_note.c_str());
+  }
   auto tok = text::Tokenizer::from_gguf(s.file->header());
   if (!tok) return tok.status().with_context(flags.model_path);
   s.tokenizer = std::move(tok).value();
@@ -140,20 +180,13 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
     return Status::bad_input(fmt::format("{}: the tokenizer has {} tokens but the model's output has {}",
                                          flags.model_path, s.tokenizer->n_vocab(), hp.n_vocab));
   }
-  const int64_t n_ctx = flags.n_ctx == 0 ? hp.n_ctx_train : flags.n_ctx;
-  if (hp.n_ctx_train > 0 && n_ctx > hp.n_ctx_train) {
-    return Status::bad_input(fmt::format("-c {} exceeds the model's context length {}", n_ctx, hp.n_ctx_train));
-  }
-  s.n_ctx = n_ctx;
-  s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};
-  const int threads = flags.n_threads > 0 ? flags.n_threads : cpu_features().physical_cores;
   s.pool = std::make_unique<ThreadPool>(threads);
   if (!options.quiet) {
     std::fprintf(stderr, "moetier: %s (%s, %lld layers), ctx %lld, %d threads, cpu %s\n", hp.name.c_str(),
-                 hp.arch.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(n_ctx), threads,
+                 hp.arch.c_str(), static_cast<long long>(hp.n_layer), static_cast<long long>(s.n_ctx), threads,
                  cpu_features().describe().c_str());
   }
-  RETURN_IF_ERROR(place_model(s, flags, options, {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v}));
+  RETURN_IF_ERROR(place_model(s, std::move(*placement), options));
   if (options.need_sequence) {
     ASSIGN_OR_RETURN(SequenceState seq, s.model->new_sequence(s.kv));
     s.sequence = std::move(seq);

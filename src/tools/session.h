@@ -30,6 +30,9 @@ struct EngineFlags {
   std::string cache_type_v = "f16";
   bool no_mmap = false;
   bool mlock = false;
+  // --expert-pages: with mmap, move the CPU's routed experts into huge-page memory (auto:
+  // when RAM allows), or not (file), or insist (huge). See gguf/expert_pages.h.
+  gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
   std::string flash_attn = "auto";  // -fa on|off|auto: CPU attention flash (on, auto) or exact (off)
   // Placement flags, accepted as llama.cpp spells them; without a GPU backend everything
   // runs on the CPU and the session says so.
@@ -47,7 +50,8 @@ struct EngineFlags {
   bool verbose = false;
 };
 
-// -m, -c, -t, -b, -ub, -ctk, -ctv, --no-mmap, --mlock, -fa, -ngl, -ncmoe, -cmoe, -ot, -v
+// -m, -c, -t, -b, -ub, -ctk, -ctv, --no-mmap, --mlock, --expert-pages, -fa, -ngl, -ncmoe,
+// -cmoe, -ot, -v
 void add_engine_flags(ArgParser& parser, EngineFlags& flags);
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
 // --presence-penalty, --frequency-penalty, --seed
@@ -74,8 +78,10 @@ struct SessionOptions {
   int64_t n_seq = 1;           // sequences the caller will run (-np), for the memory plan
 };
 
-// Opens the file (mmap or --no-mmap), builds the tokenizer, binds the model, allocates one
-// sequence of -c tokens (unless need_sequence is false). Errors name the file and the problem.
+// Reads the header, plans the placement (which experts stay on the CPU), opens the file
+// (mmap, moving those experts into huge-page memory when RAM allows, or --no-mmap), builds
+// the tokenizer, binds the model, places the GPU part, allocates one sequence of -c tokens
+// (unless need_sequence is false). Errors name the file and the problem.
 Result<Session> open_session(const EngineFlags& flags, const SessionOptions& options);
 
 // The placement flags, resolved into a plan and the GPU layout (tools/placement.cpp).
@@ -104,11 +110,23 @@ struct PlacementDecision {
   bool gpu_part = false;
   std::string note;    // one line on what was decided ("" = nothing to say)
 };
-Result<PlacementDecision> decide_placement(const gguf::ModelFile& file, const HParams& hp, const PlacementRequest& r);
+// From the header alone (before any tensor data is read), so the loader knows which experts
+// stay on the CPU.
+Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const HParams& hp, const PlacementRequest& r);
 
-// Chooses the placement (flags or --fit), prints the plan and moves the GPU part to the
-// GPU; on any GPU failure says why and leaves everything on the CPU. Sets s.plan.
-Status place_model(Session& s, const EngineFlags& flags, const SessionOptions& options, const KvCacheOptions& kv);
+// The names of the routed-expert tensors `plan` keeps on the CPU (compute blocks only):
+// the ones to move into huge-page memory (gguf::LoadOptions::expert_tensors).
+std::vector<std::string> cpu_expert_tensors(const gguf::GgufFile& header, const HParams& hp, const Plan& plan);
+// RAM the CPU side allocates after loading, per the plan: KV cache, recurrent state and
+// compute scratch on the CPU (bytes; for the RAM rule of the expert move).
+uint64_t cpu_working_bytes(const Plan& plan);
+
+// The session's placement flags (or --fit) → the decision (nothing printed yet).
+Result<PlacementDecision> plan_session(const gguf::GgufFile& header, const HParams& hp, const EngineFlags& flags,
+                                       const SessionOptions& options, const KvCacheOptions& kv);
+// Prints the plan and moves the GPU part to the GPU; on any GPU failure says why and leaves
+// everything on the CPU. Sets s.plan.
+Status place_model(Session& s, PlacementDecision d, const SessionOptions& options);
 
 // Parses "f32" / "f16" (and names the supported ones in the error).
 Result<DType> parse_cache_type(const std::string& name, const char* flag);

@@ -252,6 +252,14 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              return Status::ok();
            });
   p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
+  p.option({"--expert-pages"}, "auto|huge|file",
+           "with -mmp 1, where the CPU's routed experts live: auto (default) moves them into transparent huge pages "
+           "when RAM allows, huge always moves them (error when they cannot fit), file keeps them in the file "
+           "mapping (4 KiB pages: the old -mmp 1)",
+           [&b](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(b.expert_pages, gguf::parse_expert_pages(v));
+             return Status::ok();
+           });
   p.section("placement (llama.cpp spelling; Vulkan GPU backend; without a hardware GPU everything runs on the CPU)");
   p.option({"--cpu-isa"}, "TIER",
            "CPU kernels up to this ISA: auto (default), avx512, avx2, avx2-novnni, scalar (cpu_isa in the records)",

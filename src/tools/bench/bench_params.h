@@ -10,6 +10,7 @@
 
 #include "core/args.h"
 #include "core/status.h"
+#include "gguf/expert_pages.h"
 #include "tensor/dtype.h"
 
 namespace moetier::bench {
@@ -40,6 +41,8 @@ struct BenchParams {
   std::vector<int> flash_attn;               // -fa: -1 auto, 0 off, 1 on; default auto (CPU: flash unless off)
   std::vector<bool> use_mmap;                // -mmp, default 1
   bool no_mmap = false;                      // --no-mmap: adds 0 to the -mmp list
+  // --expert-pages (all -mmp 1 tests): move the CPU's routed experts into huge pages
+  gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
   std::vector<std::string> tensor_overrides; // -ot: one "PAT=DEV;PAT=DEV" group per entry; "" = none
   int64_t repetitions = 5;                   // -r
   OutputFormat output = OutputFormat::kMarkdown;  // -o

@@ -192,15 +192,68 @@ ModelInfo describe_model(const gguf::GgufFile& file, const std::string& filename
   return info;
 }
 
-Result<LoadedModel> load_bench_model(const std::string& path, bool use_mmap, bool verbose) {
+namespace {
+
+// The placement request of one test (-ngl, -ncmoe, -ot as given; llama-bench has no --fit).
+PlacementRequest placement_request(const TestSpec& test, const RunOptions& options, int64_t n_ctx) {
+  std::vector<std::string> overrides;
+  for (size_t start = 0; start < test.tensor_overrides.size();) {
+    const size_t semi = test.tensor_overrides.find(';', start);
+    overrides.push_back(test.tensor_overrides.substr(start, semi == std::string::npos ? std::string::npos : semi - start));
+    start = semi == std::string::npos ? test.tensor_overrides.size() : semi + 1;
+  }
+  return {.n_gpu_layers = std::to_string(test.n_gpu_layers),
+          .n_cpu_moe = test.n_cpu_moe,
+          .override_tensor = overrides,
+          .device = options.device,
+          .fit = "off",
+          .vram_budget_mib = options.vram_budget_mib,
+          .n_ctx = n_ctx,
+          .type_k = test.type_k,
+          .type_v = test.type_v,
+          .n_ubatch = std::min(test.n_ubatch, test.n_batch),
+          .progress = true,
+          .exact_kernels = options.exact_kernels};
+}
+
+// llama-bench's context: exactly what one repetition needs (the warm-up needs no more).
+int64_t test_context(const TestSpec& test) { return std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen); }
+
+}  // namespace
+
+Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOptions& options) {
   LoadedModel m;
   m.path = path;
-  m.use_mmap = use_mmap;
-  const gguf::LoadOptions load{.mode = use_mmap ? gguf::LoadMode::kMmap : gguf::LoadMode::kRead,
-                               .mlock = false,
-                               .progress = true,
-                               .verbose = verbose};
-  ASSIGN_OR_RETURN(m.file, gguf::ModelFile::open(path, load));
+  m.use_mmap = options.use_mmap;
+  ASSIGN_OR_RETURN(gguf::GgufFile header, gguf::read_header(path));
+  gguf::LoadOptions load{.mode = options.use_mmap ? gguf::LoadMode::kMmap : gguf::LoadMode::kRead,
+                         .mlock = false,
+                         .progress = true,
+                         .verbose = options.verbose,
+                         .expert_pages = options.expert_pages};
+  if (options.use_mmap && options.run != nullptr) {
+    // The union over the tests of the experts each placement keeps on the CPU, and the most
+    // CPU working memory any of them needs.
+    auto hp = read_hparams(header);
+    if (!hp) return hp.status().with_context(path);
+    std::vector<bool> on_cpu(static_cast<size_t>(hp->n_layer), false);
+    int64_t max_threads = 1;
+    for (const TestSpec& test : options.tests) {
+      ASSIGN_OR_RETURN(PlacementDecision d, decide_placement(header, *hp, placement_request(test, *options.run,
+                                                                                           test_context(test))));
+      for (const LayerPlan& lp : d.plan.layers) {
+        if (!lp.mtp && lp.experts == kCpuDevice && lp.layer < hp->n_layer) on_cpu[static_cast<size_t>(lp.layer)] = true;
+      }
+      load.working_bytes = std::max(load.working_bytes, cpu_working_bytes(d.plan));
+      max_threads = std::max(max_threads, test.n_threads);
+    }
+    load.expert_tensors = routed_expert_tensors(header, *hp, on_cpu);
+    load.copy_threads = static_cast<int>(std::min<int64_t>(max_threads, 4));
+  }
+  ASSIGN_OR_RETURN(m.file, gguf::ModelFile::open(path, std::move(header), load));
+  if (!m.file->stats().expert_pages_note.empty()) {
+    std::fprintf(stderr, "moetier bench: %s\n", m.file->stats().expert_pages_note.c_str());
+  }
   auto model = load_model(*m.file, {});
   if (!model) return model.status().with_context(path);
   m.model = std::move(model).value();
@@ -220,30 +273,11 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
   result.model = loaded.info;
   result.test_time = utc_now_rfc3339();
 
-  // llama-bench's context: exactly what one repetition needs (the warm-up needs no more).
-  const int64_t n_ctx = std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen);
+  const int64_t n_ctx = test_context(test);
 
   // The test's placement (-ngl, -ncmoe, -ot): re-placed only when it differs from the last.
-  std::vector<std::string> overrides;
-  for (size_t start = 0; start < test.tensor_overrides.size();) {
-    const size_t semi = test.tensor_overrides.find(';', start);
-    overrides.push_back(test.tensor_overrides.substr(start, semi == std::string::npos ? std::string::npos : semi - start));
-    start = semi == std::string::npos ? test.tensor_overrides.size() : semi + 1;
-  }
   ASSIGN_OR_RETURN(PlacementDecision placement,
-                   decide_placement(*loaded.file, model.hparams(),
-                                    {.n_gpu_layers = std::to_string(test.n_gpu_layers),
-                                     .n_cpu_moe = test.n_cpu_moe,
-                                     .override_tensor = overrides,
-                                     .device = options.device,
-                                     .fit = "off",
-                                     .vram_budget_mib = options.vram_budget_mib,
-                                     .n_ctx = n_ctx,
-                                     .type_k = test.type_k,
-                                     .type_v = test.type_v,
-                                     .n_ubatch = std::min(test.n_ubatch, test.n_batch),
-                                     .progress = true,
-                                     .exact_kernels = options.exact_kernels}));
+                   decide_placement(loaded.file->header(), model.hparams(), placement_request(test, options, n_ctx)));
   const std::string layout = placement.gpu_part ? fmt::format("ngl={} ncmoe={} ot={}", test.n_gpu_layers, test.n_cpu_moe,
                                                                test.tensor_overrides)
                                                 : "";

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -25,8 +26,20 @@ struct LoadedModel {
   std::string placement;  // the GPU layout now in place ("" = all on the CPU)
 };
 
-// Opens `path` (mmap or read into RAM) and binds the model. Errors name the file.
-Result<LoadedModel> load_bench_model(const std::string& path, bool use_mmap, bool verbose);
+struct RunOptions;
+struct BenchLoadOptions {
+  bool use_mmap = true;
+  bool verbose = false;  // the load summary line
+  gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
+  // The tests this load serves and their run options (device, VRAM budget): with mmap, the
+  // routed experts that any of their placements keeps on the CPU are moved into huge pages.
+  std::span<const TestSpec> tests;
+  const RunOptions* run = nullptr;
+};
+
+// Opens `path` (mmap or read into RAM) and binds the model. Errors name the file. The line
+// on the routed experts (moved, or why not) goes to stderr.
+Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOptions& options);
 
 // Facts of the file for the records: llama-bench-like type string, sizes, weight bytes
 // per generated token.

@@ -1,0 +1,227 @@
+#include "gguf/expert_pages.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/progress.h"
+
+namespace moetier::gguf {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+// What 4 KiB pages cost generation: decode of Qwen3-30B-A3B Q4_K_M with the experts in a
+// 4 KiB-page file mapping ran at 0.58x of llama.cpp, against ~1.2x with --no-mmap's 2 MiB
+// pages (README). "Up to": a machine with a larger TLB, or a kernel that maps the page cache
+// with 2 MiB folios (Linux 6.18 with ext4 in the 2-core test VM: then no difference was
+// measurable, docs/benchmarking.md), loses less.
+constexpr const char* kCost = "generation may be up to ~40% slower than with huge pages";
+
+std::string read_small_file(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "MemTotal:       24684084 kB" → bytes, for the line starting with `key:`.
+std::optional<uint64_t> meminfo_field(std::string_view text, std::string_view key) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t eol = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ':') continue;
+    const std::string rest(line.substr(key.size() + 1));
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(rest.c_str(), &end, 10);
+    if (end == rest.c_str()) return std::nullopt;
+    const bool kib = rest.find("kB") != std::string::npos;
+    return static_cast<uint64_t>(v) * (kib ? 1024 : 1);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<ExpertPages> parse_expert_pages(std::string_view text) {
+  if (text == "auto") return ExpertPages::kAuto;
+  if (text == "huge") return ExpertPages::kHuge;
+  if (text == "file") return ExpertPages::kFile;
+  return Status::bad_input(fmt::format("--expert-pages takes auto, huge or file, not '{}'", text));
+}
+
+std::string_view expert_pages_name(ExpertPages mode) {
+  switch (mode) {
+    case ExpertPages::kAuto: return "auto";
+    case ExpertPages::kHuge: return "huge";
+    case ExpertPages::kFile: return "file";
+  }
+  return "?";
+}
+
+ThpMode parse_thp_mode(std::string_view text) {
+  const size_t open = text.find('[');
+  const size_t close = text.find(']', open == std::string_view::npos ? 0 : open);
+  if (open == std::string_view::npos || close == std::string_view::npos) return ThpMode::kUnavailable;
+  const std::string_view word = text.substr(open + 1, close - open - 1);
+  if (word == "always") return ThpMode::kAlways;
+  if (word == "madvise") return ThpMode::kMadvise;
+  if (word == "never") return ThpMode::kNever;
+  return ThpMode::kUnavailable;
+}
+
+std::string_view thp_mode_name(ThpMode mode) {
+  switch (mode) {
+    case ThpMode::kAlways: return "always";
+    case ThpMode::kMadvise: return "madvise";
+    case ThpMode::kNever: return "never";
+    case ThpMode::kUnavailable: return "unavailable";
+  }
+  return "?";
+}
+
+MemInfo parse_meminfo(std::string_view text) {
+  return {.total = meminfo_field(text, "MemTotal"), .available = meminfo_field(text, "MemAvailable")};
+}
+
+MemInfo read_meminfo() { return parse_meminfo(read_small_file("/proc/meminfo")); }
+
+ThpMode read_thp_mode() { return parse_thp_mode(read_small_file("/sys/kernel/mm/transparent_hugepage/enabled")); }
+
+SmapsEntry parse_smaps_entry(std::string_view text, uintptr_t addr) {
+  // Each mapping starts with "lo-hi perms ..." (hex addresses), followed by "Key: value kB"
+  // lines; the mapping that contains addr is the one we want.
+  SmapsEntry e;
+  bool inside = false;
+  bool found = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t eol = std::min(text.find('\n', pos), text.size());
+    const std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    const size_t dash = line.find('-');
+    const size_t space = line.find(' ');
+    if (dash != std::string_view::npos && space != std::string_view::npos && dash < space &&
+        line.find(':') > space) {
+      // A mapping header (field lines have "Key:" before any space).
+      if (found) break;
+      const std::string lo(line.substr(0, dash)), hi(line.substr(dash + 1, space - dash - 1));
+      char* end_lo = nullptr;
+      char* end_hi = nullptr;
+      const uintptr_t a = std::strtoull(lo.c_str(), &end_lo, 16);
+      const uintptr_t b = std::strtoull(hi.c_str(), &end_hi, 16);
+      inside = *end_lo == '\0' && *end_hi == '\0' && a <= addr && addr < b;
+      found = inside;
+      continue;
+    }
+    if (!inside) continue;
+    if (auto v = meminfo_field(line, "Rss")) e.rss = v;
+    if (auto v = meminfo_field(line, "AnonHugePages")) e.anon_huge_pages = v;
+    if (auto v = meminfo_field(line, "FilePmdMapped")) e.file_pmd_mapped = v;
+  }
+  return e;
+}
+
+SmapsEntry read_smaps_entry(const void* addr) {
+  const std::string smaps = read_small_file("/proc/self/smaps");
+  if (smaps.empty()) return {};
+  return parse_smaps_entry(smaps, reinterpret_cast<uintptr_t>(addr));
+}
+
+ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
+  ExpertPagesDecision d;
+  if (q.expert_bytes == 0) return d;  // nothing the CPU reads at random: nothing to say
+  const bool thp_on = q.thp == ThpMode::kAlways || q.thp == ThpMode::kMadvise;
+  const uint64_t total = q.mem.total.value_or(0);
+  d.reserve_bytes = std::max<uint64_t>(kGiB, total / 32);
+  d.needed_bytes = q.expert_bytes + q.mapped_bytes + q.working_bytes + d.reserve_bytes;
+  const std::string experts = format_bytes(q.expert_bytes);
+
+  switch (q.policy) {
+    case ExpertPages::kFile:
+      d.reason = fmt::format("routed experts ({}) stay in the file mapping (--expert-pages file)", experts);
+      d.advice = "--expert-pages auto moves them when RAM allows";
+      return d;
+    case ExpertPages::kHuge:
+      if (q.mem.available && q.expert_bytes > *q.mem.available) {
+        d.error = Status::runtime(fmt::format(
+            "--expert-pages huge: the routed experts need {} of memory but only {} is available (MemAvailable); "
+            "free RAM, or use --expert-pages auto to keep them in the file mapping",
+            experts, format_bytes(*q.mem.available)));
+        return d;
+      }
+      d.move = true;
+      return d;
+    case ExpertPages::kAuto:
+      break;
+  }
+  if (!thp_on) {
+    d.reason = fmt::format(
+        "routed experts ({}) stay in the file mapping: transparent huge pages are {} "
+        "(/sys/kernel/mm/transparent_hugepage/enabled), so a copy would get 4 KiB pages as well",
+        experts, q.thp == ThpMode::kNever ? "disabled system-wide (never)" : "unavailable");
+    d.advice = "set THP to madvise to get huge pages";
+    return d;
+  }
+  if (!q.mem.available) {
+    d.reason = fmt::format(
+        "routed experts ({}) stay in the file mapping: available memory is unknown (no MemAvailable in "
+        "/proc/meminfo)",
+        experts);
+    d.advice = "--expert-pages huge moves them anyway";
+    return d;
+  }
+  if (d.needed_bytes > *q.mem.available) {
+    d.reason = fmt::format(
+        "routed experts stay in the file mapping: moving them into huge-page memory needs {} ({} experts + {} "
+        "other weights + {} KV cache and scratch + {} reserve) but {} is available",
+        format_bytes(d.needed_bytes), experts, format_bytes(q.mapped_bytes), format_bytes(q.working_bytes),
+        format_bytes(d.reserve_bytes), format_bytes(*q.mem.available));
+    // huge still works when the experts alone fit; say so then.
+    d.advice = q.expert_bytes <= *q.mem.available
+                   ? "free RAM, or force the move with --expert-pages huge (risking the OOM killer)"
+                   : "free RAM to get huge pages";
+    return d;
+  }
+  d.move = true;
+  return d;
+}
+
+std::string kept_message(const ExpertPagesDecision& d, std::optional<double> file_pmd_fraction) {
+  std::string cost;
+  if (!file_pmd_fraction) {
+    cost = fmt::format("page-cache pages are usually 4 KiB: {}", kCost);
+  } else if (*file_pmd_fraction >= 0.9) {
+    cost = fmt::format("this kernel maps {:.0f}% of the file with 2 MiB page-cache folios, so little speed is lost",
+                       100 * *file_pmd_fraction);
+  } else {
+    cost = fmt::format("{:.0f}% of the mapping is in 4 KiB pages: {}", 100 * (1 - *file_pmd_fraction), kCost);
+  }
+  return d.reason + "; " + cost + (d.advice.empty() ? "" : "; " + d.advice);
+}
+
+std::string moved_message(uint64_t bytes, double seconds, ThpMode thp, std::optional<uint64_t> huge_page_bytes,
+                          bool locked) {
+  const double gbps = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+  std::string pages;
+  if (thp == ThpMode::kNever || thp == ThpMode::kUnavailable) {
+    pages = fmt::format("THP {}: 4 KiB pages", thp == ThpMode::kNever ? "is disabled system-wide" : "is unavailable");
+  } else if (huge_page_bytes && bytes > 0) {
+    const double pct = 100.0 * static_cast<double>(std::min(*huge_page_bytes, bytes)) / static_cast<double>(bytes);
+    pages = fmt::format("THP: {:.0f}% in 2 MiB pages", pct);
+  } else {
+    pages = "THP coverage unknown";
+  }
+  const bool huge = thp == ThpMode::kAlways || thp == ThpMode::kMadvise;
+  return fmt::format("moved {} of routed experts into {} memory in {:.1f} s ({:.1f} GB/s; {}{})", format_bytes(bytes),
+                     huge ? "huge-page" : "anonymous", seconds, gbps, pages, locked ? "; locked" : "");
+}
+
+}  // namespace moetier::gguf

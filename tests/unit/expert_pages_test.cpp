@@ -1,0 +1,200 @@
+// --expert-pages decision (gguf/expert_pages.h) as a pure function: the RAM rule, THP modes,
+// the policies, the messages; and the parsers of /proc/meminfo, THP's mode and smaps. No
+// system state is read.
+#include <gtest/gtest.h>
+
+#include "gguf/expert_pages.h"
+
+namespace moetier::gguf {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr uint64_t kMiB = 1ull << 20;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+ExpertPagesQuery query(ExpertPages policy, uint64_t experts, uint64_t available, ThpMode thp = ThpMode::kMadvise) {
+  return {.policy = policy,
+          .expert_bytes = experts,
+          .mapped_bytes = 1 * kGiB,
+          .working_bytes = 512 * kMiB,
+          .mem = {.total = 24 * kGiB, .available = available},
+          .thp = thp};
+}
+
+TEST(ExpertPagesDecision, AutoMovesWhenEverythingFitsWithTheReserve) {
+  // 17 GiB experts + 1 GiB mapped + 0.5 GiB working + reserve max(1 GiB, 24/32 GiB) = 19.5 GiB.
+  const auto d = decide_expert_pages(query(ExpertPages::kAuto, 17 * kGiB, 20 * kGiB));
+  EXPECT_TRUE(d.move);
+  EXPECT_TRUE(d.error.is_ok());
+  EXPECT_TRUE(d.reason.empty()) << d.reason;
+  EXPECT_EQ(d.reserve_bytes, kGiB);
+  EXPECT_EQ(d.needed_bytes, 17 * kGiB + kGiB + 512 * kMiB + kGiB);
+  // Exactly at the limit still moves; a byte short does not.
+  EXPECT_TRUE(decide_expert_pages(query(ExpertPages::kAuto, 17 * kGiB, d.needed_bytes)).move);
+  EXPECT_FALSE(decide_expert_pages(query(ExpertPages::kAuto, 17 * kGiB, d.needed_bytes - 1)).move);
+}
+
+TEST(ExpertPagesDecision, ReserveGrowsWithRam) {
+  ExpertPagesQuery q = query(ExpertPages::kAuto, 100 * kGiB, 200 * kGiB);
+  q.mem.total = 256 * kGiB;
+  EXPECT_EQ(decide_expert_pages(q).reserve_bytes, 8 * kGiB);  // 1/32 of RAM
+}
+
+TEST(ExpertPagesDecision, AutoShortOfRamSaysNeededAvailableAndCost) {
+  const auto d = decide_expert_pages(query(ExpertPages::kAuto, 17 * kGiB, 18 * kGiB));
+  EXPECT_FALSE(d.move);
+  EXPECT_TRUE(d.error.is_ok());
+  const std::string line = kept_message(d, std::nullopt);
+  EXPECT_TRUE(contains(line, "stay in the file mapping")) << line;
+  EXPECT_TRUE(contains(line, "needs 19.50 GiB")) << line;
+  EXPECT_TRUE(contains(line, "18.00 GiB is available")) << line;
+  EXPECT_TRUE(contains(line, "up to ~40% slower")) << line;
+  // The experts alone fit: huge is offered.
+  EXPECT_TRUE(contains(line, "--expert-pages huge")) << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  // They do not: it is not.
+  const auto e = decide_expert_pages(query(ExpertPages::kAuto, 17 * kGiB, 10 * kGiB));
+  EXPECT_FALSE(e.move);
+  EXPECT_FALSE(contains(kept_message(e, std::nullopt), "--expert-pages huge")) << kept_message(e, std::nullopt);
+}
+
+TEST(ExpertPagesDecision, TheCostFollowsThePagesTheKernelGaveTheMapping) {
+  const auto d = decide_expert_pages(query(ExpertPages::kFile, 17 * kGiB, 200 * kGiB));
+  EXPECT_EQ(kept_message(d, std::nullopt),
+            "routed experts (17.00 GiB) stay in the file mapping (--expert-pages file); page-cache pages are usually 4 "
+            "KiB: generation may be up to ~40% slower than with huge pages; --expert-pages auto moves them when RAM "
+            "allows");
+  EXPECT_TRUE(contains(kept_message(d, 0.25), "75% of the mapping is in 4 KiB pages: generation may be up to ~40% slower"))
+      << kept_message(d, 0.25);
+  // Large page-cache folios mapped with 2 MiB entries (recent kernels): little is lost.
+  EXPECT_TRUE(contains(kept_message(d, 0.95), "maps 95% of the file with 2 MiB page-cache folios, so little speed is lost"))
+      << kept_message(d, 0.95);
+}
+
+TEST(ExpertPagesDecision, AutoWithoutThpKeepsTheMapping) {
+  for (ThpMode thp : {ThpMode::kNever, ThpMode::kUnavailable}) {
+    const auto d = decide_expert_pages(query(ExpertPages::kAuto, kGiB, 20 * kGiB, thp));
+    EXPECT_FALSE(d.move);
+    EXPECT_TRUE(contains(d.reason, "transparent huge pages are")) << d.reason;
+    EXPECT_TRUE(contains(d.reason, thp == ThpMode::kNever ? "never" : "unavailable")) << d.reason;
+    EXPECT_TRUE(contains(d.advice, "madvise")) << d.advice;
+  }
+  EXPECT_TRUE(decide_expert_pages(query(ExpertPages::kAuto, kGiB, 20 * kGiB, ThpMode::kAlways)).move);
+}
+
+TEST(ExpertPagesDecision, AutoWithUnknownMemoryKeepsTheMapping) {
+  ExpertPagesQuery q = query(ExpertPages::kAuto, kGiB, 0);
+  q.mem = {};
+  const auto d = decide_expert_pages(q);
+  EXPECT_FALSE(d.move);
+  EXPECT_TRUE(contains(d.reason, "MemAvailable")) << d.reason;
+  q.policy = ExpertPages::kHuge;
+  EXPECT_TRUE(decide_expert_pages(q).move);
+}
+
+TEST(ExpertPagesDecision, HugeMovesWhenTheExpertsAloneFitElseErrors) {
+  // Within the reserve: auto would not, huge does.
+  const auto d = decide_expert_pages(query(ExpertPages::kHuge, 17 * kGiB, 18 * kGiB));
+  EXPECT_TRUE(d.move);
+  EXPECT_TRUE(d.reason.empty());
+  // Even with THP off (the move line then says 4 KiB pages).
+  EXPECT_TRUE(decide_expert_pages(query(ExpertPages::kHuge, kGiB, 20 * kGiB, ThpMode::kNever)).move);
+  const auto e = decide_expert_pages(query(ExpertPages::kHuge, 17 * kGiB, 16 * kGiB));
+  EXPECT_FALSE(e.move);
+  ASSERT_FALSE(e.error.is_ok());
+  EXPECT_EQ(e.error.kind(), ErrorKind::kRuntime);
+  EXPECT_TRUE(contains(e.error.message(), "--expert-pages huge")) << e.error.message();
+  EXPECT_TRUE(contains(e.error.message(), "17.00 GiB")) << e.error.message();
+  EXPECT_TRUE(contains(e.error.message(), "16.00 GiB")) << e.error.message();
+}
+
+TEST(ExpertPagesDecision, FileNeverMovesAndSaysWhatItCosts) {
+  const auto d = decide_expert_pages(query(ExpertPages::kFile, 17 * kGiB, 200 * kGiB));
+  EXPECT_FALSE(d.move);
+  EXPECT_TRUE(contains(d.reason, "--expert-pages file")) << d.reason;
+  EXPECT_TRUE(contains(kept_message(d, std::nullopt), "slower")) << kept_message(d, std::nullopt);
+}
+
+TEST(ExpertPagesDecision, NothingToMoveSaysNothing) {
+  for (ExpertPages p : {ExpertPages::kAuto, ExpertPages::kHuge, ExpertPages::kFile}) {
+    const auto d = decide_expert_pages(query(p, 0, 0));
+    EXPECT_FALSE(d.move);
+    EXPECT_TRUE(d.error.is_ok());
+    EXPECT_TRUE(d.reason.empty());
+  }
+}
+
+TEST(ExpertPagesDecision, MovedMessage) {
+  EXPECT_EQ(moved_message(17 * kGiB + 300 * kMiB, 4.1, ThpMode::kMadvise, (17 * kGiB + 300 * kMiB) / 100 * 98, false),
+            "moved 17.29 GiB of routed experts into huge-page memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)");
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "anonymous memory"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "THP is disabled system-wide: 4 KiB pages"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "; locked)"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kAlways, std::nullopt, false), "THP coverage unknown"));
+}
+
+TEST(ExpertPagesParse, FlagValues) {
+  EXPECT_EQ(*parse_expert_pages("auto"), ExpertPages::kAuto);
+  EXPECT_EQ(*parse_expert_pages("huge"), ExpertPages::kHuge);
+  EXPECT_EQ(*parse_expert_pages("file"), ExpertPages::kFile);
+  const auto bad = parse_expert_pages("big");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().kind(), ErrorKind::kBadInput);
+  EXPECT_EQ(bad.status().message(), "--expert-pages takes auto, huge or file, not 'big'");
+  for (ExpertPages p : {ExpertPages::kAuto, ExpertPages::kHuge, ExpertPages::kFile}) {
+    EXPECT_EQ(*parse_expert_pages(expert_pages_name(p)), p);
+  }
+}
+
+TEST(ExpertPagesParse, ThpMode) {
+  EXPECT_EQ(parse_thp_mode("always [madvise] never\n"), ThpMode::kMadvise);
+  EXPECT_EQ(parse_thp_mode("[always] madvise never\n"), ThpMode::kAlways);
+  EXPECT_EQ(parse_thp_mode("always madvise [never]\n"), ThpMode::kNever);
+  EXPECT_EQ(parse_thp_mode(""), ThpMode::kUnavailable);
+  EXPECT_EQ(parse_thp_mode("garbage"), ThpMode::kUnavailable);
+}
+
+TEST(ExpertPagesParse, MemInfo) {
+  const MemInfo m = parse_meminfo(
+      "MemTotal:       24684084 kB\nMemFree:        21000000 kB\nMemAvailable:   23213524 kB\nBuffers: 1 kB\n");
+  EXPECT_EQ(m.total, 24684084ull * 1024);
+  EXPECT_EQ(m.available, 23213524ull * 1024);
+  const MemInfo old_kernel = parse_meminfo("MemTotal: 1000 kB\nMemFree: 10 kB\n");
+  EXPECT_EQ(old_kernel.total, 1000ull * 1024);
+  EXPECT_FALSE(old_kernel.available.has_value());
+  EXPECT_FALSE(parse_meminfo("").total.has_value());
+}
+
+TEST(ExpertPagesParse, SmapsFieldsOfTheContainingMapping) {
+  const std::string smaps =
+      "7f0000000000-7f0000400000 rw-p 00000000 00:00 0 \n"
+      "Size:               4096 kB\n"
+      "Rss:                4096 kB\n"
+      "AnonHugePages:      2048 kB\n"
+      "FilePmdMapped:         0 kB\n"
+      "7f1000000000-7f1040000000 rw-p 00000000 00:00 0 \n"
+      "Size:            1048576 kB\n"
+      "Rss:             1048576 kB\n"
+      "AnonHugePages:   1044480 kB\n"
+      "FilePmdMapped:         0 kB\n"
+      "VmFlags: rd wr mr mw me ac hg\n"
+      "7f2000000000-7f2000800000 r--s 00000000 fe:00 5326558                    /models/a.gguf\n"
+      "Rss:                8192 kB\n"
+      "AnonHugePages:         0 kB\n"
+      "FilePmdMapped:      6144 kB\n"
+      "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
+      "AnonHugePages:         0 kB\n";
+  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f1000000000).anon_huge_pages, 1044480ull * 1024);
+  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f1000200000).anon_huge_pages, 1044480ull * 1024);
+  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f1000200000).rss, 1048576ull * 1024);
+  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f0000000000).anon_huge_pages, 2048ull * 1024);
+  const SmapsEntry file = parse_smaps_entry(smaps, 0x7f2000001000);
+  EXPECT_EQ(file.file_pmd_mapped, 6144ull * 1024);
+  EXPECT_EQ(file.rss, 8192ull * 1024);
+  EXPECT_FALSE(parse_smaps_entry(smaps, 0x1000).anon_huge_pages.has_value());
+  EXPECT_FALSE(parse_smaps_entry("", 0x7f1000000000).rss.has_value());
+}
+
+}  // namespace
+}  // namespace moetier::gguf
