@@ -36,6 +36,8 @@ def test_name(rec):
         name = f"tg{rec['n_gen']}"
     if rec.get("n_depth", 0):
         name += f" @ d{rec['n_depth']}"
+    if "use_mmap" in rec:  # both tools record it; -mmp 0,1 gives one row per mode
+        name += " mmap" if rec["use_mmap"] else " no-mmap"
     return name
 
 

@@ -51,6 +51,8 @@ struct Case {
   double step_tolerance = 1e-4;  // decode steps
   bool quantized = false;
 };
+// ctest lists a case by its id rather than gtest's byte dump of the struct.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
 
 std::vector<Case> load_cases() {
   std::vector<Case> cases;
