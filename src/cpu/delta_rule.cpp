@@ -8,9 +8,12 @@ namespace moetier::cpu {
 void delta_rule::step_generic(const DeltaRuleStep& step) { step_impl(step); }
 
 void delta_rule_step(const DeltaRuleStep& step) {
-  static const bool avx512 = cpu_features().has_avx512_set();  // read-only CPU fact
+  static const bool avx512 = cpu_features().has_avx512_set();  // read-only CPU facts
+  static const bool avx2 = cpu_features().has_avx2_set();
   if (avx512) {
     delta_rule::step_avx512(step);
+  } else if (avx2) {
+    delta_rule::step_avx2(step);
   } else {
     delta_rule::step_generic(step);
   }

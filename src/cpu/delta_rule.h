@@ -2,7 +2,7 @@
 // model/blocks/delta_net. S is the head's d_k × d_v state, row-major S[i][c]:
 //   S ← decay·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  out = (Sᵀq)·q_scale
 // Two passes over S, element-wise along c, sums over i in order. The same source is
-// compiled for the base ISA and for AVX-512 (delta_rule_avx512.cpp, no FMA contraction), so
+// compiled for the base ISA, AVX2 and AVX-512 (delta_rule_<isa>.cpp, no FMA contraction), so
 // every variant gives bit-identical results; the dispatcher picks the widest the CPU has.
 #pragma once
 
@@ -25,6 +25,7 @@ void delta_rule_step(const DeltaRuleStep& step);
 
 namespace delta_rule {
 void step_generic(const DeltaRuleStep& step);
+void step_avx2(const DeltaRuleStep& step);    // only when cpu_features().has_avx2_set()
 void step_avx512(const DeltaRuleStep& step);  // only when cpu_features().has_avx512_set()
 }  // namespace delta_rule
 

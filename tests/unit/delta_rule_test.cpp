@@ -36,8 +36,7 @@ Case make_case(int64_t dk, int64_t dv, std::mt19937& rng) {
   return c;
 }
 
-TEST(DeltaRule, Avx512BuildIsBitIdenticalToGeneric) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
+void expect_bit_identical_to_generic(void (*step)(const DeltaRuleStep&)) {
   std::mt19937 rng(3);
   for (auto [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {64, 37}, {5, 129}}) {
     Case a = make_case(dk, dv, rng), b = a;
@@ -46,13 +45,22 @@ TEST(DeltaRule, Avx512BuildIsBitIdenticalToGeneric) {
       delta_rule::step_generic({.state = a.state.data(), .d_k = dk, .d_v = dv, .q = a.q.data(), .k = a.k.data(),
                                 .v = a.v.data(), .beta = 0.7f, .decay = 0.93f, .q_scale = 0.088f,
                                 .out = out_a.data(), .scratch = tmp.data()});
-      delta_rule::step_avx512({.state = b.state.data(), .d_k = dk, .d_v = dv, .q = b.q.data(), .k = b.k.data(),
-                               .v = b.v.data(), .beta = 0.7f, .decay = 0.93f, .q_scale = 0.088f,
-                               .out = out_b.data(), .scratch = tmp.data()});
+      step({.state = b.state.data(), .d_k = dk, .d_v = dv, .q = b.q.data(), .k = b.k.data(), .v = b.v.data(),
+            .beta = 0.7f, .decay = 0.93f, .q_scale = 0.088f, .out = out_b.data(), .scratch = tmp.data()});
       ASSERT_EQ(out_a, out_b) << dk << "x" << dv << " token " << token;
       ASSERT_EQ(a.state, b.state) << dk << "x" << dv << " token " << token;
     }
   }
+}
+
+TEST(DeltaRule, Avx512BuildIsBitIdenticalToGeneric) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
+  expect_bit_identical_to_generic(delta_rule::step_avx512);
+}
+
+TEST(DeltaRule, Avx2BuildIsBitIdenticalToGeneric) {
+  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "CPU lacks the AVX2 set";
+  expect_bit_identical_to_generic(delta_rule::step_avx2);
 }
 
 TEST(DeltaRule, FollowsTheFormulasWithinFloatRounding) {

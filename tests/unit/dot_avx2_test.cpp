@@ -369,6 +369,103 @@ TEST(DotKernelsAvxVnni, BitIdenticalToScalarAndMultiRowToSingleRow) {
   }
 }
 
+// The Q8_0 tile kernels (TileDotFn, q8_0_tile_impl.h): every (row, token) of a tile of
+// 1..8 weight rows (the 6 weight cases, and rows at a stride that is not the row size)
+// against 1..13 activation rows (every remainder of the 4-token groups) is bit-identical to
+// the scalar reference; nothing is written outside the n_rows × n_act outputs.
+void expect_tile_matches_scalar(DType wt, TileDotFn tile, const char* isa) {
+  std::mt19937 rng(9090);
+  const DotKernel* scalar = scalar_dot_kernel(wt);
+  const DType at = act_type(wt);
+  for (int64_t n : lengths(wt)) {
+    const auto ws = weight_cases(wt, n, rng);
+    const auto as = activation_cases(at, n, rng);
+    const size_t w_stride = ws[0].size() + 34, a_stride = as[0].size() + 96;
+    for (int n_rows = 1; n_rows <= kTileRows; ++n_rows) {
+      for (int n_act : {1, 2, 3, 4, 5, 7, 8, 13}) {
+        std::vector<const std::vector<uint8_t>*> wrows, arows;
+        for (int i = 0; i < n_rows; ++i) wrows.push_back(&ws[static_cast<size_t>(i + n_act) % ws.size()]);
+        for (int j = 0; j < n_act; ++j) arows.push_back(&as[static_cast<size_t>(j + n_rows) % as.size()]);
+        const std::vector<uint8_t> wbuf = pack_rows(wrows, w_stride), abuf = pack_rows(arows, a_stride);
+        const int64_t n_blocks = n / kQK8_0;
+        std::vector<Q8_0ActBlock> blocks;
+        if (at == DType::Q8_0) {
+          blocks.resize(static_cast<size_t>(n_act * n_blocks));
+          for (int j = 0; j < n_act; ++j) dot::q8_0_act_blocks(n, arows[static_cast<size_t>(j)]->data(), blocks.data() + j * n_blocks);
+        }
+        const int64_t out_stride = kTileRows + 3;
+        std::vector<float> out(static_cast<size_t>(n_act * out_stride), 12345.0f);
+        tile({.n = n, .weight_rows = wbuf.data(), .weight_stride = static_cast<int64_t>(w_stride), .n_rows = n_rows,
+              .activation_rows = abuf.data(), .activation_stride = static_cast<int64_t>(a_stride), .n_act = n_act,
+              .act_blocks = blocks.empty() ? nullptr : blocks.data(), .out = out.data(), .out_stride = out_stride});
+        for (int j = 0; j < n_act; ++j) {
+          for (int64_t i = 0; i < out_stride; ++i) {
+            const float got = out[static_cast<size_t>(j * out_stride + i)];
+            if (i >= n_rows) {
+              EXPECT_EQ(got, 12345.0f) << isa << " wrote past row " << n_rows - 1 << " of token " << j;
+              continue;
+            }
+            const float ref = scalar->fn(n, wrows[static_cast<size_t>(i)]->data(), arows[static_cast<size_t>(j)]->data());
+            EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(ref))
+                << isa << " " << dtype_name(wt) << " n=" << n << " rows=" << n_rows << " acts=" << n_act << " (" << i << ", " << j << "): tile "
+                << bits(got) << " scalar " << bits(ref);
+          }
+        }
+      }
+    }
+  }
+}
+
+struct TileFamily {
+  DType weight_type;
+  TileDotFn avxvnni, avx512;
+};
+const TileFamily kTileFamilies[] = {
+    {DType::Q8_0, dot::q8_0_q8_0_avxvnni_tile, dot::q8_0_q8_0_avx512_tile},
+    {DType::Q4_K, dot::q4_k_q8_k_avxvnni_tile, dot::q4_k_q8_k_avx512_tile},
+    {DType::Q5_K, dot::q5_k_q8_k_avxvnni_tile, dot::q5_k_q8_k_avx512_tile},
+    {DType::Q6_K, dot::q6_k_q8_k_avxvnni_tile, dot::q6_k_q8_k_avx512_tile},
+    {DType::IQ4_XS, dot::iq4_xs_q8_k_avxvnni_tile, dot::iq4_xs_q8_k_avx512_tile},
+};
+
+TEST(DotKernelsTile, AvxVnniBitIdenticalToScalar) {
+  if (!has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  for (const TileFamily& f : kTileFamilies) {
+    expect_tile_matches_scalar(f.weight_type, f.avxvnni, "avxvnni");
+    const DotKernel* k = nullptr;
+    for (const DotKernel& e : avxvnni_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->tile, f.avxvnni) << dtype_name(f.weight_type);
+  }
+}
+
+TEST(DotKernelsTile, Avx512BitIdenticalToScalar) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
+  for (const TileFamily& f : kTileFamilies) {
+    expect_tile_matches_scalar(f.weight_type, f.avx512, "avx512");
+    const DotKernel* k = nullptr;
+    for (const DotKernel& e : avx512_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->tile, f.avx512) << dtype_name(f.weight_type);
+  }
+}
+
+TEST(DotKernelsTile, ActivationBlockTerms) {
+  std::mt19937 rng(5);
+  const auto as = activation_cases(DType::Q8_0, 96, rng);
+  for (const auto& a : as) {
+    Q8_0ActBlock blocks[3];
+    dot::q8_0_act_blocks(96, a.data(), blocks);
+    const auto* y = reinterpret_cast<const BlockQ8_0*>(a.data());
+    for (int b = 0; b < 3; ++b) {
+      int sum = 0;
+      for (int j = 0; j < kQK8_0; ++j) sum += y[b].qs[j];
+      EXPECT_EQ(blocks[b].offset, -128 * sum);
+      EXPECT_EQ(blocks[b].d, fp16_to_f32(y[b].d));
+    }
+  }
+}
+
 // Float families. From float_avx2.cpp: every product enters exactly and takes part in at
 // most m = ⌊n/32⌋ + 15 rounded float additions, so |simd − exact| ≤ γ_m·S with
 // S = Σ|w_i·a_i| and γ_m = m·u/(1 − m·u), u = 2^-24. The scalar reference sums the exact

@@ -12,11 +12,16 @@ constexpr DotKernel kAvx512Kernels[] = {
     {DType::F16, DType::F16, dot::f16_f16_avx512, "avx512vnni", dot::f16_f16_avx512_multi},
     {DType::BF16, DType::BF16, dot::bf16_bf16_avx512, "avx512vnni", dot::bf16_bf16_avx512_multi},
     {DType::Q4_0, DType::Q8_0, dot::q4_0_q8_0_avx512, "avx512vnni", dot::q4_0_q8_0_avx512_multi},
-    {DType::Q8_0, DType::Q8_0, dot::q8_0_q8_0_avx512, "avx512vnni", dot::q8_0_q8_0_avx512_multi},
-    {DType::Q4_K, DType::Q8_K, dot::q4_k_q8_k_avx512, "avx512vnni", dot::q4_k_q8_k_avx512_multi},
-    {DType::Q5_K, DType::Q8_K, dot::q5_k_q8_k_avx512, "avx512vnni", dot::q5_k_q8_k_avx512_multi},
-    {DType::Q6_K, DType::Q8_K, dot::q6_k_q8_k_avx512, "avx512vnni", dot::q6_k_q8_k_avx512_multi},
-    {DType::IQ4_XS, DType::Q8_K, dot::iq4_xs_q8_k_avx512, "avx512vnni", dot::iq4_xs_q8_k_avx512_multi},
+    {DType::Q8_0, DType::Q8_0, dot::q8_0_q8_0_avx512, "avx512vnni", dot::q8_0_q8_0_avx512_multi,
+     dot::q8_0_q8_0_avx512_tile},
+    {DType::Q4_K, DType::Q8_K, dot::q4_k_q8_k_avx512, "avx512vnni", dot::q4_k_q8_k_avx512_multi,
+     dot::q4_k_q8_k_avx512_tile},
+    {DType::Q5_K, DType::Q8_K, dot::q5_k_q8_k_avx512, "avx512vnni", dot::q5_k_q8_k_avx512_multi,
+     dot::q5_k_q8_k_avx512_tile},
+    {DType::Q6_K, DType::Q8_K, dot::q6_k_q8_k_avx512, "avx512vnni", dot::q6_k_q8_k_avx512_multi,
+     dot::q6_k_q8_k_avx512_tile},
+    {DType::IQ4_XS, DType::Q8_K, dot::iq4_xs_q8_k_avx512, "avx512vnni", dot::iq4_xs_q8_k_avx512_multi,
+     dot::iq4_xs_q8_k_avx512_tile},
 };
 
 }  // namespace

@@ -18,6 +18,15 @@ float q8_0_q8_0_scalar(int64_t n, const void* w, const void* a) {
   return sum;
 }
 
+void q8_0_act_blocks(int64_t n, const void* activation_row, Q8_0ActBlock* out) {
+  const auto* y = static_cast<const BlockQ8_0*>(activation_row);
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    int32_t sum = 0;
+    for (int j = 0; j < kQK8_0; ++j) sum += y[b].qs[j];
+    out[b] = {.offset = -128 * sum, .d = fp16_to_f32(y[b].d)};
+  }
+}
+
 float q4_0_q8_0_scalar(int64_t n, const void* w, const void* a) {
   const auto* x = static_cast<const BlockQ4_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);

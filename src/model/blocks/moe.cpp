@@ -81,9 +81,46 @@ void plan_items(const std::vector<MoeFfnGroup>& groups, int64_t n_out, int64_t b
   });
 }
 
+// From this many tokens in a group on, a kernel's tile form (cpu/dot.h: kTileRows rows
+// against all the group's tokens, weights repacked per call) beats the per-row form. Tile
+// kernels that need side data for their activations (Q8_0's act_blocks) are not used here.
+constexpr int64_t kTileMinTokens = 8;
+bool use_tile(const cpu::DotKernel& k, int64_t tokens) {
+  return k.tile != nullptr && k.activation_type == DType::Q8_K && tokens >= kTileMinTokens;
+}
+
+// Phase A with tile kernels: kTileRows rows of gate and of up at a time, every token of
+// the group; bit-identical to the per-row form.
+void gate_up_tiled(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu::DotKernel& up_k, int64_t row_begin,
+                   int64_t row_end, int64_t gate_stride, int64_t up_stride) {
+  const int64_t n_in = g.gate->n_in, n_ff = g.gate->n_out;
+  std::vector<float> gv(static_cast<size_t>(g.rows * cpu::kTileRows)), uv(gv.size());  // [token][row of the tile]
+  for (int64_t o = row_begin; o < row_end; o += cpu::kTileRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o));
+    const cpu::TileDotArgs base{.n = n_in, .n_rows = rows, .n_act = g.rows, .out_stride = cpu::kTileRows};
+    cpu::TileDotArgs ga = base, ua = base;
+    ga.weight_rows = g.gate->row(g.mat, o), ga.weight_stride = g.gate->row_bytes;
+    ga.activation_rows = g.x_gate, ga.activation_stride = gate_stride, ga.out = gv.data();
+    ua.weight_rows = g.up->row(g.mat, o), ua.weight_stride = g.up->row_bytes;
+    ua.activation_rows = g.x_up, ua.activation_stride = up_stride, ua.out = uv.data();
+    gate_k.tile(ga);
+    up_k.tile(ua);
+    for (int64_t t = 0; t < g.rows; ++t) {
+      for (int i = 0; i < rows; ++i) {
+        const size_t at = static_cast<size_t>(t * cpu::kTileRows + i);
+        g.act[t * n_ff + o + i] = cpu::silu(gv[at]) * uv[at];
+      }
+    }
+  }
+}
+
 // Phase A for one item: act[t][o] = SiLU(gate_o · x_t) · (up_o · x_t).
 void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu::DotKernel& up_k, int64_t row_begin,
                   int64_t row_end, int64_t gate_stride, int64_t up_stride) {
+  if (use_tile(gate_k, g.rows) && use_tile(up_k, g.rows)) {
+    gate_up_tiled(g, gate_k, up_k, row_begin, row_end, gate_stride, up_stride);
+    return;
+  }
   const int64_t n_in = g.gate->n_in, n_ff = g.gate->n_out;
   float gv[cpu::kMaxDotRows], uv[cpu::kMaxDotRows];
   for (int64_t o = row_begin; o < row_end; ++o) {
@@ -102,6 +139,20 @@ void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu:
 void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_begin, int64_t row_end) {
   const int64_t n_in = g.down->n_in, n_embd = g.down->n_out;
   const int64_t stride = g.act_q->row_bytes;
+  if (use_tile(down_k, g.rows)) {
+    for (int64_t o = row_begin; o < row_end; o += cpu::kTileRows) {
+      down_k.tile({.n = n_in,
+                   .weight_rows = g.down->row(g.mat, o),
+                   .weight_stride = g.down->row_bytes,
+                   .n_rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o)),
+                   .activation_rows = g.act_q->row(g.act_q_first),
+                   .activation_stride = stride,
+                   .n_act = g.rows,
+                   .out = g.out + o,
+                   .out_stride = n_embd});
+    }
+    return;
+  }
   float dv[cpu::kMaxDotRows];
   for (int64_t o = row_begin; o < row_end; ++o) {
     const uint8_t* down_row = g.down->row(g.mat, o);

@@ -1,0 +1,367 @@
+// The K-quant and IQ4_XS · Q8_K tile kernels (TileDotFn, cpu/dot.h), one source for the
+// ISAs with 256-bit VPDPBUSD and VPDPWSSD: included by kquant_tile_avxvnni.cpp (AVX-VNNI)
+// and kquant_tile_avx512.cpp (AVX512-VNNI + VL), which define MOETIER_TILE_DPBUSD,
+// MOETIER_TILE_DPWSSD and MOETIER_TILE_NS first.
+//
+// Every family's scalar reference (kquant_scalar.cpp) is, per super-block of 256, an exact
+// integer sum of codes × activation codes × integer sub-block scales, then one float step.
+// Here each weight code is turned into an unsigned byte u = q + c (c a per-family constant:
+// 0 for Q4_K/Q5_K, 0 for Q6_K whose stored codes are q + 32, 128 for IQ4_XS's signed grid
+// values), so per sub-block s
+//   Σ q·q_a = Σ u·q_a − c·(Σ q_a over s),
+// and the Σ q_a terms come from the activation's stored 16-element sums (bsums). Per
+// super-block and token, lanes = the kTileRows = 8 rows:
+//   scaled = Σ_s sc_s · Σ_{e∈s} u_e·q_a,e          (VPDPBUSD steps, then VPMULLD by sc_s)
+//   mins   = Σ_t mp_t · (bsums[2t], bsums[2t+1])  (8 VPDPWSSD steps, int16 pairs)
+// with the pairs mp_t chosen per family so that mins is the reference's second integer:
+//   Q4_K/Q5_K: mp_t = (m_t, m_t)                 → sum += d·d_a·float(scaled) − dmin·d_a·float(mins)
+//   IQ4_XS:    mp_t = (128·sc_t, 128·sc_t)       → sum += d·d_a·float(scaled − mins)
+//   Q6_K:      mp_t = (32·sc_2t, 32·sc_2t+1)     → sum += d·d_a·float(scaled − mins)
+// (sub-blocks of 32 elements for the first two, 16 for Q6_K). Every integer is exact in
+// int32 (bounds per family below) and the float step is the reference's expression per
+// lane, in super-block order, without contraction: every (row, token) is bit-identical to
+// the scalar reference.
+//
+// Packed weights, per super-block: for each 32-element unit j, 8 vectors k of 8 int32
+// lanes, lane i = row i's bytes u at 32j+4k .. 32j+4k+3, so
+//   VPDPBUSD(acc, W_jk, broadcast(q_a[32j+4k .. +3]))
+// adds 4 products to each row's sum. Tokens go 4 at a time with two accumulation chains
+// each (8 independent VPDPBUSD chains; 15 of 16 ymm registers).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cpu/dot.h"
+#include "tensor/blocks.h"
+#include "tensor/types/k_scale_min.h"
+
+#if !defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_DPWSSD) || !defined(MOETIER_TILE_NS)
+#error "define MOETIER_TILE_DPBUSD, MOETIER_TILE_DPWSSD and MOETIER_TILE_NS before including kquant_tile_impl.h"
+#endif
+
+namespace moetier::cpu::dot::MOETIER_TILE_NS {
+
+namespace {
+
+// One super-block of 8 rows, packed.
+struct alignas(32) PackedSuperBlock {
+  __m256i codes[8][8];  // [32-element unit j][step k]
+  __m256i sc[16];       // [sub-block s]: lane i = row i's integer scale (int32); 8 or 16 used
+  __m256i m_pairs[8];   // [t]: lane i = two int16 (low, high), see above
+  __m256 d;             // lane i = row i's d (f32)
+  __m256 dmin;          // Q4_K/Q5_K only
+};
+
+inline int32_t load_word(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// out[k] lane i = in[i] word k (an 8 × 8 transpose of int32).
+inline void transpose8(const __m256i (&in)[8], __m256i* out) {
+  __m256i t[8], u[8];
+  for (int p = 0; p < 4; ++p) {
+    t[2 * p] = _mm256_unpacklo_epi32(in[2 * p], in[2 * p + 1]);
+    t[2 * p + 1] = _mm256_unpackhi_epi32(in[2 * p], in[2 * p + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const int o = 4 * h;
+    u[o + 0] = _mm256_unpacklo_epi64(t[o + 0], t[o + 2]);
+    u[o + 1] = _mm256_unpackhi_epi64(t[o + 0], t[o + 2]);
+    u[o + 2] = _mm256_unpacklo_epi64(t[o + 1], t[o + 3]);
+    u[o + 3] = _mm256_unpackhi_epi64(t[o + 1], t[o + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    out[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+    out[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+  }
+}
+
+// rows[i] holds row i's 8 bytes (byte j = value j); out[j] lane i = rows[i] byte j,
+// zero- or sign-extended to int32: an 8 × 8 byte transpose, then extension.
+template <bool kSigned>
+inline void transpose_bytes(const uint64_t (&rows)[8], __m256i* out) {
+  const __m128i r01 = _mm_set_epi64x(static_cast<int64_t>(rows[1]), static_cast<int64_t>(rows[0]));
+  const __m128i r23 = _mm_set_epi64x(static_cast<int64_t>(rows[3]), static_cast<int64_t>(rows[2]));
+  const __m128i r45 = _mm_set_epi64x(static_cast<int64_t>(rows[5]), static_cast<int64_t>(rows[4]));
+  const __m128i r67 = _mm_set_epi64x(static_cast<int64_t>(rows[7]), static_cast<int64_t>(rows[6]));
+  // Interleave bytes of row pairs, then 16-bit pairs, then 32-bit quads: each 8-byte half of
+  // v[q] is value 2q (low) or 2q + 1 (high) across rows 0..7.
+  const __m128i t0 = _mm_unpacklo_epi8(r01, _mm_srli_si128(r01, 8));
+  const __m128i t1 = _mm_unpacklo_epi8(r23, _mm_srli_si128(r23, 8));
+  const __m128i t2 = _mm_unpacklo_epi8(r45, _mm_srli_si128(r45, 8));
+  const __m128i t3 = _mm_unpacklo_epi8(r67, _mm_srli_si128(r67, 8));
+  const __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1);
+  const __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3);
+  const __m128i v[4] = {_mm_unpacklo_epi32(u0, u2), _mm_unpackhi_epi32(u0, u2), _mm_unpacklo_epi32(u1, u3),
+                        _mm_unpackhi_epi32(u1, u3)};
+  for (int q = 0; q < 4; ++q) {
+    if constexpr (kSigned) {
+      out[2 * q] = _mm256_cvtepi8_epi32(v[q]);
+      out[2 * q + 1] = _mm256_cvtepi8_epi32(_mm_srli_si128(v[q], 8));
+    } else {
+      out[2 * q] = _mm256_cvtepu8_epi32(v[q]);
+      out[2 * q + 1] = _mm256_cvtepu8_epi32(_mm_srli_si128(v[q], 8));
+    }
+  }
+}
+
+// Two int32 vectors' low 16 bits as the (low, high) int16 pair of each lane.
+inline __m256i int16_pairs(__m256i low, __m256i high) {
+  return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(high, 16));
+}
+
+// Q4_K's and Q5_K's 8 six-bit scales and mins from the 12 packed bytes (the layout of
+// types::kquant::unpack_scale_min, four sub-blocks per 32-bit word), as bytes j = 0..7.
+inline void k_scales_mins(const uint8_t packed[kKScaleSize], uint64_t& sc, uint64_t& m) {
+  uint32_t u0, u1, u2;
+  std::memcpy(&u0, packed, 4);
+  std::memcpy(&u1, packed + 4, 4);
+  std::memcpy(&u2, packed + 8, 4);
+  const uint32_t sc_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;                    // j = 0..3
+  const uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | (((u0 >> 6) & 0x03030303u) << 4);        // j = 4..7
+  const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | (((u1 >> 6) & 0x03030303u) << 4);
+  sc = sc_lo | (uint64_t{sc_hi} << 32);
+  m = m_lo | (uint64_t{m_hi} << 32);
+}
+
+// A family: Block; unit(x, j) = the 32 bytes u of elements 32j .. 32j+31; kSub16 (Q6_K's
+// 16-element sub-blocks); scales(rows, n_rows, b, P) fills P.sc, P.m_pairs, P.d (and
+// P.dmin); finish() is the reference's float step.
+//
+// Q4_K / Q5_K bounds: |scaled| ≤ 8 · 63 · 32·31·127, |mins| ≤ 8 · 63 · 32·127 (< 2^31).
+template <class Block>
+void k_scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
+  uint64_t sc[8], m[8];
+  alignas(32) float d[8], dmin[8];
+  for (int i = 0; i < kTileRows; ++i) {
+    const bool real = i < n_rows;
+    k_scales_mins(rows[i][b].scales, sc[i], m[i]);
+    if (!real) sc[i] = m[i] = 0;
+    d[i] = real ? _cvtsh_ss(rows[i][b].d) : 0.0f;
+    dmin[i] = real ? _cvtsh_ss(rows[i][b].dmin) : 0.0f;
+  }
+  transpose_bytes<false>(sc, P.sc);
+  __m256i mins[8];
+  transpose_bytes<false>(m, mins);
+  for (int j = 0; j < 8; ++j) P.m_pairs[j] = int16_pairs(mins[j], mins[j]);
+  P.d = _mm256_load_ps(d);
+  P.dmin = _mm256_load_ps(dmin);
+}
+
+__attribute__((optimize("fp-contract=off"))) inline __m256 k_finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled,
+                                                                     __m256i mins) {
+  const __m256 pos = _mm256_mul_ps(_mm256_mul_ps(P.d, d_a), _mm256_cvtepi32_ps(scaled));
+  const __m256 neg = _mm256_mul_ps(_mm256_mul_ps(P.dmin, d_a), _mm256_cvtepi32_ps(mins));
+  return _mm256_sub_ps(pos, neg);
+}
+
+// d·d_a·float(scaled − mins): IQ4_XS and Q6_K.
+__attribute__((optimize("fp-contract=off"))) inline __m256 single_scale_finish(const PackedSuperBlock& P, __m256 d_a,
+                                                                                __m256i scaled, __m256i mins) {
+  return _mm256_mul_ps(_mm256_mul_ps(P.d, d_a), _mm256_cvtepi32_ps(_mm256_sub_epi32(scaled, mins)));
+}
+
+struct Q4KFamily {
+  using Block = BlockQ4_K;
+  static constexpr bool kSub16 = false;
+  static __m256i unit(const BlockQ4_K& x, int j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * (j / 2)));
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
+  }
+  static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
+    k_scales(rows, n_rows, b, P);
+  }
+  static __m256 finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
+    return k_finish(P, d_a, scaled, mins);
+  }
+};
+
+struct Q5KFamily {
+  using Block = BlockQ5_K;
+  static constexpr bool kSub16 = false;
+  static __m256i unit(const BlockQ5_K& x, int j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * (j / 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh));
+    // Bit j of qh[l] is the fifth bit of sub-block j's code l.
+    const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+    const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
+    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  }
+  static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
+    k_scales(rows, n_rows, b, P);
+  }
+  static __m256 finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
+    return k_finish(P, d_a, scaled, mins);
+  }
+};
+
+// IQ4_XS: u = grid[q] + 128 ∈ [1, 241]; sc_j = ls_j − 32; mp_j = 128·sc_j. Bounds:
+// |scaled| ≤ 8 · 32 · 32·241·127, |mins| ≤ 8 · 4096 · 32·127 (< 2^31).
+struct IQ4XSFamily {
+  using Block = BlockIQ4_XS;
+  static constexpr bool kSub16 = false;
+  static __m256i unit(const BlockIQ4_XS& x, int j) {
+    // Sub-block j: bytes qs[16j .. 16j+15], low nibbles elements 0..15, high ones 16..31.
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * j));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
+    const __m256i grid_plus_128 = _mm256_setr_epi8(
+        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15,  // (grid + 128) as bytes
+        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
+    return _mm256_shuffle_epi8(grid_plus_128, idx);
+  }
+  static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
+    uint64_t sc[8];
+    alignas(32) float d[8];
+    for (int i = 0; i < kTileRows; ++i) {
+      const BlockIQ4_XS& x = rows[i][b];
+      sc[i] = 0;
+      for (int j = 0; j < 8 && i < n_rows; ++j) {
+        const int ls = ((x.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | (((x.scales_h >> (2 * j)) & 3) << 4);
+        sc[i] |= uint64_t{static_cast<uint8_t>(static_cast<int8_t>(ls - 32))} << (8 * j);
+      }
+      d[i] = i < n_rows ? _cvtsh_ss(x.d) : 0.0f;
+    }
+    transpose_bytes<true>(sc, P.sc);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i m = _mm256_slli_epi32(P.sc[j], 7);
+      P.m_pairs[j] = int16_pairs(m, m);
+    }
+    P.d = _mm256_load_ps(d);
+  }
+  static __m256 finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
+    return single_scale_finish(P, d_a, scaled, mins);
+  }
+};
+
+// Q6_K: u = the stored 6-bit code (q + 32) ∈ [0, 63]; 16 int8 scales, one per 16 elements;
+// mp_t = (32·sc_2t, 32·sc_2t+1). Bounds: |scaled| ≤ 16 · 128 · 16·63·127,
+// |mins| ≤ 16 · 4096 · 16·127 (< 2^31).
+struct Q6KFamily {
+  using Block = BlockQ6_K;
+  static constexpr bool kSub16 = true;
+  static __m256i unit(const BlockQ6_K& x, int j) {
+    // Unit j = 4·half + g: ql[64·half + 32·(g & 1) + l] nibble g >> 1, qh[32·half + l] bits 2g, 2g+1.
+    const int half = j / 4, g = j % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.ql + 64 * half + 32 * (g & 1)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh + 32 * half));
+    const __m256i low = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (g >> 1))), _mm256_set1_epi8(0x0F));
+    const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(3));
+    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  }
+  static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
+    uint64_t lo[8], hi[8];
+    alignas(32) float d[8];
+    for (int i = 0; i < kTileRows; ++i) {
+      const BlockQ6_K& x = rows[i][b];
+      std::memcpy(&lo[i], x.scales, 8);
+      std::memcpy(&hi[i], x.scales + 8, 8);
+      if (i >= n_rows) lo[i] = hi[i] = 0;
+      d[i] = i < n_rows ? _cvtsh_ss(x.d) : 0.0f;
+    }
+    transpose_bytes<true>(lo, P.sc);
+    transpose_bytes<true>(hi, P.sc + 8);
+    for (int t = 0; t < 8; ++t) {
+      P.m_pairs[t] = int16_pairs(_mm256_slli_epi32(P.sc[2 * t], 5), _mm256_slli_epi32(P.sc[2 * t + 1], 5));
+    }
+    P.d = _mm256_load_ps(d);
+  }
+  static __m256 finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
+    return single_scale_finish(P, d_a, scaled, mins);
+  }
+};
+
+template <class F>
+void pack_rows(const TileDotArgs& a, int64_t n_super, PackedSuperBlock* packed) {
+  using Block = typename F::Block;
+  const Block* rows[kTileRows];
+  for (int i = 0; i < kTileRows; ++i) {
+    rows[i] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(a.weight_rows) +
+                                             (i < a.n_rows ? i : 0) * a.weight_stride);
+  }
+  for (int64_t b = 0; b < n_super; ++b) {
+    PackedSuperBlock& P = packed[b];
+    F::scales(rows, a.n_rows, b, P);
+    for (int j = 0; j < 8; ++j) {
+      __m256i by_row[8];  // [row]: the row's 32 bytes of unit j
+      for (int i = 0; i < kTileRows; ++i) by_row[i] = i < a.n_rows ? F::unit(rows[i][b], j) : _mm256_setzero_si256();
+      transpose8(by_row, P.codes[j]);
+    }
+  }
+}
+
+template <class F, int T>
+__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_super,
+                                                               const PackedSuperBlock* packed, int64_t j0) {
+  const BlockQ8_K* act[T];
+  for (int t = 0; t < T; ++t) {
+    act[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a.activation_rows) + (j0 + t) * a.activation_stride);
+  }
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+  // Two chains per token: units j and j + 1 (8 steps each, scales sc_j, sc_j+1), or for
+  // 16-element sub-blocks the two halves of unit j (4 steps each, scales sc_2j, sc_2j+1).
+  constexpr int kUnitsPerStep = F::kSub16 ? 1 : 2;
+  constexpr int kSteps = F::kSub16 ? 4 : 8;
+  for (int64_t b = 0; b < n_super; ++b) {
+    const PackedSuperBlock& P = packed[b];
+    __m256i scaled[T];
+    for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j += kUnitsPerStep) {
+      const int unit0 = j, unit1 = F::kSub16 ? j : j + 1;
+      const int k1 = F::kSub16 ? 4 : 0;  // first step of chain 1 in its unit
+      const int sub0 = F::kSub16 ? 2 * j : j;
+      __m256i s0[T], s1[T];
+      for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+      for (int k = 0; k < kSteps; ++k) {
+        const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
+        for (int t = 0; t < T; ++t) {
+          s0[t] = MOETIER_TILE_DPBUSD(s0[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
+        }
+        const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
+        for (int t = 0; t < T; ++t) {
+          s1[t] = MOETIER_TILE_DPBUSD(s1[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(_mm256_mullo_epi32(s0[t], P.sc[sub0]),
+                                                                 _mm256_mullo_epi32(s1[t], P.sc[sub0 + 1])));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      __m256i mins = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * s)));
+      sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float lanes[kTileRows];
+    _mm256_store_ps(lanes, sum[t]);
+    float* out = a.out + (j0 + t) * a.out_stride;
+    for (int i = 0; i < a.n_rows; ++i) out[i] = lanes[i];
+  }
+}
+
+template <class F>
+void tile(const TileDotArgs& a) {
+  const int64_t n_super = a.n / kQK_K;
+  std::vector<PackedSuperBlock> packed(static_cast<size_t>(n_super));  // 2.9 KiB per super-block
+  pack_rows<F>(a, n_super, packed.data());
+  int64_t j = 0;
+  for (; j + 4 <= a.n_act; j += 4) tile_tokens<F, 4>(a, n_super, packed.data(), j);
+  switch (a.n_act - j) {
+    case 3: tile_tokens<F, 3>(a, n_super, packed.data(), j); break;
+    case 2: tile_tokens<F, 2>(a, n_super, packed.data(), j); break;
+    case 1: tile_tokens<F, 1>(a, n_super, packed.data(), j); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+}  // namespace moetier::cpu::dot::MOETIER_TILE_NS

@@ -1,0 +1,5 @@
+// The Q8_0 · Q8_0 tile kernel with AVX512-VNNI + VL (EVEX-encoded 256-bit VPDPBUSD). The
+// kernel and its exactness argument: q8_0_tile_impl.h.
+#define MOETIER_TILE_DPBUSD _mm256_dpbusd_epi32
+#define MOETIER_TILE_NAME q8_0_q8_0_avx512_tile
+#include "cpu/dot/q8_0_tile_impl.h"

@@ -1,0 +1,122 @@
+// The Q8_0 · Q8_0 tile kernel (TileDotFn, cpu/dot.h), one source for the ISAs with a
+// 256-bit VPDPBUSD: included by q8_0_tile_avxvnni.cpp (AVX-VNNI, VEX) and
+// q8_0_tile_avx512.cpp (AVX512-VNNI + VL, EVEX), which define MOETIER_TILE_DPBUSD and
+// MOETIER_TILE_NAME first.
+//
+// Packed weights, per 32-element block b of the kTileRows = 8 rows: 8 vectors k = 0..7 of
+// 8 int32 lanes; lane i of vector k holds row i's codes 4k..4k+3 plus 128 (as u8), so
+//   VPDPBUSD(acc, W_k, broadcast(q_a[4k..4k+3]))
+// adds Σ_{j<4} (w_i,4k+j + 128)·q_a,4k+j to lane i. Over k = 0..7, with acc started at
+// −128·Σ q_a (Q8_0ActBlock::offset), lane i is the block's exact Σ w·q_a (|sum| ≤ 32·128·127,
+// far inside int32; VPDPBUSD does not saturate). Then, per lane and in block order, the
+// scalar reference's float step: sum += float(isum) · (d_w · d_a), no contraction. So
+// every (row, token) is bit-identical to q8_0_q8_0_scalar.
+//
+// Tokens go 4 at a time (the last group 1..3): per k one weight load serves 4 tokens; each
+// token keeps two int32 chains (even and odd k) so 8 VPDPBUSD are in flight, enough to hide
+// their latency; 8 chains + 4 float sums + weights + broadcast = 14 of 16 ymm registers.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cpu/dot.h"
+#include "tensor/blocks.h"
+
+#if !defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_NAME)
+#error "define MOETIER_TILE_DPBUSD and MOETIER_TILE_NAME before including q8_0_tile_impl.h"
+#endif
+
+namespace moetier::cpu::dot {
+
+namespace {
+
+// 4 bytes at p as one int32 (for a broadcast).
+inline int32_t load_word(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The n_rows (≤ 8) rows' blocks into `packed` (n_blocks × 8 vectors, see above) and their
+// scales into `scales` (n_blocks × 8 floats). Missing rows are zero codes, scale 0.
+void pack_rows(const TileDotArgs& a, int64_t n_blocks, int32_t* packed, float* scales) {
+  for (int i = 0; i < kTileRows; ++i) {
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a.weight_rows) +
+                                                         (i < a.n_rows ? i : 0) * a.weight_stride);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      int32_t* dst = packed + b * kTileRows * 8;
+      for (int k = 0; k < 8; ++k) {
+        // Adding 128 to each byte is flipping its top bit: xor 0x80 per byte.
+        dst[k * kTileRows + i] = i < a.n_rows ? static_cast<int32_t>(static_cast<uint32_t>(load_word(row[b].qs + 4 * k)) ^ 0x80808080u)
+                                              : static_cast<int32_t>(0x80808080u);
+      }
+      scales[b * kTileRows + i] = i < a.n_rows ? _cvtsh_ss(row[b].d) : 0.0f;
+    }
+  }
+}
+
+template <int T>
+__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_blocks, const int32_t* packed,
+                                                               const float* scales, int64_t j0) {
+  const BlockQ8_0* act[T];
+  const Q8_0ActBlock* info[T];
+  for (int t = 0; t < T; ++t) {
+    act[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a.activation_rows) + (j0 + t) * a.activation_stride);
+    info[t] = a.act_blocks + (j0 + t) * n_blocks;
+  }
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const auto* w = reinterpret_cast<const __m256i*>(packed + b * kTileRows * 8);
+    __m256i even[T], odd[T];
+    for (int t = 0; t < T; ++t) {
+      even[t] = _mm256_set1_epi32(info[t][b].offset);
+      odd[t] = _mm256_setzero_si256();
+    }
+    for (int k = 0; k < 8; k += 2) {
+      const __m256i w0 = _mm256_load_si256(w + k);
+      for (int t = 0; t < T; ++t) even[t] = MOETIER_TILE_DPBUSD(even[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k)));
+      const __m256i w1 = _mm256_load_si256(w + k + 1);
+      for (int t = 0; t < T; ++t) odd[t] = MOETIER_TILE_DPBUSD(odd[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k + 4)));
+    }
+    const __m256 d_w = _mm256_loadu_ps(scales + b * kTileRows);
+    for (int t = 0; t < T; ++t) {
+      // Reference: sum += float(isum) · (d_w · d_a).
+      const __m256 d = _mm256_mul_ps(d_w, _mm256_set1_ps(info[t][b].d));
+      const __m256 isum = _mm256_cvtepi32_ps(_mm256_add_epi32(even[t], odd[t]));
+      sum[t] = _mm256_add_ps(sum[t], _mm256_mul_ps(isum, d));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float lanes[kTileRows];
+    _mm256_store_ps(lanes, sum[t]);
+    float* out = a.out + (j0 + t) * a.out_stride;
+    for (int i = 0; i < a.n_rows; ++i) out[i] = lanes[i];
+  }
+}
+
+}  // namespace
+
+void MOETIER_TILE_NAME(const TileDotArgs& a) {
+  const int64_t n_blocks = a.n / kQK8_0;
+  // ~n/32 · 288 bytes (9 KiB at n = 1024); reused for all tokens of the call.
+  struct alignas(32) Vec {
+    int32_t v[8];
+  };
+  std::vector<Vec> packed(static_cast<size_t>(n_blocks * 8));
+  std::vector<float> scales(static_cast<size_t>(n_blocks * kTileRows));
+  pack_rows(a, n_blocks, packed.data()->v, scales.data());
+  int64_t j = 0;
+  for (; j + 4 <= a.n_act; j += 4) tile_tokens<4>(a, n_blocks, packed.data()->v, scales.data(), j);
+  switch (a.n_act - j) {
+    case 3: tile_tokens<3>(a, n_blocks, packed.data()->v, scales.data(), j); break;
+    case 2: tile_tokens<2>(a, n_blocks, packed.data()->v, scales.data(), j); break;
+    case 1: tile_tokens<1>(a, n_blocks, packed.data()->v, scales.data(), j); break;
+    default: break;
+  }
+}
+
+}  // namespace moetier::cpu::dot
