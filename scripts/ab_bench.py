@@ -36,8 +36,12 @@ def test_name(rec):
         name = f"tg{rec['n_gen']}"
     if rec.get("n_depth", 0):
         name += f" @ d{rec['n_depth']}"
-    if "use_mmap" in rec:  # both tools record it; -mmp 0,1 gives one row per mode
+    # -mmp 0,1 gives one row per load mode: moetier records use_mmap, newer llama-benches
+    # load_mode ("auto" and "mmap" map the file; "none" reads it, as -mmp 0 does).
+    if "use_mmap" in rec:
         name += " mmap" if rec["use_mmap"] else " no-mmap"
+    elif "load_mode" in rec:
+        name += " no-mmap" if rec["load_mode"] in ("none", "dio") else " mmap"
     return name
 
 

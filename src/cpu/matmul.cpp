@@ -124,7 +124,16 @@ void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, 
   constexpr int64_t kRowTile = 16;
   pool.parallel_for(n_out, 16, [&](int64_t begin, int64_t end, int) {
     if (n_tokens == 1) {
-      for (int64_t o = begin; o < end; ++o) y[o] = kernel->fn(w.n_in, w.row(mat, o), xq.row(0));
+      // Decode streams the slice's rows: ask for the row kPrefetchRows ahead while this one
+      // is computed (the hardware prefetchers alone ramp up slowly at the slice's start).
+      constexpr int64_t kPrefetchRows = 2;
+      for (int64_t o = begin; o < end; ++o) {
+        if (o + kPrefetchRows < end) {
+          const uint8_t* ahead = w.row(mat, o + kPrefetchRows);
+          for (int64_t b = 0; b < w.row_bytes; b += 64) __builtin_prefetch(ahead + b);
+        }
+        y[o] = kernel->fn(w.n_in, w.row(mat, o), xq.row(0));
+      }
       return;
     }
     float tile[kMaxDotRows];

@@ -114,6 +114,14 @@ void gate_up_tiled(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu
   }
 }
 
+// Asks for a weight row's cache lines ahead of use (decode streams rows; the software hint
+// covers the start of each item and the gate/up interleave the hardware prefetchers ramp
+// up on).
+inline void prefetch_row(const uint8_t* row, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
+}
+constexpr int64_t kPrefetchRows = 2;
+
 // Phase A for one item: act[t][o] = SiLU(gate_o · x_t) · (up_o · x_t).
 void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu::DotKernel& up_k, int64_t row_begin,
                   int64_t row_end, int64_t gate_stride, int64_t up_stride) {
@@ -126,6 +134,10 @@ void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu:
   for (int64_t o = row_begin; o < row_end; ++o) {
     const uint8_t* gate_row = g.gate->row(g.mat, o);
     const uint8_t* up_row = g.up->row(g.mat, o);
+    if (g.rows == 1 && o + kPrefetchRows < row_end) {
+      prefetch_row(g.gate->row(g.mat, o + kPrefetchRows), g.gate->row_bytes);
+      prefetch_row(g.up->row(g.mat, o + kPrefetchRows), g.up->row_bytes);
+    }
     for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
       const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
       cpu::dot_rows(gate_k, n_in, gate_row, g.x_gate + t * gate_stride, gate_stride, m, gv);
@@ -156,6 +168,7 @@ void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_b
   float dv[cpu::kMaxDotRows];
   for (int64_t o = row_begin; o < row_end; ++o) {
     const uint8_t* down_row = g.down->row(g.mat, o);
+    if (g.rows == 1 && o + kPrefetchRows < row_end) prefetch_row(g.down->row(g.mat, o + kPrefetchRows), g.down->row_bytes);
     for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
       const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
       cpu::dot_rows(down_k, n_in, down_row, g.act_q->row(g.act_q_first + t), stride, m, dv);
@@ -245,7 +258,10 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
   }
   // Blocks of output rows: enough items for dynamic balancing (≥ ~8 per thread in
   // decode), large enough that the per-item overhead stays small.
-  plan_items(sc.groups, s.n_ff_exp, 32, sc.items_up);
+  // Decode (one token) is a stream of weight rows: longer runs per item keep the hardware
+  // prefetchers going (they restart at every jump to another item's rows).
+  const int64_t up_block = n == 1 ? 128 : 32, down_block = n == 1 ? 256 : 64;
+  plan_items(sc.groups, s.n_ff_exp, up_block, sc.items_up);
   if (w.has_shared && s.n_ff_shexp != s.n_ff_exp) {
     // The shared expert's FFN width may differ: re-plan its items with its own width.
     std::erase_if(sc.items_up, [&](const MoeWorkItem& it) { return it.group >= n_routed_groups; });
@@ -254,7 +270,7 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
                              static_cast<int32_t>(std::min(s.n_ff_shexp, r + 32))});
     }
   }
-  plan_items(sc.groups, d, 64, sc.items_down);
+  plan_items(sc.groups, d, down_block, sc.items_down);
 
   const cpu::DotKernel& gate_k = kernel_for(w.gate_exps);
   const cpu::DotKernel& up_k = kernel_for(w.up_exps);
