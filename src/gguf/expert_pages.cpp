@@ -146,13 +146,13 @@ ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
 
   switch (q.policy) {
     case ExpertPages::kFile:
-      d.reason = fmt::format("routed experts ({}) stay in the file mapping (--expert-pages file)", experts);
+      d.reason = fmt::format("the CPU's weights ({}) stay in the file mapping (--expert-pages file)", experts);
       d.advice = "--expert-pages auto moves them when RAM allows";
       return d;
     case ExpertPages::kHuge:
       if (q.mem.available && q.expert_bytes > *q.mem.available) {
         d.error = Status::runtime(fmt::format(
-            "--expert-pages huge: the routed experts need {} of memory but only {} is available (MemAvailable); "
+            "--expert-pages huge: the CPU's weights need {} of memory but only {} is available (MemAvailable); "
             "free RAM, or use --expert-pages auto to keep them in the file mapping",
             experts, format_bytes(*q.mem.available)));
         return d;
@@ -164,7 +164,7 @@ ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
   }
   if (!thp_on) {
     d.reason = fmt::format(
-        "routed experts ({}) stay in the file mapping: transparent huge pages are {} "
+        "the CPU's weights ({}) stay in the file mapping: transparent huge pages are {} "
         "(/sys/kernel/mm/transparent_hugepage/enabled), so a copy would get 4 KiB pages as well",
         experts, q.thp == ThpMode::kNever ? "disabled system-wide (never)" : "unavailable");
     d.advice = "set THP to madvise to get huge pages";
@@ -172,7 +172,7 @@ ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
   }
   if (!q.mem.available) {
     d.reason = fmt::format(
-        "routed experts ({}) stay in the file mapping: available memory is unknown (no MemAvailable in "
+        "the CPU's weights ({}) stay in the file mapping: available memory is unknown (no MemAvailable in "
         "/proc/meminfo)",
         experts);
     d.advice = "--expert-pages huge moves them anyway";
@@ -180,7 +180,7 @@ ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
   }
   if (d.needed_bytes > *q.mem.available) {
     d.reason = fmt::format(
-        "routed experts stay in the file mapping: moving them into huge-page memory needs {} ({} experts + {} "
+        "the CPU's weights stay in the file mapping: moving them into huge-page memory needs {} ({} CPU weights + {} "
         "other weights + {} KV cache and scratch + {} reserve) but {} is available",
         format_bytes(d.needed_bytes), experts, format_bytes(q.mapped_bytes), format_bytes(q.working_bytes),
         format_bytes(d.reserve_bytes), format_bytes(*q.mem.available));
@@ -220,7 +220,7 @@ std::string moved_message(uint64_t bytes, double seconds, ThpMode thp, std::opti
     pages = "THP coverage unknown";
   }
   const bool huge = thp == ThpMode::kAlways || thp == ThpMode::kMadvise;
-  return fmt::format("moved {} of routed experts into {} memory in {:.1f} s ({:.1f} GB/s; {}{})", format_bytes(bytes),
+  return fmt::format("moved {} of the CPU's weights into {} memory in {:.1f} s ({:.1f} GB/s; {}{})", format_bytes(bytes),
                      huge ? "huge-page" : "anonymous", seconds, gbps, pages, locked ? "; locked" : "");
 }
 

@@ -131,12 +131,19 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
   return d;
 }
 
-std::vector<std::string> cpu_expert_tensors(const gguf::GgufFile& header, const HParams& hp, const Plan& plan) {
-  std::vector<bool> on_cpu(static_cast<size_t>(hp.n_layer), false);
-  for (const LayerPlan& lp : plan.layers) {
-    if (!lp.mtp && lp.layer >= 0 && lp.layer < hp.n_layer) on_cpu[static_cast<size_t>(lp.layer)] = lp.experts == kCpuDevice;
+std::vector<std::string> cpu_weight_tensors(const gguf::GgufFile& header, const HParams& hp, const Plan& plan) {
+  // Without output.weight the LM head is the token embedding (tied): read whole every token.
+  const bool tied_output = header.find_tensor("output.weight") == nullptr;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < header.tensors.size() && i < plan.tensor_devices.size(); ++i) {
+    if (plan.tensor_devices[i] != kCpuDevice) continue;
+    const gguf::TensorInfo& t = header.tensors[i];
+    const int layer = tensor_layer_index(t.name);
+    if (layer >= hp.n_layer) continue;                              // MTP blocks: never run
+    if (t.name == "token_embd.weight" && !tied_output) continue;   // one row per token
+    names.push_back(t.name);
   }
-  return routed_expert_tensors(header, hp, on_cpu);
+  return names;
 }
 
 uint64_t cpu_working_bytes(const Plan& plan) {

@@ -27,7 +27,8 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.flag({"--no-mmap"}, &f.no_mmap, "read the model into RAM instead of mapping it (recommended with CPU experts)");
   p.flag({"--mlock"}, &f.mlock, "lock the model in RAM");
   p.option({"--expert-pages"}, "auto|huge|file",
-           "with mmap, where the CPU's routed experts live: auto (default) moves them into transparent huge pages "
+           "with mmap, where the weights the CPU computes with (routed experts and dense) live: auto (default) moves "
+           "them into transparent huge pages "
            "when RAM allows (--no-mmap's decode speed; 4 KiB file pages can make generation ~40% slower), huge "
            "always moves them (error when they cannot fit), file keeps them in the file mapping",
            [&f](std::string_view v) -> Status {
@@ -157,7 +158,7 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
     s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};
     ASSIGN_OR_RETURN(placement, plan_session(header, *hp, flags, options, s.kv));
     if (load.mode == gguf::LoadMode::kMmap) {
-      load.expert_tensors = cpu_expert_tensors(header, *hp, placement->plan);
+      load.expert_tensors = cpu_weight_tensors(header, *hp, placement->plan);
       load.working_bytes = cpu_working_bytes(placement->plan);
     }
   }

@@ -114,9 +114,11 @@ struct PlacementDecision {
 // stay on the CPU.
 Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const HParams& hp, const PlacementRequest& r);
 
-// The names of the routed-expert tensors `plan` keeps on the CPU (compute blocks only):
-// the ones to move into huge-page memory (gguf::LoadOptions::expert_tensors).
-std::vector<std::string> cpu_expert_tensors(const gguf::GgufFile& header, const HParams& hp, const Plan& plan);
+// The tensors `plan` has the CPU compute with every token: the routed experts and the dense
+// weights of the compute blocks on the CPU, and the output layer when it is there (not the
+// token embedding, read one row per token, unless it is also the LM head; not MTP blocks).
+// With mmap they move into huge-page memory (gguf::LoadOptions::expert_tensors).
+std::vector<std::string> cpu_weight_tensors(const gguf::GgufFile& header, const HParams& hp, const Plan& plan);
 // RAM the CPU side allocates after loading, per the plan: KV cache, recurrent state and
 // compute scratch on the CPU (bytes; for the RAM rule of the expert move).
 uint64_t cpu_working_bytes(const Plan& plan);

@@ -16,6 +16,7 @@
 #include "support/cli.h"
 #include "support/ref_data.h"
 #include "support/ref_model.h"
+#include "tools/session.h"
 
 namespace moetier {
 namespace {
@@ -160,6 +161,32 @@ TEST(GgufExpertMove, OnlyComputeLayersExpertsAreListed) {
   for (const auto& n : some) EXPECT_EQ(n.rfind("blk.0.", 0), 0u) << n;
 }
 
+// What mmap moves with everything on the CPU: every tensor of the compute blocks (routed
+// experts and dense) and the output layer; not the token embedding (one row per token) while
+// output.weight exists, nor MTP blocks.
+TEST(GgufExpertMove, CpuWeightsAreEveryComputeTensorButTheEmbedding) {
+  for (const char* name : {"qwen35moe-small-q4_k_m", "qwen3moe-small-q4_k_m"}) {
+    SCOPED_TRACE(name);
+    auto header = gguf::read_header(model_path(name));
+    ASSERT_TRUE(header.is_ok());
+    auto hp = read_hparams(*header);
+    ASSERT_TRUE(hp.is_ok());
+    auto d = decide_placement(*header, *hp, {.fit = "off", .progress = false});
+    ASSERT_TRUE(d.is_ok()) << d.status().message();
+    const auto names = cpu_weight_tensors(*header, *hp, d->plan);
+    const std::set<std::string> moved(names.begin(), names.end());
+    const bool has_output = header->find_tensor("output.weight") != nullptr;
+    for (const gguf::TensorInfo& t : header->tensors) {
+      const int layer = tensor_layer_index(t.name);
+      const bool expected = layer >= hp->n_layer                ? false
+                            : t.name == "token_embd.weight"     ? !has_output
+                                                                : true;
+      EXPECT_EQ(moved.count(t.name) > 0, expected) << t.name;
+    }
+    for (const auto& e : routed_expert_tensors(*header, *hp)) EXPECT_EQ(moved.count(e), 1u) << e;
+  }
+}
+
 // Same bytes, same kernels: the logits of every position are bit for bit the same.
 TEST(EngineExpertMove, LogitsWithTheMoveEqualThoseWithout) {
   for (const char* name : {"qwen35moe-small-q4_k_m", "qwen3moe-small-q4_k_m"}) {
@@ -205,14 +232,14 @@ TEST(CliExpertPages, RunPrintsOneLineForEachPolicy) {
     const auto r = run_moetier(base + " --expert-pages huge");
     ASSERT_EQ(r.rc, 0) << r.err;
     const std::string line = line_starting(r.err, "moetier: moved ");
-    EXPECT_NE(line.find("of routed experts into"), std::string::npos) << r.err;
+    EXPECT_NE(line.find("of the CPU's weights into"), std::string::npos) << r.err;
     EXPECT_NE(line.find(" GB/s; "), std::string::npos) << r.err;
   }
   {
     const auto r = run_moetier(base + " --expert-pages file");
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(r.err.find("moetier: moved "), std::string::npos) << r.err;
-    const std::string line = line_starting(r.err, "moetier: routed experts (");
+    const std::string line = line_starting(r.err, "moetier: the CPU's weights (");
     EXPECT_NE(line.find("stay in the file mapping (--expert-pages file); "), std::string::npos) << r.err;
     // What it costs, from the pages the kernel gave the mapping.
     EXPECT_TRUE(line.find("slower") != std::string::npos || line.find("little speed is lost") != std::string::npos)
@@ -230,7 +257,7 @@ TEST(CliExpertPages, RunPrintsOneLineForEachPolicy) {
     // --no-mmap: unchanged, nothing to move.
     const auto r = run_moetier(base + " --no-mmap --expert-pages huge");
     ASSERT_EQ(r.rc, 0) << r.err;
-    EXPECT_EQ(r.err.find("routed experts"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("the CPU's weights"), std::string::npos) << r.err;
   }
 }
 

@@ -62,7 +62,7 @@ TEST(ExpertPagesDecision, AutoShortOfRamSaysNeededAvailableAndCost) {
 TEST(ExpertPagesDecision, TheCostFollowsThePagesTheKernelGaveTheMapping) {
   const auto d = decide_expert_pages(query(ExpertPages::kFile, 17 * kGiB, 200 * kGiB));
   EXPECT_EQ(kept_message(d, std::nullopt),
-            "routed experts (17.00 GiB) stay in the file mapping (--expert-pages file); page-cache pages are usually 4 "
+            "the CPU's weights (17.00 GiB) stay in the file mapping (--expert-pages file); page-cache pages are usually 4 "
             "KiB: generation may be up to ~40% slower than with huge pages; --expert-pages auto moves them when RAM "
             "allows");
   EXPECT_TRUE(contains(kept_message(d, 0.25), "75% of the mapping is in 4 KiB pages: generation may be up to ~40% slower"))
@@ -127,7 +127,7 @@ TEST(ExpertPagesDecision, NothingToMoveSaysNothing) {
 
 TEST(ExpertPagesDecision, MovedMessage) {
   EXPECT_EQ(moved_message(17 * kGiB + 300 * kMiB, 4.1, ThpMode::kMadvise, (17 * kGiB + 300 * kMiB) / 100 * 98, false),
-            "moved 17.29 GiB of routed experts into huge-page memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)");
+            "moved 17.29 GiB of the CPU's weights into huge-page memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)");
   EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "anonymous memory"));
   EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "THP is disabled system-wide: 4 KiB pages"));
   EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "; locked)"));

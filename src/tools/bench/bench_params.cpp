@@ -253,7 +253,7 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            });
   p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
   p.option({"--expert-pages"}, "auto|huge|file",
-           "with -mmp 1, where the CPU's routed experts live: auto (default) moves them into transparent huge pages "
+           "with -mmp 1, where the weights the CPU computes with live: auto (default) moves them into transparent huge pages "
            "when RAM allows, huge always moves them (error when they cannot fit), file keeps them in the file "
            "mapping (4 KiB pages: the old -mmp 1)",
            [&b](std::string_view v) -> Status {

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <fstream>
 #include <random>
+#include <set>
 #include <span>
 #include <thread>
 #include <vector>
@@ -232,22 +233,20 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
                          .verbose = options.verbose,
                          .expert_pages = options.expert_pages};
   if (options.use_mmap && options.run != nullptr) {
-    // The union over the tests of the experts each placement keeps on the CPU, and the most
-    // CPU working memory any of them needs.
+    // The union over the tests of the weights each placement has the CPU compute with, and
+    // the most CPU working memory any of them needs.
     auto hp = read_hparams(header);
     if (!hp) return hp.status().with_context(path);
-    std::vector<bool> on_cpu(static_cast<size_t>(hp->n_layer), false);
+    std::set<std::string> on_cpu;
     int64_t max_threads = 1;
     for (const TestSpec& test : options.tests) {
       ASSIGN_OR_RETURN(PlacementDecision d, decide_placement(header, *hp, placement_request(test, *options.run,
                                                                                            test_context(test))));
-      for (const LayerPlan& lp : d.plan.layers) {
-        if (!lp.mtp && lp.experts == kCpuDevice && lp.layer < hp->n_layer) on_cpu[static_cast<size_t>(lp.layer)] = true;
-      }
+      for (std::string& name : cpu_weight_tensors(header, *hp, d.plan)) on_cpu.insert(std::move(name));
       load.working_bytes = std::max(load.working_bytes, cpu_working_bytes(d.plan));
       max_threads = std::max(max_threads, test.n_threads);
     }
-    load.expert_tensors = routed_expert_tensors(header, *hp, on_cpu);
+    load.expert_tensors.assign(on_cpu.begin(), on_cpu.end());
     load.copy_threads = static_cast<int>(std::min<int64_t>(max_threads, 4));
   }
   ASSIGN_OR_RETURN(m.file, gguf::ModelFile::open(path, std::move(header), load));
