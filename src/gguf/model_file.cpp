@@ -396,7 +396,7 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int
   };
   ::posix_fadvise(fd, static_cast<off_t>(header.data_offset), static_cast<off_t>(data_bytes), POSIX_FADV_SEQUENTIAL);
   {
-    ProgressBar bar({.label = "moving experts", .total = copy_bytes, .bytes = true,
+    ProgressBar bar({.label = "moving weights", .total = copy_bytes, .bytes = true,
                      .enabled = options.progress && copy_bytes >= (1ull << 30)});
     std::vector<std::thread> threads;
     for (int i = 1; i < n_threads; ++i) threads.emplace_back(worker, nullptr);

@@ -166,13 +166,10 @@ __attribute__((optimize("fp-contract=off"))) inline __m256 single_scale_finish(c
   return _mm256_mul_ps(_mm256_mul_ps(P.d, d_a), _mm256_cvtepi32_ps(_mm256_sub_epi32(scaled, mins)));
 }
 
-struct Q4KFamily {
-  using Block = BlockQ4_K;
+// Q4_K and Q5_K share the scales, mins and float step; they differ in their codes.
+struct KScaleMinFamily {
   static constexpr bool kSub16 = false;
-  static __m256i unit(const BlockQ4_K& x, int j) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * (j / 2)));
-    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
-  }
+  template <class Block>
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
     k_scales(rows, n_rows, b, P);
   }
@@ -181,9 +178,16 @@ struct Q4KFamily {
   }
 };
 
-struct Q5KFamily {
+struct Q4KFamily : KScaleMinFamily {
+  using Block = BlockQ4_K;
+  static __m256i unit(const BlockQ4_K& x, int j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * (j / 2)));
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
+  }
+};
+
+struct Q5KFamily : KScaleMinFamily {
   using Block = BlockQ5_K;
-  static constexpr bool kSub16 = false;
   static __m256i unit(const BlockQ5_K& x, int j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * (j / 2)));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh));
@@ -191,12 +195,6 @@ struct Q5KFamily {
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
     const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-  }
-  static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
-    k_scales(rows, n_rows, b, P);
-  }
-  static __m256 finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
-    return k_finish(P, d_a, scaled, mins);
   }
 };
 
