@@ -6,14 +6,14 @@
 
 namespace moetier::cpu {
 
-void FlashScratch::reserve_for(int64_t head_dim, int64_t n_vectors) {
-  const flash::Layout L = flash::layout(head_dim, n_vectors);
+void FlashScratch::reserve_for(int64_t head_dim, int64_t n_kv_heads, int64_t n_vectors) {
+  const flash::Layout L = flash::layout(head_dim, n_kv_heads * head_dim, n_vectors);
   if (static_cast<int64_t>(f.size()) < L.n_f) f.resize(static_cast<size_t>(L.n_f));
   if (static_cast<int64_t>(d.size()) < L.n_d) d.resize(static_cast<size_t>(L.n_d));
 }
 
-size_t flash_scratch_bytes(int64_t head_dim, int64_t n_vectors) {
-  const flash::Layout L = flash::layout(head_dim, n_vectors);
+size_t flash_scratch_bytes(int64_t head_dim, int64_t n_kv_heads, int64_t n_vectors) {
+  const flash::Layout L = flash::layout(head_dim, n_kv_heads * head_dim, n_vectors);
   return static_cast<size_t>(L.n_f) * sizeof(float) + static_cast<size_t>(L.n_d) * sizeof(double);
 }
 

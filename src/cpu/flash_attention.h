@@ -1,27 +1,29 @@
-// Flash attention on the CPU for one work item: the query heads of one GQA group (all
-// heads that read one KV head) × a run of consecutive query rows of one sequence, against
-// that sequence's KV cache. The keys are swept in tiles of kFlashKeyTile: each K/V tile is
-// converted from the cache type (f32 / f16 / q8_0 / q4_0) into a small per-thread buffer
-// and serves every query vector of the item (rows × group heads), so the cache bytes are
-// read once per group and tile instead of once per head, and the memory per thread is set
-// by the tile sizes, never by the depth.
+// Flash attention on the CPU for one work item: the query heads of one or more consecutive
+// GQA groups (each group: the heads that read one KV head) × a run of consecutive query
+// rows of one sequence, against that sequence's KV cache. The keys are swept in tiles of
+// kFlashKeyTile: each K/V tile is converted from the cache type (f32 / f16 / q8_0 / q4_0)
+// into a small per-thread buffer and serves every query vector of the item, so the cache
+// bytes are read once per item and tile instead of once per head, and the memory per
+// thread is set by the tile sizes, never by the depth. An item over all KV heads reads whole
+// contiguous cache rows once (one head's slice of a row is a strided read, which DRAM
+// serves at about a third of the contiguous speed on one core).
 //
 // Arithmetic of one query vector (head h of the row at position pos, which sees keys
 // 0..pos), fixed whatever the item, the blocking, the thread count or the ISA:
 //   * keys are cut into parts of kFlashPartKeys from key 0, each part into tiles of
 //     kFlashKeyTile from the part's start;
-//   * score s_j = float(Σ_i q_i·k_ji) · scale, the dot product summed in double lanes
-//     (8 lanes of head_dim/8 products each, then a fixed lane tree; every f32 product is
-//     exact in double), so s_j is the correctly rounded float of the exact dot product in
-//     all but boundary cases: the same scores as the exact path's F32 dot kernels. (With
-//     float lanes the F32 reference models still match llama.cpp to ~3e-6, but on
-//     quantized ones a score a few ulp off can flip a downstream 8-bit activation code:
-//     qwen3moe-small-q4_k_m's p2_short prompt then lands 0.18 from llama.cpp's logits
-//     against a noise-floor bound of 0.029.);
+//   * score s_j = fl(Σ_i q_i·k_ji) · scale, the dot product in 16 float lanes (lane l sums
+//     i ≡ l mod 16 in order with fused multiply-adds), then a fixed halving tree: the error
+//     is ≤ (head_dim/16 + 4)·u·Σ_i|q_i·k_ji| (u = 2^-24), the float-level accuracy of
+//     llama.cpp's own f32/f16 dot products. (The exact path, -fa off, sums in double
+//     lanes and is correctly rounded. A score a few ulp apart can flip a downstream 8-bit
+//     activation code on a quantized model; this path is held to the same per-case
+//     reference bounds as the exact one, tests/e2e/reference_logits_test.cpp, and meets
+//     them: the largest prompt diff is 0.94 of its case's bound);
 //   * per part, online softmax over its tiles: m ← max(m, max_j s_j), α = e^(m_old − m),
 //     p_j = e^(s_j − m) (float, a polynomial exp within 2 ulp of expf),
-//     l ← l·α + Σ_j p_j (double), o ← o·α + Σ_j p_j·v_j (float, the tile's sum in key order
-//     added to the rescaled accumulator);
+//     l ← l·α + Σ_j p_j (double), o ← fma(o, α, Σ_j p_j·v_j) (float, the tile's sum in key
+//     order with fused multiply-adds);
 //   * parts are folded in order: M = max(M, m), a = e^(M_old − M), b = e^(m − M),
 //     o_total ← o_total·a + o·b, L ← L·a + l·b;
 //   * out = o_total · float(1 / L), then · sigmoid(gate) with an output gate.
@@ -29,8 +31,8 @@
 // state (m, l, o) goes to a FlashPartials slot and flash_attention_combine folds the slots
 // in the same order, so split and unsplit runs are bit-identical.
 //
-// Variants: the same source (flash_attention_impl.h, GCC vector extensions, no FMA
-// contraction) is compiled for the base ISA (the scalar reference), for AVX2 + FMA + F16C
+// Variants: the same source (flash_attention_impl.h, GCC vector extensions, explicit fused
+// multiply-adds only) is compiled for the base ISA (the scalar reference), for AVX2 + FMA + F16C
 // (flash_attention_avx2.cpp) and for AVX-512 (flash_attention_avx512.cpp); all three give
 // bit-identical results and flash_kernels() picks the widest the CPU has.
 #pragma once
@@ -46,9 +48,10 @@ namespace moetier::cpu {
 
 inline constexpr int64_t kFlashKeyTile = 64;     // keys per K/V tile
 inline constexpr int64_t kFlashPartKeys = 1024;  // keys per part (a multiple of the tile)
-// Query vectors (rows × group heads) an item should hold: enough that a tile's conversion
-// is amortised over many dot products, few enough that the item's accumulators stay in L2.
-inline constexpr int64_t kFlashItemVectors = 32;
+// Query vectors (rows × query heads) a prompt's item should hold: enough that a tile's
+// conversion (and its read of the cache) is amortised over many dot products, few enough
+// that the item's queries and accumulators (~3 KiB per vector at head_dim 256) stay in L2.
+inline constexpr int64_t kFlashItemVectors = 128;
 
 // head_dim values the kernels take: a multiple of 32 (Q8_0/Q4_0 blocks and the 16-lane
 // vectors never straddle heads). attention_block falls back to the exact path otherwise.
@@ -57,22 +60,24 @@ inline bool flash_attention_supports(int64_t head_dim, DType type_k, DType type_
   return head_dim > 0 && head_dim % 32 == 0 && ok(type_k) && ok(type_v);
 }
 
-// One KV head's rows in a cache (K or V): position p's row starts at data + p·row_bytes and
-// the head's head_dim elements start at element `first` of it.
+// The task's KV heads' rows in a cache (K or V): position p's row starts at
+// data + p·row_bytes and the first head's head_dim elements start at element `first` of it
+// (the task's n_kv_heads heads follow contiguously).
 struct KvHeadRows {
   const uint8_t* data = nullptr;
   int64_t row_bytes = 0;
-  int64_t first = 0;       // kv_head · head_dim
+  int64_t first = 0;       // first kv_head · head_dim
   DType type = DType::F32; // F32, F16, Q8_0 or Q4_0
 };
 
 struct FlashAttentionTask {
   int64_t head_dim = 0;   // multiple of 32
-  int64_t n_heads = 0;    // query heads of the group (≥ 1)
+  int64_t n_heads = 0;    // query heads per KV head (the GQA group, ≥ 1)
+  int64_t n_kv_heads = 1; // consecutive KV heads; query head h of the task reads KV head h / n_heads
   int64_t n_rows = 0;     // query rows (≥ 1), consecutive tokens
   int64_t pos0 = 0;       // position of row 0: row r sees keys 0 .. pos0 + r
-  // Query vector (row r, head h) at q + r·q_row_stride + h·head_dim (floats); likewise the
-  // gate (nullptr: no output gate) and the output.
+  // Query vector (row r, head h < n_kv_heads·n_heads) at q + r·q_row_stride + h·head_dim
+  // (floats); likewise the gate (nullptr: no output gate) and the output.
   const float* q = nullptr;
   int64_t q_row_stride = 0;
   const float* gate = nullptr;
@@ -81,24 +86,26 @@ struct FlashAttentionTask {
   int64_t out_row_stride = 0;
   KvHeadRows k, v;
   float scale = 1.0f;     // scores are (q·k)·scale
-  int64_t n_vectors() const { return n_rows * n_heads; }
+  int64_t n_vectors() const { return n_rows * n_kv_heads * n_heads; }
   int64_t n_keys() const { return pos0 + n_rows; }  // the last row's keys
   int64_t n_parts() const { return (n_keys() + kFlashPartKeys - 1) / kFlashPartKeys; }
 };
 
 // Per-thread working memory of an item (reused across items; it only grows). Its size is
-// a function of head_dim and the item's vectors (flash_scratch_bytes), never of the keys.
+// a function of head_dim, the item's KV heads and its vectors (flash_scratch_bytes), never
+// of the keys.
 struct FlashScratch {
   std::vector<float> f;
   std::vector<double> d;
-  void reserve_for(int64_t head_dim, int64_t n_vectors);
+  void reserve_for(int64_t head_dim, int64_t n_kv_heads, int64_t n_vectors);
   size_t bytes() const { return f.capacity() * sizeof(float) + d.capacity() * sizeof(double); }
 };
-size_t flash_scratch_bytes(int64_t head_dim, int64_t n_vectors);
+size_t flash_scratch_bytes(int64_t head_dim, int64_t n_kv_heads, int64_t n_vectors);
 
 // The state of one part for every query vector of a task: o [n_vectors][head_dim]
 // (unnormalised), m [n_vectors] (the running max), l [n_vectors] (Σ p, 0: the row does not
-// reach this part).
+// reach this part), in the kernels' own order of the vectors (opaque to callers, who only
+// pass the slots back to combine).
 struct FlashPartial {
   float* o = nullptr;
   float* m = nullptr;

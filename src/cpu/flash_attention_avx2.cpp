@@ -1,6 +1,7 @@
 // The flash-attention kernels compiled with AVX2 + FMA + F16C (16-lane vectors as pairs of
-// ymm registers). CMakeLists.txt adds -ffp-contract=off for this unit: no fused
-// multiply-adds, so the results are bit-identical to the scalar reference.
+// ymm registers). CMakeLists.txt adds -ffp-contract=off for this unit: the only fused
+// multiply-adds are the explicit ones (fmadd, fmaf in the base build), so the results are
+// bit-identical to the scalar reference.
 #include "cpu/flash_attention_impl.h"
 
 namespace moetier::cpu {

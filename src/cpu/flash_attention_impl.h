@@ -1,9 +1,9 @@
 // The flash-attention kernels' code (see flash_attention.h for the arithmetic), included by
 // flash_attention.cpp (base ISA), flash_attention_avx2.cpp and flash_attention_avx512.cpp,
 // which compile it with their ISA's flags. Written with GCC vector extensions of the unit's
-// native width over a fixed lane layout (the dot products' 8 double lanes; everything else
-// element-wise), and the units are compiled without FMA contraction, so the three variants
-// are bit-identical. Everything here has internal linkage: each unit keeps its own copy,
+// native width over a fixed lane layout (the dot products' 16 float lanes; everything else
+// element-wise); fused multiply-adds are explicit (fmadd) and the units are compiled
+// without FMA contraction, so the three variants are bit-identical. Everything here has internal linkage: each unit keeps its own copy,
 // compiled for its own ISA.
 #pragma once
 
@@ -30,7 +30,7 @@ namespace {
 #define MOETIER_FA_INLINE inline __attribute__((always_inline))
 
 // Native vectors of the unit's ISA: 64 bytes (AVX-512), 32 (AVX2) or 16 (SSE2). The lanes
-// the arithmetic is defined on (8 double lanes per dot product; everything else is
+// the arithmetic is defined on (16 float lanes per dot product; everything else is
 // element-wise) are spread over as many native vectors as needed, so every ISA computes the
 // same lane values in the same order.
 #if defined(__AVX512F__)
@@ -42,10 +42,7 @@ constexpr int kVecBytes = 16;
 #endif
 using VF = float __attribute__((vector_size(kVecBytes)));
 using VI = int32_t __attribute__((vector_size(kVecBytes)));
-using VD = double __attribute__((vector_size(kVecBytes)));
-using HF = float __attribute__((vector_size(kVecBytes / 2)));  // as many floats as VD has doubles
 constexpr int kF = kVecBytes / 4;  // float lanes per native vector
-constexpr int kD = kVecBytes / 8;  // double lanes per native vector
 
 constexpr int64_t kTile = kFlashKeyTile;
 // Query vectors per register block (scores and P·V): 8 with AVX-512's 32 registers, 4 else.
@@ -61,29 +58,22 @@ template <class V, class T>
 MOETIER_FA_INLINE void store(T* p, V v) {
   std::memcpy(p, &v, sizeof(v));
 }
-MOETIER_FA_INLINE VF splat(float x) { return VF{} + x; }
+// x in every lane. (x − 0 is x for every x, −0 included, so GCC folds the subtraction and
+// emits a plain broadcast; VF{} + x would have to keep an add, since −0 + 0 = +0.)
+MOETIER_FA_INLINE VF splat(float x) { return x - VF{}; }
 
-// Exact float → double lanes (one instruction with AVX-512; GCC splits the generic form).
-MOETIER_FA_INLINE VD to_double(HF x) {
-#if defined(__AVX512F__)
-  return _mm512_maskz_cvtps_pd(0xFF, x);  // (the unmasked form trips -Wmaybe-uninitialized)
-#elif defined(__AVX__)
-  return _mm256_cvtps_pd(x);
-#else
-  return __builtin_convertvector(x, VD);
-#endif
-}
-
-// a·b + c for the dot products' double lanes, whose a·b (a float times a float) is exact in
-// double: a fused multiply-add rounds once, like the separate add, so both give the same bits
-// and the ISA builds use the FMA unit.
-MOETIER_FA_INLINE VD madd(VD a, VD b, VD c) {
+// a·b + c rounded once, lane-wise: the FMA unit in the AVX2 and AVX-512 builds, fmaf (also
+// one rounding; glibc picks the FMA instruction where the CPU has it) in the base build, so
+// every build gives the same bits.
+MOETIER_FA_INLINE VF fmadd(VF a, VF b, VF c) {
 #if defined(__FMA__) && defined(__AVX512F__)
-  return _mm512_fmadd_pd(a, b, c);
+  return _mm512_fmadd_ps(a, b, c);
 #elif defined(__FMA__)
-  return _mm256_fmadd_pd(a, b, c);
+  return _mm256_fmadd_ps(a, b, c);
 #else
-  return a * b + c;
+  VF r;
+  for (int i = 0; i < kF; ++i) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+  return r;
 #endif
 }
 
@@ -113,31 +103,37 @@ MOETIER_FA_INLINE VF exp_nonpositive(VF x) {
 }
 MOETIER_FA_INLINE float exp_nonpositive(float x) { return exp_nonpositive(splat(x))[0]; }
 
-// The 8 double lanes a[0..7] of a dot product (kPieces native vectors) summed as
-// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-constexpr int kPieces = 8 / kD;
-MOETIER_FA_INLINE double hsum(const VD (&a)[kPieces]) {
-#if defined(__AVX512F__)
-  using V4 = double __attribute__((vector_size(32)));
-  const V4 s = __builtin_shufflevector(a[0], a[0], 0, 1, 2, 3) + __builtin_shufflevector(a[0], a[0], 4, 5, 6, 7);
-  return (s[0] + s[2]) + (s[1] + s[3]);
-#elif defined(__AVX__)
-  const VD s = a[0] + a[1];
-  return (s[0] + s[2]) + (s[1] + s[3]);
-#else
-  const VD s02 = a[0] + a[2], s13 = a[1] + a[3];  // [a0+a4, a1+a5], [a2+a6, a3+a7]
-  return (s02[0] + s13[0]) + (s02[1] + s13[1]);
+// The 16 float lanes a[0..15] of a dot product (kPieces native vectors) summed by halving:
+// t_l = a_l + a_(l+8), then t_l + t_(l+4), then + t_(l+2), then lane 0 + lane 1.
+constexpr int kDotLanes = 16;
+constexpr int kPieces = kDotLanes / kF;
+MOETIER_FA_INLINE float hsum(const VF (&a)[kPieces]) {
+  using V4 = float __attribute__((vector_size(16)));
+#if defined(__AVX__)
+  using V8 = float __attribute__((vector_size(32)));
 #endif
+#if defined(__AVX512F__)
+  const V8 t8 = __builtin_shufflevector(a[0], a[0], 0, 1, 2, 3, 4, 5, 6, 7) +
+                __builtin_shufflevector(a[0], a[0], 8, 9, 10, 11, 12, 13, 14, 15);
+  const V4 t4 = __builtin_shufflevector(t8, t8, 0, 1, 2, 3) + __builtin_shufflevector(t8, t8, 4, 5, 6, 7);
+#elif defined(__AVX__)
+  const V8 t8 = a[0] + a[1];
+  const V4 t4 = __builtin_shufflevector(t8, t8, 0, 1, 2, 3) + __builtin_shufflevector(t8, t8, 4, 5, 6, 7);
+#else
+  const V4 t4 = (a[0] + a[2]) + (a[1] + a[3]);  // lanes l and l + 8, then l and l + 4
+#endif
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
 }
 
 // The working memory of one task inside FlashScratch (offsets in its f / d arrays).
 struct Layout {
-  int64_t kbuf, vbuf, s, o_part, o_tot, m_part, m_tot, alpha;  // floats
-  int64_t qd, l_part, l_tot;                                    // doubles
+  int64_t kbuf, vbuf, q, s, o_part, o_tot, m_part, m_tot, alpha;  // floats
+  int64_t l_part, l_tot;                                             // doubles
   int64_t n_f, n_d;
 };
 
-MOETIER_FA_INLINE Layout layout(int64_t hd, int64_t n_vec) {
+// width = n_kv_heads · hd (the converted K/V tiles hold every KV head of the task).
+MOETIER_FA_INLINE Layout layout(int64_t hd, int64_t width, int64_t n_vec) {
   Layout L{};
   int64_t f = 0;
   const auto take = [](int64_t& at, int64_t n) {
@@ -145,8 +141,9 @@ MOETIER_FA_INLINE Layout layout(int64_t hd, int64_t n_vec) {
     at += (n + 15) / 16 * 16;  // 64-byte steps
     return here;
   };
-  L.kbuf = take(f, kTile * hd);
-  L.vbuf = take(f, kTile * hd);
+  L.kbuf = take(f, kTile * width);
+  L.vbuf = take(f, kTile * width);
+  L.q = take(f, n_vec * hd);
   L.s = take(f, n_vec * kTile);
   L.o_part = take(f, n_vec * hd);
   L.o_tot = take(f, n_vec * hd);
@@ -154,7 +151,6 @@ MOETIER_FA_INLINE Layout layout(int64_t hd, int64_t n_vec) {
   L.m_tot = take(f, n_vec);
   L.alpha = take(f, n_vec);
   int64_t d = 0;
-  L.qd = take(d, n_vec * hd);
   L.l_part = take(d, n_vec);
   L.l_tot = take(d, n_vec);
   L.n_f = f;
@@ -162,18 +158,48 @@ MOETIER_FA_INLINE Layout layout(int64_t hd, int64_t n_vec) {
   return L;
 }
 
-// Rows [j0, j0 + n) of one KV head as f32: F32 caches are read in place, other types are
-// converted into buf [n][hd] (the same values as the cache type's dequantize_row).
-// Returns the first row; *stride receives the distance between rows in floats.
+// The bytes of the task's slice of a cache row (width elements from kv.first):
+// [*first, *first + *bytes).
+MOETIER_FA_INLINE void head_bytes(const KvHeadRows& kv, int64_t hd, int64_t* first, int64_t* bytes) {
+  switch (kv.type) {
+    case DType::F32: *first = kv.first * 4, *bytes = hd * 4; return;
+    case DType::F16: *first = kv.first * 2, *bytes = hd * 2; return;
+    case DType::Q8_0: *first = kv.first / kQK8_0 * 34, *bytes = hd / kQK8_0 * 34; return;
+    case DType::Q4_0: *first = kv.first / kQK4_0 * 18, *bytes = hd / kQK4_0 * 18; return;
+    default: *first = 0, *bytes = 0; return;
+  }
+}
+
+// Asks for row j of the task's slice to be brought into the cache: each row of the next
+// tile is asked for while the same row of this tile is converted, so the requests are
+// spread over the conversion rather than issued as one burst of a whole tile's lines.
+MOETIER_FA_INLINE void prefetch_row(const KvHeadRows& kv, int64_t first_byte, int64_t bytes, int64_t j) {
+  const uint8_t* row = kv.data + j * kv.row_bytes + first_byte;
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b, 0, 2);
+  __builtin_prefetch(row + bytes - 1, 0, 2);
+}
+
+// Rows [j0, j0 + n) of the task's KV heads (hd = their n_kv_heads · head_dim elements from
+// kv.first, contiguous in a cache row) as f32: F32 caches are read in place, other types
+// are converted into buf [n][hd] (the same values as the cache type's dequantize_row).
+// Returns the first row; *stride receives the distance between rows in floats. Rows
+// [next0, next0 + n_next) (the next tile) are prefetched along the way.
 MOETIER_FA_INLINE const float* tile_rows(const KvHeadRows& kv, int64_t hd, int64_t j0, int64_t n, float* buf,
-                                         int64_t* stride) {
+                                         int64_t* stride, int64_t next0, int64_t n_next) {
   const uint8_t* row0 = kv.data + j0 * kv.row_bytes;
+  int64_t pf_first = 0, pf_bytes = 0;
+  head_bytes(kv, hd, &pf_first, &pf_bytes);
+  const auto prefetch = [&](int64_t j) {
+    if (j < n_next) prefetch_row(kv, pf_first, pf_bytes, next0 + j);
+  };
   switch (kv.type) {
     case DType::F32:
+      for (int64_t j = 0; j < n_next; ++j) prefetch(j);
       *stride = kv.row_bytes / static_cast<int64_t>(sizeof(float));
       return reinterpret_cast<const float*>(row0) + kv.first;
     case DType::F16:
       for (int64_t j = 0; j < n; ++j) {
+        prefetch(j);
         const uint16_t* h = reinterpret_cast<const uint16_t*>(row0 + j * kv.row_bytes) + kv.first;
 #if defined(__F16C__)
         for (int64_t i = 0; i < hd; i += 8) {  // exact, like fp16_to_f32
@@ -186,6 +212,7 @@ MOETIER_FA_INLINE const float* tile_rows(const KvHeadRows& kv, int64_t hd, int64
       break;
     case DType::Q8_0:
       for (int64_t j = 0; j < n; ++j) {
+        prefetch(j);
         const auto* blk = reinterpret_cast<const BlockQ8_0*>(row0 + j * kv.row_bytes) + kv.first / kQK8_0;
         float* out = buf + j * hd;
         for (int64_t b = 0; b < hd / kQK8_0; ++b) {
@@ -196,6 +223,7 @@ MOETIER_FA_INLINE const float* tile_rows(const KvHeadRows& kv, int64_t hd, int64
       break;
     case DType::Q4_0:
       for (int64_t j = 0; j < n; ++j) {
+        prefetch(j);
         const auto* blk = reinterpret_cast<const BlockQ4_0*>(row0 + j * kv.row_bytes) + kv.first / kQK4_0;
         float* out = buf + j * hd;
         for (int64_t b = 0; b < hd / kQK4_0; ++b) {
@@ -213,54 +241,38 @@ MOETIER_FA_INLINE const float* tile_rows(const KvHeadRows& kv, int64_t hd, int64
   return buf;
 }
 
-// Asks for rows [j0, j0 + n) of one KV head's slice to be brought into the cache (the next
-// tile, while the current one is computed: the cache rows are strided and stream from DRAM
-// in a long decode).
-MOETIER_FA_INLINE void prefetch_rows(const KvHeadRows& kv, int64_t hd, int64_t j0, int64_t n) {
-  int64_t first_byte = 0, bytes = 0;
-  switch (kv.type) {
-    case DType::F32: first_byte = kv.first * 4, bytes = hd * 4; break;
-    case DType::F16: first_byte = kv.first * 2, bytes = hd * 2; break;
-    case DType::Q8_0: first_byte = kv.first / kQK8_0 * 34, bytes = hd / kQK8_0 * 34; break;
-    case DType::Q4_0: first_byte = kv.first / kQK4_0 * 18, bytes = hd / kQK4_0 * 18; break;
-    default: return;
-  }
-  for (int64_t j = j0; j < j0 + n; ++j) {
-    const uint8_t* row = kv.data + j * kv.row_bytes + first_byte;
-    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
-    __builtin_prefetch(row + bytes - 1);
-  }
-}
-
-// s[b][j] = float(Σ_i qd[b][i]·k[j][i]) · scale for B query vectors (qd: [B][hd] doubles)
-// and keys j < n_keys. Lane l of the 8 double lanes sums elements i ≡ l (mod 8) in order.
-// kKeys keys per pass: enough independent accumulators to hide the add latency (each key's
-// lanes are its own, so this does not change any result).
-constexpr int kKeys = kPieces == 1 ? 2 : 1;
+// s[b][j] = float(Σ_i q[b][i]·k[j][i]) · scale for B query vectors (q: [B][hd]) and keys
+// j < n_keys. Lane l of the 16 float lanes sums elements i ≡ l (mod 16) in order with fused
+// multiply-adds, then hsum's fixed tree. The native vectors holding lanes [p·kF, (p+1)·kF)
+// are independent sums, so they are computed one after the other (pass p): a pass needs
+// only kKeys·B accumulators, and each loaded q and k vector feeds kKeys or B FMAs (loads,
+// not FMAs, bound the inner loop otherwise). kKeys keys per pass hide the FMA latency.
+// None of this changes a lane's order of operations, so no result depends on it.
+constexpr int kKeys = 2;
 template <int B>
-MOETIER_FA_INLINE void scores(const double* qd, int64_t hd, const float* k, int64_t k_stride, int64_t n_keys,
+MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const float* k, int64_t k_stride, int64_t n_keys,
                               float scale, float* s) {
   const auto run = [&]<int K>(int64_t j) {
-    VD acc[K][B][kPieces];
-    for (int key = 0; key < K; ++key) {
-      for (int b = 0; b < B; ++b) {
-        for (int p = 0; p < kPieces; ++p) acc[key][b][p] = VD{};
+    VF lanes[K][B][kPieces];
+    for (int p = 0; p < kPieces; ++p) {
+      VF acc[K][B];
+      for (int key = 0; key < K; ++key) {
+        for (int b = 0; b < B; ++b) acc[key][b] = VF{};
       }
-    }
-    for (int64_t i = 0; i < hd; i += 8) {
-      for (int p = 0; p < kPieces; ++p) {
-        VD kd[K];
-        for (int key = 0; key < K; ++key) {
-          kd[key] = to_double(load<HF>(k + (j + key) * k_stride + i + p * kD));
-        }
+      for (int64_t i = p * kF; i < hd; i += kDotLanes) {
+        VF kv[K];
+        for (int key = 0; key < K; ++key) kv[key] = load<VF>(k + (j + key) * k_stride + i);
         for (int b = 0; b < B; ++b) {
-          const VD q = load<VD>(qd + b * hd + i + p * kD);
-          for (int key = 0; key < K; ++key) acc[key][b][p] = madd(q, kd[key], acc[key][b][p]);
+          const VF qv = load<VF>(q + b * hd + i);
+          for (int key = 0; key < K; ++key) acc[key][b] = fmadd(qv, kv[key], acc[key][b]);
         }
+      }
+      for (int key = 0; key < K; ++key) {
+        for (int b = 0; b < B; ++b) lanes[key][b][p] = acc[key][b];
       }
     }
     for (int key = 0; key < K; ++key) {
-      for (int b = 0; b < B; ++b) s[b * kTile + j + key] = static_cast<float>(hsum(acc[key][b])) * scale;
+      for (int b = 0; b < B; ++b) s[b * kTile + j + key] = hsum(lanes[key][b]) * scale;
     }
   };
   int64_t j = 0;
@@ -284,13 +296,13 @@ MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const f
     for (int64_t j = 0; j < n_keys; ++j) {
       for (int q = 0; q < P; ++q) {
         const VF vj = load<VF>(v + j * v_stride + c + q * kF);
-        for (int b = 0; b < B; ++b) acc[b][q] += p[b * kTile + j] * vj;
+        for (int b = 0; b < B; ++b) acc[b][q] = fmadd(splat(p[b * kTile + j]), vj, acc[b][q]);
       }
     }
     for (int b = 0; b < B; ++b) {
       for (int q = 0; q < P; ++q) {
         float* dst = o + b * hd + c + q * kF;
-        store(dst, first ? acc[b][q] : load<VF>(dst) * alpha[b] + acc[b][q]);
+        store(dst, first ? acc[b][q] : fmadd(load<VF>(dst), splat(alpha[b]), acc[b][q]));
       }
     }
   }
@@ -320,20 +332,24 @@ struct Ctx {
   float* f;
   double* d;
   int64_t n_vec() const { return t.n_vectors(); }
-  // Keys vector r sees: its row's position + 1.
-  int64_t keys_of(int64_t r) const { return t.pos0 + r / t.n_heads + 1; }
+  // Vectors are numbered KV head first: v = g·(n_rows·n_heads) + row·n_heads + h, so the
+  // vectors reading one KV head are consecutive and ordered by row.
+  int64_t per_kv() const { return t.n_rows * t.n_heads; }
+  int64_t row_of(int64_t v) const { return v % per_kv() / t.n_heads; }
+  // Query head (within the task) of vector v.
+  int64_t head_of(int64_t v) const { return v / per_kv() * t.n_heads + v % t.n_heads; }
+  // Keys vector v sees: its row's position + 1.
+  int64_t keys_of(int64_t v) const { return t.pos0 + row_of(v) + 1; }
 };
 
-// The query vectors as doubles (exact), for the double-lane dot products.
+// The query vectors, contiguous [n_vec][hd] in vector order, for the register blocks of
+// scores().
 inline void prepare_queries(const Ctx& c) {
   const FlashAttentionTask& t = c.t;
-  double* qd = c.d + c.L.qd;
-  for (int64_t r = 0; r < t.n_rows; ++r) {
-    for (int64_t h = 0; h < t.n_heads; ++h) {
-      const float* q = t.q + r * t.q_row_stride + h * t.head_dim;
-      double* dst = qd + (r * t.n_heads + h) * t.head_dim;
-      for (int64_t i = 0; i < t.head_dim; ++i) dst[i] = q[i];
-    }
+  float* qd = c.f + c.L.q;
+  for (int64_t v = 0; v < c.n_vec(); ++v) {
+    const float* q = t.q + c.row_of(v) * t.q_row_stride + c.head_of(v) * t.head_dim;
+    std::memcpy(qd + v * t.head_dim, q, static_cast<size_t>(t.head_dim) * sizeof(float));
   }
 }
 
@@ -342,9 +358,9 @@ inline void prepare_queries(const Ctx& c) {
 inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
   const FlashAttentionTask& t = c.t;
   const int64_t hd = t.head_dim, n_vec = c.n_vec();
-  const int64_t key_begin = part * kFlashPartKeys;
+  const int64_t key_begin = part * kFlashPartKeys;  // (n_vec: every KV head's vectors)
   const int64_t key_end = std::min(key_begin + kFlashPartKeys, t.n_keys());
-  const double* qd = c.d + c.L.qd;
+  const float* qv = c.f + c.L.q;
   float* s = c.f + c.L.s;
   float* alpha = c.f + c.L.alpha;
   for (int64_t r = 0; r < n_vec; ++r) out.l[r] = 0;
@@ -353,46 +369,48 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
     const bool first = j0 == key_begin;
     // Rows before row_first do not reach this tile (causal mask); their state stays.
     const int64_t row_first = std::max<int64_t>(0, j0 - t.pos0);
-    const int64_t vec_first = row_first * t.n_heads;
-    const auto count = [&](int64_t r) { return std::min(tk, c.keys_of(r) - j0); };  // ≥ 1 from vec_first on
+    const auto count = [&](int64_t r) { return std::min(tk, c.keys_of(r) - j0); };  // ≥ 1 from row_first on
     int64_t k_stride = 0, v_stride = 0;
-    const float* k = tile_rows(t.k, hd, j0, tk, c.f + c.L.kbuf, &k_stride);
-    const float* v = tile_rows(t.v, hd, j0, tk, c.f + c.L.vbuf, &v_stride);
-    if (j0 + tk < key_end) {
-      const int64_t next = std::min(kTile, key_end - j0 - tk);
-      prefetch_rows(t.k, hd, j0 + tk, next);
-      prefetch_rows(t.v, hd, j0 + tk, next);
-    }
-    // Scores up to the block's largest visible count (its last vector's).
-    for_blocks(vec_first, n_vec, [&]<int B>(int64_t r) {
-      scores<B>(qd + r * hd, hd, k, k_stride, count(r + B - 1), t.scale, s + r * kTile);
-    });
-    // Online softmax: p_j = e^(s_j − m) for the visible keys, 0 for the masked ones.
-    for (int64_t r = vec_first; r < n_vec; ++r) {
-      float* sr = s + r * kTile;
-      const int64_t n = count(r);
-      float mx = sr[0];
-      for (int64_t j = 1; j < n; ++j) mx = std::max(mx, sr[j]);
-      const float m_new = first ? mx : std::max(out.m[r], mx);
-      double sum = 0;
-      VF lane;
-      for (int i = 0; i < kF; ++i) lane[i] = static_cast<float>(i);
-      for (int64_t j = 0; j < tk; j += kF, lane += static_cast<float>(kF)) {
-        const VF p = exp_nonpositive(load<VF>(sr + j) - m_new);
-        store(sr + j, lane < static_cast<float>(n) ? p : VF{});
+    const int64_t n_next = std::min(kTile, key_end - j0 - tk);  // ≤ 0: this is the part's last tile
+    const int64_t width = t.n_kv_heads * hd;
+    const float* k = tile_rows(t.k, width, j0, tk, c.f + c.L.kbuf, &k_stride, j0 + tk, n_next);
+    const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
+    for (int64_t g = 0; g < t.n_kv_heads; ++g) {
+      // KV head g's vectors [vec_first, vec_end) and its slice of the tile.
+      const int64_t vec_first = g * c.per_kv() + row_first * t.n_heads, vec_end = (g + 1) * c.per_kv();
+      const float* kg = k + g * hd;
+      const float* vg = v + g * hd;
+      // Scores up to the block's largest visible count (its last vector's).
+      for_blocks(vec_first, vec_end, [&]<int B>(int64_t r) {
+        scores<B>(qv + r * hd, hd, kg, k_stride, count(r + B - 1), t.scale, s + r * kTile);
+      });
+      // Online softmax: p_j = e^(s_j − m) for the visible keys, 0 for the masked ones.
+      for (int64_t r = vec_first; r < vec_end; ++r) {
+        float* sr = s + r * kTile;
+        const int64_t n = count(r);
+        float mx = sr[0];
+        for (int64_t j = 1; j < n; ++j) mx = std::max(mx, sr[j]);
+        const float m_new = first ? mx : std::max(out.m[r], mx);
+        double sum = 0;
+        VF lane;
+        for (int i = 0; i < kF; ++i) lane[i] = static_cast<float>(i);
+        for (int64_t j = 0; j < tk; j += kF, lane += static_cast<float>(kF)) {
+          const VF p = exp_nonpositive(load<VF>(sr + j) - m_new);
+          store(sr + j, lane < static_cast<float>(n) ? p : VF{});
+        }
+        for (int64_t j = 0; j < n; ++j) sum += sr[j];
+        if (first) {
+          out.l[r] = sum;
+        } else {
+          alpha[r] = exp_nonpositive(out.m[r] - m_new);
+          out.l[r] = out.l[r] * alpha[r] + sum;
+        }
+        out.m[r] = m_new;
       }
-      for (int64_t j = 0; j < n; ++j) sum += sr[j];
-      if (first) {
-        out.l[r] = sum;
-      } else {
-        alpha[r] = exp_nonpositive(out.m[r] - m_new);
-        out.l[r] = out.l[r] * alpha[r] + sum;
-      }
-      out.m[r] = m_new;
+      for_blocks(vec_first, vec_end, [&]<int B>(int64_t r) {
+        accumulate_values<B>(s + r * kTile, count(r + B - 1), vg, v_stride, hd, first, alpha + r, out.o + r * hd);
+      });
     }
-    for_blocks(vec_first, n_vec, [&]<int B>(int64_t r) {
-      accumulate_values<B>(s + r * kTile, count(r + B - 1), v, v_stride, hd, first, alpha + r, out.o + r * hd);
-    });
   }
 }
 
@@ -421,24 +439,25 @@ inline void fold(const Ctx& c, const FlashPartial& total, const FlashPartial& pa
 inline void finish(const Ctx& c, const FlashPartial& total) {
   const FlashAttentionTask& t = c.t;
   const int64_t hd = t.head_dim;
-  for (int64_t r = 0; r < t.n_rows; ++r) {
-    for (int64_t h = 0; h < t.n_heads; ++h) {
-      const int64_t vec = r * t.n_heads + h;
-      const float* o = total.o + vec * hd;
-      float* dst = t.out + r * t.out_row_stride + h * hd;
-      const float inv = static_cast<float>(1.0 / total.l[vec]);
-      for (int64_t i = 0; i < hd; ++i) dst[i] = o[i] * inv;
-      if (t.gate) {
-        const float* g = t.gate + r * t.gate_row_stride + h * hd;
-        for (int64_t i = 0; i < hd; ++i) dst[i] *= sigmoid(g[i]);
-      }
+  for (int64_t vec = 0; vec < c.n_vec(); ++vec) {
+    const int64_t r = c.row_of(vec), h = c.head_of(vec);
+    const float* o = total.o + vec * hd;
+    float* dst = t.out + r * t.out_row_stride + h * hd;
+    const float inv = static_cast<float>(1.0 / total.l[vec]);
+    for (int64_t i = 0; i < hd; ++i) dst[i] = o[i] * inv;
+    if (t.gate) {
+      const float* g = t.gate + r * t.gate_row_stride + h * hd;
+      for (int64_t i = 0; i < hd; ++i) dst[i] *= sigmoid(g[i]);
     }
   }
 }
 
 inline Ctx context(const FlashAttentionTask& t, FlashScratch& scratch) {
-  scratch.reserve_for(t.head_dim, t.n_vectors());
-  return Ctx{.t = t, .L = layout(t.head_dim, t.n_vectors()), .f = scratch.f.data(), .d = scratch.d.data()};
+  scratch.reserve_for(t.head_dim, t.n_kv_heads, t.n_vectors());
+  return Ctx{.t = t,
+             .L = layout(t.head_dim, t.n_kv_heads * t.head_dim, t.n_vectors()),
+             .f = scratch.f.data(),
+             .d = scratch.d.data()};
 }
 
 inline FlashPartial total_state(const Ctx& c) {

@@ -124,14 +124,8 @@ void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, 
   constexpr int64_t kRowTile = 16;
   pool.parallel_for(n_out, 16, [&](int64_t begin, int64_t end, int) {
     if (n_tokens == 1) {
-      // Decode streams the slice's rows: ask for the row kPrefetchRows ahead while this one
-      // is computed (the hardware prefetchers alone ramp up slowly at the slice's start).
-      constexpr int64_t kPrefetchRows = 2;
       for (int64_t o = begin; o < end; ++o) {
-        if (o + kPrefetchRows < end) {
-          const uint8_t* ahead = w.row(mat, o + kPrefetchRows);
-          for (int64_t b = 0; b < w.row_bytes; b += 64) __builtin_prefetch(ahead + b);
-        }
+        if (o + kPrefetchRows < end) prefetch_row(w.row(mat, o + kPrefetchRows), w.row_bytes);
         y[o] = kernel->fn(w.n_in, w.row(mat, o), xq.row(0));
       }
       return;
@@ -161,7 +155,7 @@ const QuantizedActivations& ActivationCache::get(DType weight_type, ThreadPool& 
   const auto act = activation_type_for(weight_type);
   CHECK_MSG(act.has_value(), "no kernels for weight type {}", dtype_name(weight_type));
   const auto index = static_cast<size_t>(*act);
-  if (slots_.size() <= index) slots_.resize(index + 1);
+  CHECK_MSG(index < kSlots, "activation type id {} out of range", index);
   Slot& slot = slots_[index];
   if (!slot.valid) {
     quantize_activations(*act, x_, n_rows_, n_in_, slot.q, pool);

@@ -3,6 +3,7 @@
 // type (see dot.h), then every (output row, token) pair is one dot product.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,14 @@ struct WeightMatrix {
 
   const uint8_t* row(int64_t mat, int64_t r) const { return data + (mat * n_out + r) * row_bytes; }
 };
+
+// Decode streams weight rows: while row o is computed, ask for row o + kPrefetchRows (the
+// hardware prefetchers ramp up slowly at the start of each slice or expert item, and the
+// MoE's gate/up interleave breaks their stride).
+inline constexpr int64_t kPrefetchRows = 2;
+inline void prefetch_row(const uint8_t* row, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
+}
 
 // Activation rows converted to one activation type; reused across calls (grows, never
 // shrinks) so steady-state decoding does not allocate.
@@ -70,7 +79,10 @@ class ActivationCache {
     bool valid = false;
     QuantizedActivations q;
   };
-  std::vector<Slot> slots_;  // indexed by activation DType id
+  // Indexed by activation DType id. A fixed array: callers hold the references get()
+  // returns while asking for other types (a growing vector would move the slots).
+  static constexpr size_t kSlots = 64;
+  std::array<Slot, kSlots> slots_;
 };
 
 // matmul of w with the cached input converted to w's activation type.

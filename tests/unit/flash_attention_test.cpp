@@ -13,18 +13,20 @@
 // The reference o* = Σ_j w_j v_j / Σ_j w_j with w_j = e^(s_j) in double from the same
 // dequantized K/V, the same float q and the same float scale. Every dequantized value is
 // exact in both (same conversion), so all differences are roundings:
-//  * weights: ŝ_j = fl(fl(Σ q·k)·scale) (the double-lane sum is exact to ~2^-53 relative,
-//    then 2 roundings: ≤ 2u|s_j|); p_j = exp(fl(ŝ_j − m)): the subtraction ≤ u|s_j − m| ≤
+//  * weights: ŝ_j = fl(fl(Σ q·k)·scale): the 16 float lanes of hd/16 fused multiply-adds
+//    each and the 4-level tree err by ≤ γ_(hd/16+4)·A_j ≤ (hd/16 + 5)u·A_j, with
+//    A_j = scale·Σ_i|q_i·k_ji| ≤ A (their max), then ≤ 2u|s_j| for the roundings of the
+//    sum and the scale; p_j = exp(fl(ŝ_j − m)): the subtraction ≤ u|s_j − m| ≤
 //    2uS, the polynomial exp ≤ 2 ulp (checked below) ≤ 2u; the factors α, a, b that rescale
 //    earlier tiles and parts are exp's of differences of maxima: each ≤ u·|Δm| + 2u, and
 //    the |Δm| along a chain telescope to ≤ 2S, so ≤ 2uS + 2u(T + P) in all. So each weight
-//    carries a relative error η ≤ u(2S + 2S + 2S + 2 + 2(T + P)) = u(6S + 2 + 2(T + P)).
+//    carries a relative error η ≤ u(6S + (hd/16 + 5)A + 2 + 2(T + P)).
 //    Relative weight errors η move a convex combination by ≤ η·max|v_j − o| ≤ 2ηV.
 //  * sums: P·V per tile: ≤ 64 multiply-adds in key order (γ_64 of Σ w|v|/Σ w ≤ V), then
-//    per later tile o·α + acc (2 roundings) ≤ 2T, per fold 2 more ≤ 2P, then ·float(1/L)
+//    per later tile fma(o, α, acc) (≤ 2 roundings) ≤ 2T, per fold 2 more ≤ 2P, then ·float(1/L)
 //    (2 roundings) and the gate (sigmoid via expf ≤ 4 roundings, 1 multiply) ≤ 7:
 //    (64 + 2T + 2P + 7)u·V. The double sums of L are exact to ~2^-50.
-//  => |o_flash − o*| ≤ B_flash = [2u(6S + 2 + 2(T + P)) + (71 + 2T + 2P)u]·V.
+//  => |o_flash − o*| ≤ B_flash = [2u(6S + (hd/16 + 5)A + 2 + 2(T + P)) + (71 + 2T + 2P)u]·V.
 //  The exact path has the same score and weight terms without the rescaling ones
 //  (u(6S + 3): expf 1 ulp, then · float(1/Σ) one more) and sums every key in order with
 //  axpy (2 roundings per key): B_exact = [2u(6S + 3) + (2n + 7)u]·V; flash vs exact is
@@ -159,6 +161,7 @@ struct Expected {
   std::vector<double> ref;
   std::vector<float> exact;
   double S = 0, V = 0;
+  double A = 0;  // max_j scale·Σ_i |q_i·k_ji|: what the float-lane dot products' error scales with
 };
 
 Expected expected(const Cache& c, int64_t kv_head, const float* q, const float* gate, int64_t n, float scale) {
@@ -170,9 +173,13 @@ Expected expected(const Cache& c, int64_t kv_head, const float* q, const float* 
   double mx = -1e300;
   for (int64_t j = 0; j < n; ++j) {
     const float* k = c.kf.data() + j * w + kv_head * hd;
-    double d = 0;
-    for (int64_t i = 0; i < hd; ++i) d += double{q[i]} * k[i];
+    double d = 0, a = 0;
+    for (int64_t i = 0; i < hd; ++i) {
+      d += double{q[i]} * k[i];
+      a += std::fabs(double{q[i]} * k[i]);
+    }
     s[j] = d * scale;
+    e.A = std::max(e.A, a * scale);
     mx = std::max(mx, s[j]);
     e.S = std::max(e.S, std::fabs(s[j]));
     sf[j] = dot.fn(hd, k, q) * scale;
@@ -201,10 +208,11 @@ Expected expected(const Cache& c, int64_t kv_head, const float* q, const float* 
 }
 
 // B_flash and B_exact of the header comment, in units of u·V.
-double flash_bound_units(double S, int64_t n) {
+double flash_bound_units(double S, double A, int64_t hd, int64_t n) {
   const double T = std::min<double>(16, static_cast<double>((n + 63) / 64));
   const double P = static_cast<double>((n + kFlashPartKeys - 1) / kFlashPartKeys);
-  return 2 * (6 * S + 2 + 2 * (T + P)) + 71 + 2 * T + 2 * P;
+  const double dot = (static_cast<double>(hd) / 16 + 5) * A;  // γ_(hd/16 + 4) ≤ (hd/16 + 5)u
+  return 2 * (6 * S + dot + 2 + 2 * (T + P)) + 71 + 2 * T + 2 * P;
 }
 double exact_bound_units(double S, int64_t n) { return 2 * (6 * S + 3) + 2 * static_cast<double>(n) + 7; }
 
@@ -227,9 +235,9 @@ void check_task(const FlashKernels& kernels, const Cache& c, int64_t kv_head, co
       const int64_t at = (r * qs.n_heads + h) * c.hd;
       const int64_t n = pos0 + r + 1;
       const Expected e = expected(c, kv_head, qs.q.data() + at, gate ? qs.gate.data() + at : nullptr, n, task.scale);
-      const double bf = flash_bound_units(e.S, n) * kU * e.V;
-      const double be = exact_bound_units(e.S, n) * kU * e.V;
-      const double k_flash = flash_bound_units(e.S, n), k_exact = exact_bound_units(e.S, n);
+      const double k_flash = flash_bound_units(e.S, e.A, c.hd, n), k_exact = exact_bound_units(e.S, n);
+      const double bf = k_flash * kU * e.V;
+      const double be = k_exact * kU * e.V;
       for (int64_t i = 0; i < c.hd; ++i) {
         const double f = out[at + i];
         const double d_ref = std::fabs(f - e.ref[i]);
@@ -403,6 +411,54 @@ TEST(FlashAttention, RowsDoNotDependOnTheirTask) {
   }
 }
 
+// A task over several consecutive KV heads (whole cache rows, what the attention block uses
+// when there are enough items) gives every vector the bits of one-head tasks, whole or
+// split into parts, for prompt rows crossing a part boundary and for cache types read in
+// place (f32) or converted (f16, q8_0).
+TEST(FlashAttention, MultiKvHeadTaskEqualsOneHeadTasks) {
+  const FlashKernels& k = flash_kernels(cpu_features());
+  constexpr int64_t kKv = 3, kGroup = 2, kHd = 64, kRows = 5, kPos0 = 1100;
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    const Cache c = make_cache(type, kHd, kKv, kPos0 + kRows, 31);
+    const Queries qs = make_queries(c, 0, kRows, kKv * kGroup, 37);
+    std::vector<float> together;
+    FlashAttentionTask all = make_task(c, 0, qs, kPos0, true, together);
+    all.n_heads = kGroup;
+    all.n_kv_heads = kKv;
+    FlashScratch scratch;
+    k.attend(all, scratch);
+    // The same task split into its parts and folded.
+    std::vector<float> split(together.size(), -1.0f);
+    FlashAttentionTask all_split = all;
+    all_split.out = split.data();
+    const int64_t n_parts = all_split.n_parts(), n_vec = all_split.n_vectors();
+    ASSERT_GE(n_parts, 2);
+    std::vector<float> o(static_cast<size_t>(n_parts * n_vec * kHd)), m(static_cast<size_t>(n_parts * n_vec));
+    std::vector<double> l(static_cast<size_t>(n_parts * n_vec));
+    std::vector<FlashPartial> parts;
+    for (int64_t p = 0; p < n_parts; ++p) {
+      parts.push_back({.o = o.data() + p * n_vec * kHd, .m = m.data() + p * n_vec, .l = l.data() + p * n_vec});
+      k.attend_part(all_split, p, scratch, parts.back());
+    }
+    k.combine(all_split, parts.data(), n_parts, scratch);
+    EXPECT_EQ(std::memcmp(split.data(), together.data(), together.size() * sizeof(float)), 0) << dtype_name(type);
+    for (int64_t g = 0; g < kKv; ++g) {
+      std::vector<float> alone;
+      FlashAttentionTask one = make_task(c, g, qs, kPos0, true, alone);
+      one.n_heads = kGroup;
+      one.q += g * kGroup * kHd;
+      one.gate += g * kGroup * kHd;
+      one.out += g * kGroup * kHd;
+      k.attend(one, scratch);
+      for (int64_t r = 0; r < kRows; ++r) {
+        const int64_t at = r * kKv * kGroup * kHd + g * kGroup * kHd;
+        EXPECT_EQ(std::memcmp(alone.data() + at, together.data() + at, kGroup * kHd * sizeof(float)), 0)
+            << dtype_name(type) << " kv head " << g << " row " << r;
+      }
+    }
+  }
+}
+
 // The per-thread scratch is a function of head_dim and the task's vectors: a decode at
 // 60,000 keys uses exactly what one at 100 keys does.
 TEST(FlashAttention, ScratchDoesNotGrowWithDepth) {
@@ -414,7 +470,7 @@ TEST(FlashAttention, ScratchDoesNotGrowWithDepth) {
   k.attend(make_task(c, 0, qs, 100, false, out), shallow);
   k.attend(make_task(c, 0, qs, 60000, false, out), deep);
   EXPECT_EQ(deep.bytes(), shallow.bytes());
-  EXPECT_EQ(deep.bytes(), flash_scratch_bytes(256, 8));
+  EXPECT_EQ(deep.bytes(), flash_scratch_bytes(256, 1, 8));
   EXPECT_LT(deep.bytes(), size_t{200} << 10);  // K and V tiles (2 × 64 KiB) + 8 vectors' state
   for (float x : out) ASSERT_TRUE(std::isfinite(x));
 }

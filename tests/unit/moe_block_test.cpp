@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -43,12 +44,13 @@ struct Fixture {
   MoeShape shape{.n_embd = 256, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .n_ff_shexp = 512};
   Matrix router, gate, up, down, shared_gate_inp, gate_sh, up_sh, down_sh;
   MoeWeights w;
-  explicit Fixture(std::mt19937& rng) {
+  // Routed experts' types: gate, up, down.
+  explicit Fixture(std::mt19937& rng, std::array<DType, 3> routed = {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const auto& s = shape;
     router = random_matrix(DType::F32, s.n_embd, s.n_expert, 1, rng, 0.5f);
-    gate = random_matrix(DType::Q4_K, s.n_embd, s.n_ff_exp, s.n_expert, rng, 0.1f);
-    up = random_matrix(DType::Q5_K, s.n_embd, s.n_ff_exp, s.n_expert, rng, 0.1f);
-    down = random_matrix(DType::Q6_K, s.n_ff_exp, s.n_embd, s.n_expert, rng, 0.1f);
+    gate = random_matrix(routed[0], s.n_embd, s.n_ff_exp, s.n_expert, rng, 0.1f);
+    up = random_matrix(routed[1], s.n_embd, s.n_ff_exp, s.n_expert, rng, 0.1f);
+    down = random_matrix(routed[2], s.n_ff_exp, s.n_embd, s.n_expert, rng, 0.1f);
     shared_gate_inp = random_matrix(DType::F32, s.n_embd, 1, 1, rng, 0.1f);
     // Q8_0 shared expert: another activation type than the routed experts' Q8_K.
     gate_sh = random_matrix(DType::Q8_0, s.n_embd, s.n_ff_shexp, 1, rng, 0.1f);
@@ -106,9 +108,14 @@ std::vector<float> reference_moe(const Fixture& f, const std::vector<float>& h, 
   return out;
 }
 
-TEST(MoeBlock, FusedPathEqualsPerTokenReferenceForAnyBatchAndThreadCount) {
+// Routed experts in K-quants (Q8_K activations) and in Q8_0/IQ4_XS (the tile kernels'
+// Q8_0 block terms, and a gate and up of different activation types); with 40 tokens most
+// experts get ≥ 8 tokens, so the tile kernels run for routed and shared experts alike.
+class MoeBlockTypes : public ::testing::TestWithParam<std::array<DType, 3>> {};
+
+TEST_P(MoeBlockTypes, FusedPathEqualsPerTokenReferenceForAnyBatchAndThreadCount) {
   std::mt19937 rng(11);
-  Fixture f(rng);
+  Fixture f(rng, GetParam());
   ThreadPool one(1);
   for (int64_t n : {1, 2, 7, 40}) {
     std::normal_distribution<float> gauss(0.0f, 1.0f);
@@ -131,6 +138,10 @@ TEST(MoeBlock, FusedPathEqualsPerTokenReferenceForAnyBatchAndThreadCount) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Routed, MoeBlockTypes,
+                         ::testing::Values(std::array<DType, 3>{DType::Q4_K, DType::Q5_K, DType::Q6_K},
+                                           std::array<DType, 3>{DType::Q8_0, DType::IQ4_XS, DType::Q8_0}));
 
 TEST(MoeBlock, WithoutSharedExpertOnlyRoutedExpertsContribute) {
   std::mt19937 rng(5);

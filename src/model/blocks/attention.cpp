@@ -54,7 +54,24 @@ void flash_attention(const AttentionShape& s, std::span<const SeqRows> seqs, int
   const int64_t kv_width = s.n_head_kv * hd;
   const int64_t stride = s.n_head * hd;  // floats between rows of q, gate and attn
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t rows_per_item = std::max<int64_t>(1, cpu::kFlashItemVectors / group);
+  // Items cover every KV head (whole contiguous cache rows: see cpu/flash_attention.h)
+  // unless that leaves threads idle (a short decode: one item of one part); then one KV
+  // head per item. Either way each row's result is the same, bit for bit.
+  const auto count_units = [&](int64_t rows_per_item) {
+    int64_t n_items = 0, n_parts = 0;
+    for (const SeqRows& sr : seqs) {
+      const int64_t blocks = (sr.n_rows + rows_per_item - 1) / rows_per_item;
+      n_items += blocks;
+      n_parts += blocks * ((sr.seq->n_past() + sr.n_rows + cpu::kFlashPartKeys - 1) / cpu::kFlashPartKeys);
+    }
+    return n_items >= pool.size() ? n_items : n_parts;
+  };
+  int64_t kv_per_item = s.n_head_kv;
+  int64_t rows_per_item = std::max<int64_t>(1, cpu::kFlashItemVectors / s.n_head);
+  if (s.n_head_kv > 1 && count_units(rows_per_item) < pool.size()) {
+    kv_per_item = 1;
+    rows_per_item = std::max<int64_t>(1, cpu::kFlashItemVectors / group);
+  }
   auto& items = scratch.flash_items;
   items.clear();
   for (const SeqRows& sr : seqs) {
@@ -62,10 +79,11 @@ void flash_attention(const AttentionShape& s, std::span<const SeqRows> seqs, int
     const KvCacheOptions& opt = seq.options();
     for (int64_t begin = 0; begin < sr.n_rows; begin += rows_per_item) {
       const int64_t t = sr.row_begin + begin;  // first row of the block in the micro-batch
-      for (int64_t kvh = 0; kvh < s.n_head_kv; ++kvh) {
+      for (int64_t kvh = 0; kvh < s.n_head_kv; kvh += kv_per_item) {
         const int64_t at = (t * s.n_head + kvh * group) * hd;
         items.push_back({.task = {.head_dim = hd,
                                   .n_heads = group,
+                                  .n_kv_heads = kv_per_item,
                                   .n_rows = std::min(rows_per_item, sr.n_rows - begin),
                                   .pos0 = seq.n_past() + begin,
                                   .q = scratch.q.data() + at,

@@ -6,6 +6,7 @@
 
 #include "cpu/dot.h"
 #include "cpu/ops.h"
+#include "tensor/blocks.h"
 
 namespace moetier {
 
@@ -82,11 +83,26 @@ void plan_items(const std::vector<MoeFfnGroup>& groups, int64_t n_out, int64_t b
 }
 
 // From this many tokens in a group on, a kernel's tile form (cpu/dot.h: kTileRows rows
-// against all the group's tokens, weights repacked per call) beats the per-row form. Tile
-// kernels that need side data for their activations (Q8_0's act_blocks) are not used here.
+// against all the group's tokens, weights repacked per call) beats the per-row form.
 constexpr int64_t kTileMinTokens = 8;
-bool use_tile(const cpu::DotKernel& k, int64_t tokens) {
-  return k.tile != nullptr && k.activation_type == DType::Q8_K && tokens >= kTileMinTokens;
+bool use_tile(const cpu::DotKernel& k, int64_t tokens) { return k.tile != nullptr && tokens >= kTileMinTokens; }
+
+// The block terms of `n_rows` activation rows when their type is Q8_0 (what its tile
+// kernel needs beside the rows; cpu/dot.h), else nothing: out = [n_rows][n_in / 32].
+void act_blocks_for(DType type, const uint8_t* rows, int64_t row_bytes, int64_t n_rows, int64_t n_in,
+                    std::vector<cpu::Q8_0ActBlock>& out, ThreadPool& pool) {
+  if (type != DType::Q8_0) {
+    out.clear();
+    return;
+  }
+  const int64_t n_blocks = n_in / kQK8_0;
+  grow(out, n_rows * n_blocks);
+  pool.parallel_for(n_rows, 64, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) cpu::dot::q8_0_act_blocks(n_in, rows + r * row_bytes, out.data() + r * n_blocks);
+  });
+}
+const cpu::Q8_0ActBlock* blocks_at(const std::vector<cpu::Q8_0ActBlock>& blocks, int64_t row, int64_t n_in) {
+  return blocks.empty() ? nullptr : blocks.data() + row * (n_in / kQK8_0);
 }
 
 // Phase A with tile kernels: kTileRows rows of gate and of up at a time, every token of
@@ -100,9 +116,9 @@ void gate_up_tiled(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu
     const cpu::TileDotArgs base{.n = n_in, .n_rows = rows, .n_act = g.rows, .out_stride = cpu::kTileRows};
     cpu::TileDotArgs ga = base, ua = base;
     ga.weight_rows = g.gate->row(g.mat, o), ga.weight_stride = g.gate->row_bytes;
-    ga.activation_rows = g.x_gate, ga.activation_stride = gate_stride, ga.out = gv.data();
+    ga.activation_rows = g.x_gate, ga.activation_stride = gate_stride, ga.act_blocks = g.blocks_gate, ga.out = gv.data();
     ua.weight_rows = g.up->row(g.mat, o), ua.weight_stride = g.up->row_bytes;
-    ua.activation_rows = g.x_up, ua.activation_stride = up_stride, ua.out = uv.data();
+    ua.activation_rows = g.x_up, ua.activation_stride = up_stride, ua.act_blocks = g.blocks_up, ua.out = uv.data();
     gate_k.tile(ga);
     up_k.tile(ua);
     for (int64_t t = 0; t < g.rows; ++t) {
@@ -113,14 +129,6 @@ void gate_up_tiled(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu
     }
   }
 }
-
-// Asks for a weight row's cache lines ahead of use (decode streams rows; the software hint
-// covers the start of each item and the gate/up interleave the hardware prefetchers ramp
-// up on).
-inline void prefetch_row(const uint8_t* row, int64_t bytes) {
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
-}
-constexpr int64_t kPrefetchRows = 2;
 
 // Phase A for one item: act[t][o] = SiLU(gate_o · x_t) · (up_o · x_t).
 void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu::DotKernel& up_k, int64_t row_begin,
@@ -134,9 +142,9 @@ void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu:
   for (int64_t o = row_begin; o < row_end; ++o) {
     const uint8_t* gate_row = g.gate->row(g.mat, o);
     const uint8_t* up_row = g.up->row(g.mat, o);
-    if (g.rows == 1 && o + kPrefetchRows < row_end) {
-      prefetch_row(g.gate->row(g.mat, o + kPrefetchRows), g.gate->row_bytes);
-      prefetch_row(g.up->row(g.mat, o + kPrefetchRows), g.up->row_bytes);
+    if (g.rows == 1 && o + cpu::kPrefetchRows < row_end) {
+      cpu::prefetch_row(g.gate->row(g.mat, o + cpu::kPrefetchRows), g.gate->row_bytes);
+      cpu::prefetch_row(g.up->row(g.mat, o + cpu::kPrefetchRows), g.up->row_bytes);
     }
     for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
       const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
@@ -160,6 +168,7 @@ void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_b
                    .activation_rows = g.act_q->row(g.act_q_first),
                    .activation_stride = stride,
                    .n_act = g.rows,
+                   .act_blocks = g.blocks_down,
                    .out = g.out + o,
                    .out_stride = n_embd});
     }
@@ -168,7 +177,9 @@ void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_b
   float dv[cpu::kMaxDotRows];
   for (int64_t o = row_begin; o < row_end; ++o) {
     const uint8_t* down_row = g.down->row(g.mat, o);
-    if (g.rows == 1 && o + kPrefetchRows < row_end) prefetch_row(g.down->row(g.mat, o + kPrefetchRows), g.down->row_bytes);
+    if (g.rows == 1 && o + cpu::kPrefetchRows < row_end) {
+      cpu::prefetch_row(g.down->row(g.mat, o + cpu::kPrefetchRows), g.down->row_bytes);
+    }
     for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
       const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
       cpu::dot_rows(down_k, n_in, down_row, g.act_q->row(g.act_q_first + t), stride, m, dv);
@@ -216,10 +227,19 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
   const bool same_up_input = x_up.type == x_gate.type;
   if (!same_up_input) gather_rows(x_up, sc.pair_token.data(), n_pairs, sc.gathered_up);
   const uint8_t* up_rows = same_up_input ? sc.gathered_gate.data() : sc.gathered_up.data();
+  act_blocks_for(x_gate.type, sc.gathered_gate.data(), x_gate.row_bytes, n_pairs, d, sc.blocks_gate, pool);
+  if (!same_up_input) act_blocks_for(x_up.type, up_rows, x_up.row_bytes, n_pairs, d, sc.blocks_up, pool);
+  const std::vector<cpu::Q8_0ActBlock>& blocks_up = same_up_input ? sc.blocks_gate : sc.blocks_up;
+  const DType down_act_type = *cpu::activation_type_for(w.down_exps.type);
 
   grow(sc.act_routed, n_pairs * s.n_ff_exp);
   grow(sc.out_routed, n_pairs * d);
-  cpu::prepare_activations(*cpu::activation_type_for(w.down_exps.type), n_pairs, s.n_ff_exp, sc.act_q_routed);
+  cpu::prepare_activations(down_act_type, n_pairs, s.n_ff_exp, sc.act_q_routed);
+  if (down_act_type == DType::Q8_0) {
+    grow(sc.blocks_down_routed, n_pairs * (s.n_ff_exp / kQK8_0));  // filled in phase B
+  } else {
+    sc.blocks_down_routed.clear();
+  }
   sc.groups.clear();
   for (int64_t e = 0; e < s.n_expert; ++e) {
     const int64_t first = sc.expert_first[static_cast<size_t>(e)];
@@ -231,6 +251,9 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
                          .mat = e,
                          .x_gate = sc.gathered_gate.data() + first * x_gate.row_bytes,
                          .x_up = up_rows + first * x_up.row_bytes,
+                         .blocks_gate = blocks_at(sc.blocks_gate, first, d),
+                         .blocks_up = blocks_at(blocks_up, first, d),
+                         .blocks_down = blocks_at(sc.blocks_down_routed, first, s.n_ff_exp),
                          .rows = rows,
                          .act = sc.act_routed.data() + first * s.n_ff_exp,
                          .act_q = &sc.act_q_routed,
@@ -243,13 +266,24 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
     const cpu::QuantizedActivations& xs_up = sc.input.get(w.up_shexp.type, pool);
     grow(sc.act_shared, n * s.n_ff_shexp);
     grow(sc.out_shared, n * d);
-    cpu::prepare_activations(*cpu::activation_type_for(w.down_shexp.type), n, s.n_ff_shexp, sc.act_q_shared);
+    const DType shared_down_act_type = *cpu::activation_type_for(w.down_shexp.type);
+    cpu::prepare_activations(shared_down_act_type, n, s.n_ff_shexp, sc.act_q_shared);
+    act_blocks_for(xs_gate.type, xs_gate.bytes.data(), xs_gate.row_bytes, n, d, sc.blocks_shared_gate, pool);
+    act_blocks_for(xs_up.type, xs_up.bytes.data(), xs_up.row_bytes, n, d, sc.blocks_shared_up, pool);
+    if (shared_down_act_type == DType::Q8_0) {
+      grow(sc.blocks_down_shared, n * (s.n_ff_shexp / kQK8_0));  // filled in phase B
+    } else {
+      sc.blocks_down_shared.clear();
+    }
     sc.groups.push_back({.gate = &w.gate_shexp,
                          .up = &w.up_shexp,
                          .down = &w.down_shexp,
                          .mat = 0,
                          .x_gate = xs_gate.bytes.data(),
                          .x_up = xs_up.bytes.data(),
+                         .blocks_gate = blocks_at(sc.blocks_shared_gate, 0, d),
+                         .blocks_up = blocks_at(sc.blocks_shared_up, 0, d),
+                         .blocks_down = blocks_at(sc.blocks_down_shared, 0, s.n_ff_shexp),
                          .rows = n,
                          .act = sc.act_shared.data(),
                          .act_q = &sc.act_q_shared,
@@ -302,8 +336,17 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
     for (int64_t r = total_rows * thread / n_threads; r < total_rows * (thread + 1) / n_threads; ++r) {
       if (r < n_pairs) {
         cpu::quantize_activation_row(sc.act_routed.data() + r * s.n_ff_exp, sc.act_q_routed, r);
+        if (!sc.blocks_down_routed.empty()) {
+          cpu::dot::q8_0_act_blocks(s.n_ff_exp, sc.act_q_routed.row(r),
+                                    sc.blocks_down_routed.data() + r * (s.n_ff_exp / kQK8_0));
+        }
       } else {
-        cpu::quantize_activation_row(sc.act_shared.data() + (r - n_pairs) * s.n_ff_shexp, sc.act_q_shared, r - n_pairs);
+        const int64_t t = r - n_pairs;
+        cpu::quantize_activation_row(sc.act_shared.data() + t * s.n_ff_shexp, sc.act_q_shared, t);
+        if (!sc.blocks_down_shared.empty()) {
+          cpu::dot::q8_0_act_blocks(s.n_ff_shexp, sc.act_q_shared.row(t),
+                                    sc.blocks_down_shared.data() + t * (s.n_ff_shexp / kQK8_0));
+        }
       }
     }
     pool.barrier();

@@ -19,6 +19,7 @@
 
 #include "core/profiler.h"
 #include "core/thread_pool.h"
+#include "cpu/dot.h"
 #include "cpu/matmul.h"
 
 namespace moetier {
@@ -53,6 +54,11 @@ struct MoeFfnGroup {
   int64_t mat = 0;                     // expert index in the stacks (0 for the shared expert)
   const uint8_t* x_gate = nullptr;     // [rows] input rows in gate's activation type
   const uint8_t* x_up = nullptr;       // [rows] input rows in up's activation type
+  // Q8_0 activations' block terms for the tile kernels (cpu/dot.h), [rows][n_in / 32]:
+  // x_gate's, x_up's and act_q's from act_q_first; nullptr for other activation types.
+  const cpu::Q8_0ActBlock* blocks_gate = nullptr;
+  const cpu::Q8_0ActBlock* blocks_up = nullptr;
+  const cpu::Q8_0ActBlock* blocks_down = nullptr;
   int64_t rows = 0;
   float* act = nullptr;                // [rows][n_ff] SiLU(gate)·up
   cpu::QuantizedActivations* act_q = nullptr;  // act converted for down, from row act_q_first
@@ -77,6 +83,10 @@ struct MoeScratch {
   std::vector<uint8_t> gathered_gate, gathered_up;  // [n·k] pair input rows
   std::vector<float> act_routed, act_shared;        // SwiGLU rows
   cpu::QuantizedActivations act_q_routed, act_q_shared;
+  // Block terms of Q8_0 activation rows (empty for other types): the gathered gate/up
+  // inputs, the shared expert's inputs, and the down projections' inputs.
+  std::vector<cpu::Q8_0ActBlock> blocks_gate, blocks_up, blocks_shared_gate, blocks_shared_up;
+  std::vector<cpu::Q8_0ActBlock> blocks_down_routed, blocks_down_shared;
   std::vector<float> out_routed, out_shared;        // [rows][n_embd]
   std::vector<MoeFfnGroup> groups;
   std::vector<MoeWorkItem> items_up, items_down;
