@@ -1,5 +1,6 @@
 #include "runtime/generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -19,6 +20,11 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
   stats.n_prompt = static_cast<int64_t>(prompt.size());
   std::vector<float> logits;
   const int32_t n_vocab = static_cast<int32_t>(model.hparams().n_vocab);
+  Speculator* spec = params.speculator;
+  const SpecStats spec_before = spec ? spec->stats() : SpecStats{};
+  // The sequence's tokens so far, for drafters that look back (only kept with a speculator).
+  std::vector<int32_t> history;
+  if (spec) history.assign(prompt.begin(), prompt.end());
 
   auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(model.forward(prompt, seq, {}, logits, pool));
@@ -26,35 +32,108 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
   stats.prompt_seconds = seconds_since(t0);
 
   text::Detokenizer detok(tokenizer, params.render_special);
-  t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    if (params.n_predict >= 0 && stats.n_generated >= params.n_predict) {
-      stats.stop = StopReason::kLength;
-      break;
-    }
-    if (params.cancel && params.cancel->load()) {
-      stats.stop = StopReason::kCancelled;
-      break;
-    }
-    const int32_t token = sampler.sample(logits.data(), n_vocab);
+  // Emits a sampled token; true when generation stops at it (it is then not fed).
+  const auto emit = [&](int32_t token, int64_t pos) {
     sampler.accept(token);
     ++stats.n_generated;
     if (on_token) on_token(token);
+    if (spec) history.push_back(token);
     if (params.stop_at_eog && tokenizer.is_eog(token)) {
       stats.stop = StopReason::kEog;
-      break;
+      return true;
     }
     const std::string piece = detok.push(token);
     if (!piece.empty()) on_text(piece);
-    if (seq.n_past() >= seq.n_ctx()) {
+    if (pos >= seq.n_ctx()) {  // no room to feed it
       stats.stop = StopReason::kContextFull;
-      break;
+      return true;
     }
-    RETURN_IF_ERROR(model.forward({&token, 1}, seq, {}, logits, pool));
+    return false;
+  };
+  const auto budget_left = [&] { return params.n_predict < 0 || stats.n_generated < params.n_predict; };
+  const auto cancelled = [&] { return params.cancel && params.cancel->load(); };
+
+  t0 = std::chrono::steady_clock::now();
+  const float* row = logits.data();  // the logits the next token is sampled from
+  bool have_pending = false;         // a token already sampled (a verify's correction) waits to be emitted
+  int32_t pending = 0;
+  std::vector<int32_t> draft, batch;
+  for (;;) {
+    int32_t token = pending;
+    if (!have_pending) {
+      if (!budget_left()) {
+        stats.stop = StopReason::kLength;
+        break;
+      }
+      if (cancelled()) {
+        stats.stop = StopReason::kCancelled;
+        break;
+      }
+      token = sampler.sample(row, n_vocab);
+    }
+    have_pending = false;
+    const int64_t pos = seq.n_past();  // where `token` goes
+    if (emit(token, pos)) break;
+
+    // Feed `token`, with drafts after it when the speculator has some. Drafts are limited to
+    // the budget (a draft past it would be cut anyway) and to the context.
+    draft.clear();
+    if (spec) {
+      int64_t room = seq.n_ctx() - pos - 1;
+      if (params.n_predict >= 0) room = std::min(room, params.n_predict - stats.n_generated);
+      if (room > 0) spec->propose(history, room, draft);
+    }
+    const auto step0 = std::chrono::steady_clock::now();
+    if (draft.empty()) {
+      RETURN_IF_ERROR(model.forward({&token, 1}, seq, {}, logits, pool));
+      if (spec) spec->record(0, 0, 1, seconds_since(step0));
+      row = logits.data();
+      continue;
+    }
+    batch.assign(1, token);
+    batch.insert(batch.end(), draft.begin(), draft.end());
+    const bool journal = seq.has_recurrent_state();
+    if (journal) RETURN_IF_ERROR(seq.begin_journal(static_cast<int64_t>(batch.size())));
+    const Status fwd = model.forward(batch, seq, {.all_logits = true}, logits, pool);
+    if (!fwd.ok()) {
+      if (journal) seq.end_journal();
+      return fwd;
+    }
+    const double verify_seconds = seconds_since(step0);
+    // Verify in order: row i holds the logits after batch[i], i.e. for draft[i].
+    int64_t keep = pos + 1;  // positions that stay in the sequence: `token` and the accepted drafts
+    int64_t accepted = 0;
+    bool stop = false;
+    for (size_t i = 0; i < draft.size(); ++i) {
+      if (!budget_left()) break;  // the loop top stops (kLength)
+      if (cancelled()) break;     // likewise (kCancelled)
+      const int32_t y = sampler.sample(logits.data() + i * static_cast<size_t>(n_vocab), n_vocab);
+      if (y != draft[i]) {
+        pending = y, have_pending = true;
+        break;
+      }
+      ++accepted;
+      if (emit(y, keep)) {
+        stop = true;  // an end-of-generation token: not kept, as if it had not been fed
+        break;
+      }
+      ++keep;
+    }
+    spec->record(static_cast<int64_t>(draft.size()), accepted, static_cast<int64_t>(batch.size()), verify_seconds);
+    const bool cut = seq.truncate(keep);
+    if (journal) seq.end_journal();
+    if (!cut) return Status::runtime("speculative decoding could not roll the sequence back");
+    if (stop) break;
+    if (!have_pending) row = logits.data() + static_cast<size_t>(accepted) * static_cast<size_t>(n_vocab);
   }
   const std::string tail = detok.finish();
   if (!tail.empty()) on_text(tail);
   stats.generation_seconds = seconds_since(t0);
+  if (spec) {
+    stats.spec.n_steps = spec->stats().n_steps - spec_before.n_steps;
+    stats.spec.n_drafted = spec->stats().n_drafted - spec_before.n_drafted;
+    stats.spec.n_accepted = spec->stats().n_accepted - spec_before.n_accepted;
+  }
   return stats;
 }
 

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 #include "text/tokenizer.h"
 
 namespace moetier {
@@ -23,6 +24,9 @@ struct GenerationParams {
   bool stop_at_eog = true;        // stop at the model's end-of-generation tokens
   bool render_special = false;    // include control-token text (e.g. <|im_end|>) in the output
   const std::atomic<bool>* cancel = nullptr;  // set to stop after the current token
+  // Speculative decoding (runtime/speculative.h): drafts verified in batches; the output is
+  // the same as without it. nullptr: one token per forward pass.
+  Speculator* speculator = nullptr;
 };
 
 enum class StopReason { kLength, kEog, kContextFull, kCancelled };
@@ -33,6 +37,7 @@ struct GenerationStats {
   double prompt_seconds = 0;
   double generation_seconds = 0;
   StopReason stop = StopReason::kLength;
+  SpecStats spec;  // this generation's drafted / accepted counts (zero without a speculator)
   double prompt_tokens_per_second() const { return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0; }
   double generation_tokens_per_second() const {
     return generation_seconds > 0 ? n_generated / generation_seconds : 0;

@@ -51,6 +51,7 @@ Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& l
 
 void SequenceState::clear() {
   n_past_ = 0;
+  journal_capacity_ = 0;
   if (device_) device_->clear();
   for (auto& l : layers_) {
     std::fill(l.conv.begin(), l.conv.end(), 0.0f);
@@ -72,9 +73,58 @@ bool SequenceState::truncate(int64_t n) {
     clear();
     return true;
   }
-  if (has_recurrent_state()) return false;
+  if (has_recurrent_state()) {
+    // Back to a journaled position: the state recorded after the token at n − 1.
+    if (!journal_active() || n - 1 < journal_base_ || n - 1 >= journal_base_ + journal_capacity_) return false;
+    const auto slot = static_cast<size_t>(n - 1 - journal_base_);
+    for (auto& l : layers_) {
+      if (l.conv.empty() && l.ssm.empty()) continue;
+      std::copy_n(l.journal_conv.begin() + static_cast<std::ptrdiff_t>(slot * l.conv.size()), l.conv.size(), l.conv.begin());
+      std::copy_n(l.journal_ssm.begin() + static_cast<std::ptrdiff_t>(slot * l.ssm.size()), l.ssm.size(), l.ssm.begin());
+    }
+  }
   n_past_ = n;
   return true;
+}
+
+Status SequenceState::begin_journal(int64_t max_tokens) {
+  if (max_tokens <= 0) return Status::bad_input("the rollback journal needs at least one position");
+  for (const auto& l : layers_) {
+    if (l.spec.on_device && (l.spec.conv_state_elems > 0 || l.spec.ssm_state_elems > 0)) {
+      return Status::bad_input(
+          "speculative decoding cannot roll back DeltaNet layers placed on the GPU yet; keep them on the CPU "
+          "(-ngl 0) or turn speculation off (--spec-type none)");
+    }
+  }
+  try {
+    for (auto& l : layers_) {
+      l.journal_conv.resize(static_cast<size_t>(max_tokens) * l.conv.size());
+      l.journal_ssm.resize(static_cast<size_t>(max_tokens) * l.ssm.size());
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::runtime(fmt::format("out of memory allocating the rollback journal for {} tokens", max_tokens));
+  }
+  journal_base_ = n_past_;
+  journal_capacity_ = max_tokens;
+  return Status::ok();
+}
+
+void SequenceState::end_journal() { journal_capacity_ = 0; }
+
+float* SequenceState::journal_conv(int layer, int64_t pos) {
+  auto& l = layers_[static_cast<size_t>(layer)];
+  if (!journal_active() || pos < journal_base_ || pos >= journal_base_ + journal_capacity_ || l.conv.empty()) return nullptr;
+  return l.journal_conv.data() + static_cast<size_t>(pos - journal_base_) * l.conv.size();
+}
+
+float* SequenceState::journal_ssm(int layer, int64_t pos) {
+  auto& l = layers_[static_cast<size_t>(layer)];
+  if (!journal_active() || pos < journal_base_ || pos >= journal_base_ + journal_capacity_ || l.ssm.empty()) return nullptr;
+  return l.journal_ssm.data() + static_cast<size_t>(pos - journal_base_) * l.ssm.size();
+}
+
+uint64_t SequenceState::journal_bytes(int64_t max_tokens) const {
+  return static_cast<uint64_t>(max_tokens) * recurrent_bytes();
 }
 
 uint8_t* SequenceState::k_row(int layer, int64_t pos) {

@@ -54,9 +54,26 @@ class SequenceState {
   // back to an earlier position, only kept whole or cleared.
   bool has_recurrent_state() const;
   // Keep only the first n positions (0 <= n <= n_past()). Attention-only sequences just
-  // forget the later KV rows; a sequence with recurrent state can keep n == n_past() or
-  // be cleared (n == 0); anything else returns false and changes nothing.
+  // forget the later KV rows; a sequence with recurrent state can keep n == n_past(), be
+  // cleared (n == 0), or go back to a position its journal recorded (below); anything else
+  // returns false and changes nothing.
   bool truncate(int64_t n);
+
+  // The rollback journal, for speculative decoding's verify passes (runtime/speculative.h):
+  // between begin_journal(m) and end_journal(), the forward passes over the next m
+  // positions (from n_past() at begin) record each recurrent layer's conv and SSM state
+  // after each of their tokens, so truncate() can cut the sequence back to any recorded
+  // position. Attention-only sequences need no journal (truncate always works). Errors:
+  // recurrent layers on a GPU (their state is not recorded yet), or out of memory.
+  Status begin_journal(int64_t max_tokens);
+  void end_journal();
+  bool journal_active() const { return journal_capacity_ > 0; }
+  // Where a recurrent layer's block records the state after the token at `pos`; nullptr
+  // when no journal is active or pos is outside its window.
+  float* journal_conv(int layer, int64_t pos);
+  float* journal_ssm(int layer, int64_t pos);
+  // Bytes a journal of max_tokens positions takes (for the plan).
+  uint64_t journal_bytes(int64_t max_tokens) const;
 
   // KV rows of attention layer `layer` at position `pos` (raw bytes of type_k / type_v).
   uint8_t* k_row(int layer, int64_t pos);
@@ -78,10 +95,12 @@ class SequenceState {
     int64_t k_row_bytes = 0, v_row_bytes = 0;
     std::vector<uint8_t> k, v;
     std::vector<float> conv, ssm;
+    std::vector<float> journal_conv, journal_ssm;  // [journal capacity][state elems]
   };
   KvCacheOptions options_;
   std::vector<Layer> layers_;
   int64_t n_past_ = 0;
+  int64_t journal_base_ = 0, journal_capacity_ = 0;  // window [base, base + capacity)
   std::unique_ptr<DeviceState> device_;
 };
 

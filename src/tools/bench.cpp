@@ -147,6 +147,11 @@ int cmd_bench(int argc, char** argv) {
                              static_cast<double>(result->model.weight_bytes_per_token) / 1e6);
     }
     if (auto fraction = result->bandwidth_fraction()) summary += fmt::format(" = {:.0f}% of measured bandwidth", 100 * *fraction);
+    if (test.spec && result->spec_n_drafted > 0) {
+      summary += fmt::format(", {} of {} drafted tokens accepted ({:.1f}%)", result->spec_n_accepted,
+                             result->spec_n_drafted,
+                             100.0 * static_cast<double>(result->spec_n_accepted) / static_cast<double>(result->spec_n_drafted));
+    }
     std::fprintf(stderr, "moetier bench: %s: %s\n", options.progress_prefix.c_str(), summary.c_str());
     if (result->estimate) {
       std::fprintf(stderr,

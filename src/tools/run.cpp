@@ -20,6 +20,7 @@ void on_sigint(int) { g_interrupted.store(true); }
 int cmd_run(int argc, char** argv) {
   EngineFlags flags;
   SamplerParams sampling;
+  SpecFlags spec_flags;
   std::string prompt, prompt_file;
   int64_t n_predict = 128;
   bool display_prompt = false, no_parse_special = false, ignore_eos = false, profile = false;
@@ -34,6 +35,7 @@ int cmd_run(int argc, char** argv) {
   p.flag({"--profile"}, &profile, "print the forward pass's time split by block type at the end");
   add_engine_flags(p, flags);
   add_sampling_flags(p, sampling);
+  add_spec_flags(p, spec_flags);
   p.epilog("example: moetier run -m model.gguf -p \"The capital of France is\" -n 32 --temp 0");
   if (auto st = p.parse(argc, argv); !st) return report_error(st);
   if (p.help_requested()) {
@@ -49,6 +51,8 @@ int cmd_run(int argc, char** argv) {
   }
   if (prompt.empty()) return report_error(Status::bad_input("no prompt given (-p TEXT or -f FILE)"));
   if (auto st = validate(sampling); !st) return report_error(st);
+  auto speculator = make_speculator(spec_flags);
+  if (!speculator) return report_error(speculator.status());
 
   auto session = open_session(flags, {});
   if (!session) return report_error(session.status());
@@ -66,7 +70,10 @@ int cmd_run(int argc, char** argv) {
   if (profile) session->model->set_profiler(&profiler);
   std::signal(SIGINT, on_sigint);
   auto stats = generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
-                        {.n_predict = n_predict, .stop_at_eog = !ignore_eos, .cancel = &g_interrupted},
+                        {.n_predict = n_predict,
+                         .stop_at_eog = !ignore_eos,
+                         .cancel = &g_interrupted,
+                         .speculator = speculator->get()},
                         *session->pool, [](std::string_view text) {
                           std::fwrite(text.data(), 1, text.size(), stdout);
                           std::fflush(stdout);
@@ -78,6 +85,14 @@ int cmd_run(int argc, char** argv) {
                static_cast<long long>(stats->n_prompt), stats->prompt_seconds, stats->prompt_tokens_per_second(),
                static_cast<long long>(stats->n_generated), stats->generation_seconds,
                stats->generation_tokens_per_second());
+  if (*speculator) {
+    const SpecStats& sp = stats->spec;
+    std::fprintf(stderr, "moetier: speculative (%s): %lld drafted, %lld accepted (acceptance %.1f%%) in %lld steps, "
+                 "mean draft %.2f tokens\n",
+                 std::string(spec_type_name((*speculator)->params().type)).c_str(), static_cast<long long>(sp.n_drafted),
+                 static_cast<long long>(sp.n_accepted), 100.0 * sp.acceptance_rate(), static_cast<long long>(sp.n_steps),
+                 sp.mean_draft_length());
+  }
   if (profile) std::fputs(format_profile(profiler).c_str(), stderr);
   return 0;
 }

@@ -101,6 +101,59 @@ void add_sampling_flags(ArgParser& p, SamplerParams& s) {
   });
 }
 
+void add_spec_flags(ArgParser& p, SpecFlags& f) {
+  p.section("speculative decoding (the output is the same as without it; docs/speculative.md)");
+  p.option({"--spec-type"}, "TYPE", "none | ngram-simple (default none)", &f.type);
+  const auto int_flag = [&p](std::vector<std::string> names, const char* meta, const char* help, int32_t* out) {
+    const std::string name = names.front();
+    p.option(std::move(names), meta, help, [out, name](std::string_view v) {
+      auto r = parse_int(v, fmt::format("flag '{}'", name));
+      if (!r) return r.status();
+      *out = static_cast<int32_t>(*r);
+      return Status::ok();
+    });
+  };
+  int_flag({"--spec-draft-n-max", "--draft-max", "--draft", "--draft-n"}, "N",
+           "tokens drafted per step at most (default 3); the controller may draft fewer", &f.params.n_max);
+  int_flag({"--spec-draft-n-min", "--draft-min", "--draft-n-min"}, "N",
+           "draft at least N tokens when drafting at all (default 0)", &f.params.n_min);
+  p.option({"--spec-adaptive"}, "on|off",
+           "choose the draft length from the measured acceptance and verify cost, drafting nothing when that is "
+           "faster (default on); off: always --spec-draft-n-max",
+           [&f](std::string_view v) {
+             if (v != "on" && v != "off") return Status::bad_input("flag '--spec-adaptive': give on or off");
+             f.params.adaptive = v == "on";
+             return Status::ok();
+           });
+  int_flag({"--spec-ngram-simple-size-n"}, "N", "ngram-simple: length of the looked-up n-gram (default 12)",
+           &f.params.ngram_size_n);
+  int_flag({"--spec-ngram-simple-size-m"}, "N", "ngram-simple: tokens proposed after a match, at most (default 48)",
+           &f.params.ngram_size_m);
+  int_flag({"--spec-ngram-simple-min-hits"}, "N", "ngram-simple: occurrences needed to propose (default 1)",
+           &f.params.ngram_min_hits);
+  p.option({"-md", "--spec-draft-model", "--model-draft"}, "FILE", "draft model (not supported yet)", &f.draft_model);
+  p.option({"--spec-draft-p-min", "--draft-p-min"}, "P", "draft model's minimum probability (not supported yet)",
+           [&f](std::string_view) {
+             f.p_min_given = true;
+             return Status::ok();
+           });
+}
+
+Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f) {
+  if (!f.draft_model.empty()) {
+    return Status::bad_input("-md/--spec-draft-model: draft models are not supported yet (use --spec-type ngram-simple)");
+  }
+  if (f.p_min_given) {
+    return Status::bad_input("--spec-draft-p-min applies to draft models, which are not supported yet");
+  }
+  auto type = parse_spec_type(f.type);
+  if (!type) return type.status();
+  f.params.type = *type;
+  RETURN_IF_ERROR(validate(f.params));
+  if (*type == SpecType::kNone) return std::unique_ptr<Speculator>{};
+  return std::make_unique<Speculator>(f.params, std::make_unique<NgramSimpleDrafter>(f.params));
+}
+
 Result<DType> parse_cache_type(const std::string& name, const char* flag) {
   if (name == "f32") return DType::F32;
   if (name == "f16") return DType::F16;

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "runtime/plan.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 #include "text/tokenizer.h"
 
 namespace moetier {
@@ -56,6 +57,20 @@ void add_engine_flags(ArgParser& parser, EngineFlags& flags);
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,
 // --presence-penalty, --frequency-penalty, --seed
 void add_sampling_flags(ArgParser& parser, SamplerParams& params);
+
+// Speculative decoding flags in llama.cpp's spelling (--spec-type, --spec-draft-n-max/-min,
+// --spec-ngram-simple-*), plus --draft-max/--draft-min as aliases (llama.cpp's older names,
+// which ik_llama.cpp still uses) and --spec-adaptive. Flags of what is not built yet (draft
+// models, MTP, p-min) are recognised and rejected with a clear error by make_speculator.
+struct SpecFlags {
+  SpecParams params;
+  std::string type = "none";
+  std::string draft_model;   // -md / --spec-draft-model
+  bool p_min_given = false;  // --spec-draft-p-min / --draft-p-min
+};
+void add_spec_flags(ArgParser& parser, SpecFlags& flags);
+// The speculator the flags ask for (nullptr for --spec-type none), or the error.
+Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& flags);
 
 // --list-devices: prints the Vulkan devices (or why there are none) and returns the exit status.
 int print_gpu_devices();

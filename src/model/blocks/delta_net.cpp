@@ -45,6 +45,12 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
       }
     }
     std::memcpy(conv_state, scratch.conv_in.data() + m * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
+    // Rollback journal (speculative verify passes): the carried rows after each token.
+    for (int64_t t = 0; t < m; ++t) {
+      if (float* rec = sr.seq->journal_conv(layer, sr.seq->n_past() + t)) {
+        std::memcpy(rec, scratch.conv_in.data() + (t + 1) * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
+      }
+    }
   }
 
   // Delta rule per V head j (Q/K head j mod n_k — the tiled mapping), token by token:
@@ -78,6 +84,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const float g = cpu::softplus(scratch.alpha[t * s.n_v_heads + j] + w.dt_bias[j]) * w.a[j];
         const float decay = std::exp(g);
         float* o = scratch.y.data() + t * s.value_dim() + j * dv;
+        // (the journal, when recording, gets this head's state after the step, below)
         cpu::delta_rule_step({.state = S,
                               .d_k = dk,
                               .d_v = dv,
@@ -89,6 +96,9 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
                               .q_scale = q_scale,
                               .out = o,
                               .scratch = sk});
+        if (float* rec = sr.seq->journal_ssm(layer, sr.seq->n_past() + (t - sr.row_begin))) {
+          std::memcpy(rec + j * dk * dv, S, static_cast<size_t>(dk * dv) * sizeof(float));
+        }
         // Gated RMSNorm: rmsnorm(o) · norm · SiLU(z)
         cpu::rms_norm(o, w.norm, dv, s.rms_eps, o);
         const float* z = scratch.z.data() + t * s.value_dim() + j * dv;

@@ -203,6 +203,31 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            int_list(&b.n_prompt, "-p", 0));
   p.option({"-n", "--n-gen"}, "N", "generated tokens per tg test; 0 = no tg test (default 128)",
            int_list(&b.n_gen, "-n", 0));
+  p.option({"--spec-replay"}, "A[,A...]",
+           "also run each tg test as greedy generation, without drafts and with speculative decoding whose drafts "
+           "are the model's own continuation, each drafted token kept with probability A (what speculation is worth "
+           "at acceptance A on this machine, with the real verify path)",
+           [&b](std::string_view v) -> Status {
+             for (std::string_view item : split(v, ',')) {
+               char* end = nullptr;
+               const std::string text(item);
+               const double a = std::strtod(text.c_str(), &end);
+               if (text.empty() || end != text.c_str() + text.size() || !(a >= 0 && a <= 1)) {
+                 return Status::bad_input(fmt::format("flag '--spec-replay': '{}' is not an acceptance in [0, 1]", item));
+               }
+               b.spec_replay.push_back(a);
+             }
+             return Status::ok();
+           });
+  p.option({"--spec-draft-n-max", "--draft-max"}, "N", "with --spec-replay: draft lengths to measure (default 3)",
+           int_list(&b.spec_draft_max, "--spec-draft-n-max", 1));
+  p.option({"--spec-adaptive"}, "on|off",
+           "with --spec-replay: let the controller choose the draft length up to N (default off: always N)",
+           [&b](std::string_view v) -> Status {
+             if (v != "on" && v != "off") return Status::bad_input("flag '--spec-adaptive': give on or off");
+             b.spec_adaptive = v == "on";
+             return Status::ok();
+           });
   p.option({"-pg"}, "PP,TG", "a combined test: PP prompt tokens then TG generated tokens (repeatable)",
            [&b](std::string_view v) -> Status {
              const auto parts = split(v, ',');
@@ -346,6 +371,10 @@ Status finalize(BenchParams& b, int64_t default_threads) {
   if (b.models.empty()) return Status::bad_input("no model given (-m FILE)");
   default_if_empty<int64_t>(b.n_prompt, 512);
   default_if_empty<int64_t>(b.n_gen, 128);
+  default_if_empty<int64_t>(b.spec_draft_max, 3);
+  for (int64_t k : b.spec_draft_max) {
+    if (k < 1 || k > 64) return Status::bad_input("flag '--spec-draft-n-max': draft lengths must be in [1, 64]");
+  }
   default_if_empty<int64_t>(b.n_depth, 0);
   default_if_empty<int64_t>(b.n_batch, 2048);
   default_if_empty<int64_t>(b.n_ubatch, 512);
@@ -409,6 +438,19 @@ std::vector<TestSpec> expand_tests(const BenchParams& b) {
       TestSpec t = base;
       t.n_gen = tg;
       tests.push_back(t);
+      if (b.spec_replay.empty()) continue;
+      TestSpec plain = t;  // the generation loop without drafts: the speculative runs' baseline
+      plain.spec = true;
+      tests.push_back(plain);
+      for (double alpha : b.spec_replay) {
+        for (int64_t k : b.spec_draft_max) {
+          TestSpec s = plain;
+          s.spec_acceptance = alpha;
+          s.spec_draft_max = k;
+          s.spec_adaptive = b.spec_adaptive;
+          tests.push_back(s);
+        }
+      }
     }
     for (const PromptGen& pg : b.prompt_gen) {
       if (pg.n_prompt == 0 && pg.n_gen == 0) continue;
@@ -427,6 +469,11 @@ std::string test_name(const TestSpec& t) {
   else if (t.n_gen > 0 && t.n_prompt == 0) name = fmt::format("tg{}", t.n_gen);
   else name = fmt::format("pp{}+tg{}", t.n_prompt, t.n_gen);
   if (t.n_depth > 0) name += fmt::format(" @ d{}", t.n_depth);
+  if (t.spec) {
+    name += t.spec_draft_max == 0 ? std::string(" greedy")
+                                  : fmt::format(" spec a={:g} k={}{}", t.spec_acceptance, t.spec_draft_max,
+                                                t.spec_adaptive ? " adaptive" : "");
+  }
   return name;
 }
 

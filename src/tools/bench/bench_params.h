@@ -56,6 +56,13 @@ struct BenchParams {
   int device = -1;                           // -dev: Vulkan device (default: the first hardware GPU)
   int64_t vram_budget_mib = 0;               // --vram-budget: cap GPU memory (a big GPU behaves like a small one)
   bool exact_kernels = false;                // --gpu-kernels exact: the reference GPU kernels
+  // Speculative decoding measured with replayed drafts (runtime/speculative.h, ReplayDrafter):
+  // each tg test also runs as a greedy generation without drafts and once per (acceptance,
+  // draft length) with drafts that are the target's own continuation, corrupted so that each
+  // drafted token is accepted with that probability.
+  std::vector<double> spec_replay;           // --spec-replay A[,A...], in [0, 1]; empty = off
+  std::vector<int64_t> spec_draft_max;       // --spec-draft-n-max, default 3
+  bool spec_adaptive = false;                // --spec-adaptive on: the controller picks the length
 };
 
 // Registers every bench flag on `parser`, writing into `params`.
@@ -86,6 +93,13 @@ struct TestSpec {
   int64_t n_depth = 0;
   int64_t n_prompt = 0;
   int64_t n_gen = 0;
+  // A tg test through the generation loop (greedy sampling) with speculative decoding from
+  // replayed drafts: spec_draft_max 0 = the loop without drafts (the baseline), else drafts
+  // of at most spec_draft_max tokens accepted with probability spec_acceptance each.
+  bool spec = false;
+  double spec_acceptance = 0;
+  int64_t spec_draft_max = 0;
+  bool spec_adaptive = false;
 };
 
 // The tests in llama-bench's order: the outer loops run over model, n_gpu_layers, n_cpu_moe,

@@ -53,6 +53,9 @@ std::optional<double> TestResult::bandwidth_fraction() const {
 
 std::optional<double> TestResult::achieved_gbps() const {
   if (spec.n_prompt != 0 || spec.n_gen == 0) return std::nullopt;
+  // A verify pass reads the weights once for several tokens: tokens × bytes per token is not
+  // what was read.
+  if (spec.spec && spec.spec_draft_max > 0) return std::nullopt;
   return static_cast<double>(model.weight_bytes_per_token) * avg_ts() / 1e9;
 }
 
@@ -130,6 +133,17 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       opt_num("gpu_scratch_bytes", r.gpu ? std::optional<int64_t>(r.gpu->scratch_bytes) : std::nullopt),
       opt_num("vram_used_delta_bytes", r.vram_used_delta_bytes),
       r.gpu_backend.empty() ? Field{"gpu_backend", Kind::kNull, ""} : str("gpu_backend", r.gpu_backend),
+      // --spec-replay tests (null otherwise): "none" is the greedy loop without drafts.
+      t.spec ? str("spec_type", t.spec_draft_max > 0 ? "replay" : "none") : Field{"spec_type", Kind::kNull, ""},
+      opt_real("spec_acceptance_target", t.spec && t.spec_draft_max > 0 ? std::optional<double>(t.spec_acceptance)
+                                                                        : std::nullopt),
+      opt_num("spec_draft_max", t.spec ? std::optional<int64_t>(t.spec_draft_max) : std::nullopt),
+      opt_num("spec_n_drafted", t.spec ? std::optional<int64_t>(r.spec_n_drafted) : std::nullopt),
+      opt_num("spec_n_accepted", t.spec ? std::optional<int64_t>(r.spec_n_accepted) : std::nullopt),
+      opt_real("spec_acceptance", t.spec && r.spec_n_drafted > 0
+                                      ? std::optional<double>(static_cast<double>(r.spec_n_accepted) /
+                                                              static_cast<double>(r.spec_n_drafted))
+                                      : std::nullopt),
   };
 }
 

@@ -67,6 +67,8 @@ struct TestResult {
   std::string gpu_backend;                  // "Vulkan, fast kernels: <device>" ("" without a GPU part)
   std::optional<GpuCensus> gpu_census;      // --profile with a GPU part: the timed repetitions' census
   int64_t census_tokens = 0;                // tokens those repetitions processed (the census' "per token")
+  // --spec-replay tests: the timed repetitions' drafted / accepted counts.
+  int64_t spec_n_drafted = 0, spec_n_accepted = 0;
 
   // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns;
   // averages are plain means, deviations are sample standard deviations (n - 1; 0 for one sample).

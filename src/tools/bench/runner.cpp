@@ -17,6 +17,8 @@
 #include "core/cpu_features.h"
 #include "core/profiler.h"
 #include "core/thread_pool.h"
+#include "runtime/generate.h"
+#include "runtime/speculative.h"
 #include "tools/inspect/summary.h"
 
 namespace moetier::bench {
@@ -123,6 +125,41 @@ Status generate(Workspace& w, int64_t n) {
   return Status::ok();
 }
 
+// A --spec-replay test's repetition: the sequence holds `prompt` (the depth, or one token),
+// then n greedy tokens are generated through the generation loop (runtime/generate.h) —
+// first untimed without drafts, which gives the continuation, then timed, without drafts
+// for the baseline (spec_draft_max 0) or with that continuation as corrupted drafts.
+// Returns the timed generation's nanoseconds (the prompt is not timed).
+Result<int64_t> speculative_repetition(LoadedModel& loaded, const TestSpec& test, Workspace& w,
+                                       const std::vector<int32_t>& prompt, SpecStats& spec_stats) {
+  const int32_t n_vocab = static_cast<int32_t>(w.model.hparams().n_vocab);
+  const auto run = [&](Speculator* speculator, std::vector<int32_t>* tokens) -> Result<GenerationStats> {
+    w.seq.clear();
+    ASSIGN_OR_RETURN(Sampler sampler, Sampler::create({.temperature = 0.0f}));
+    return generate(w.model, w.seq, *loaded.tokenizer, sampler, prompt,
+                    {.n_predict = test.n_gen, .stop_at_eog = false, .speculator = speculator}, w.pool,
+                    [](std::string_view) {}, [tokens](int32_t t) {
+                      if (tokens) tokens->push_back(t);
+                    });
+  };
+  std::vector<int32_t> expected;
+  if (test.spec_draft_max > 0) RETURN_IF_ERROR(run(nullptr, &expected).status());
+  std::unique_ptr<Speculator> speculator;
+  if (test.spec_draft_max > 0) {
+    const SpecParams sp{.type = SpecType::kReplay,
+                        .n_max = static_cast<int32_t>(test.spec_draft_max),
+                        .adaptive = test.spec_adaptive,
+                        .replay_acceptance = test.spec_acceptance};
+    speculator = std::make_unique<Speculator>(
+        sp, std::make_unique<ReplayDrafter>(std::move(expected), static_cast<int64_t>(prompt.size()), n_vocab,
+                                            test.spec_acceptance, sp.replay_seed));
+  }
+  ASSIGN_OR_RETURN(GenerationStats stats, run(speculator.get(), nullptr));
+  spec_stats.n_drafted += stats.spec.n_drafted;
+  spec_stats.n_accepted += stats.spec.n_accepted;
+  return static_cast<int64_t>(stats.generation_seconds * 1e9);
+}
+
 std::vector<ProfileRow> summarize_profile(const Profiler& profiler, int64_t total_wall_ns, int64_t reps) {
   std::vector<ProfileRow> rows;
   const double per_rep = 1.0 / static_cast<double>(reps);
@@ -218,7 +255,10 @@ PlacementRequest placement_request(const TestSpec& test, const RunOptions& optio
 }
 
 // llama-bench's context: exactly what one repetition needs (the warm-up needs no more).
-int64_t test_context(const TestSpec& test) { return std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen); }
+// Spec tests start from a one-token prompt at depth 0 and feed every generated token.
+int64_t test_context(const TestSpec& test) {
+  return std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen + (test.spec ? 1 : 0));
+}
 
 }  // namespace
 
@@ -306,6 +346,11 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
     std::fprintf(stderr, "moetier bench: %s: %s\n", options.progress_prefix.c_str(), what.c_str());
   };
 
+  if (test.spec && !loaded.tokenizer) {
+    auto tok = text::Tokenizer::from_gguf(loaded.file->header());
+    if (!tok) return tok.status().with_context("--spec-replay needs the model's vocabulary");
+    loaded.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
+  }
   model.set_profiler(nullptr);
   if (options.warmup) {
     progress("warm-up");
@@ -320,7 +365,18 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
   GpuCensus census;
   const bool gpu_part = !model.gpu_backend_name().empty();
   model.set_gpu_timestamps(options.profile && gpu_part);
+  SpecStats spec_stats;
   for (int64_t rep = 0; rep < options.repetitions; ++rep) {
+    if (test.spec) {
+      std::vector<int32_t> prompt;
+      tokens.fill(prompt, std::max<int64_t>(1, test.n_depth), true);
+      ASSIGN_OR_RETURN(const int64_t ns, speculative_repetition(loaded, test, w, prompt, spec_stats));
+      result.samples_ns.push_back(ns);
+      total_ns += ns;
+      progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options.repetitions,
+                           static_cast<double>(ns) / 1e6, 1e9 * static_cast<double>(test.n_gen) / static_cast<double>(ns)));
+      continue;
+    }
     w.seq.clear();
     if (test.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test.n_depth, test.n_batch));  // untimed
     if (options.profile || options.scale_layers > 0) model.set_profiler(&profiler);
@@ -341,6 +397,8 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
     }
   }
   model.set_gpu_timestamps(false);
+  result.spec_n_drafted = spec_stats.n_drafted;
+  result.spec_n_accepted = spec_stats.n_accepted;
   result.peak_rss_bytes = peak_rss_bytes();
   result.gpu = model.gpu_memory();
   if (gpu_part) {

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
+#include "text/tokenizer.h"
 #include "tools/bench/bench_params.h"
 #include "tools/bench/report.h"
 
@@ -24,6 +25,7 @@ struct LoadedModel {
   std::string path;
   bool use_mmap = true;
   std::string placement;  // the GPU layout now in place ("" = all on the CPU)
+  std::unique_ptr<text::Tokenizer> tokenizer;  // loaded for --spec-replay tests (the generation loop's)
 };
 
 struct RunOptions;

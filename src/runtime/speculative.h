@@ -1,0 +1,148 @@
+// Speculative decoding: a drafter proposes the next few tokens, the target model verifies
+// them in one batch (one read of the weights for several tokens), and generate() keeps the
+// longest prefix the target's own sampler agrees with, plus the target's token after it.
+//
+// Exactness: every drafter here proposes single tokens (point masses), and the verify step
+// samples the target's distribution at each drafted position in order, accepting the draft
+// where the sample equals it; at the first mismatch the sample itself is the next token.
+// That is speculative sampling for deterministic drafts (P(accept x) = p(x); a rejection
+// leaves p conditioned on ≠ x, which is the residual distribution), and the sampler draws
+// exactly once per emitted token, as without speculation: with the same seed the output is
+// the same token for token (the CPU forward gives a token the same logits whether it is
+// verified in a batch or decoded alone).
+//
+// Rolling back rejected drafts: attention-only sequences just forget KV rows; sequences
+// with recurrent (DeltaNet) state record their state per verified token in a journal
+// (SequenceState::begin_journal) and go back to the last accepted one.
+//
+// Draft length (the "never worse than no speculation" rule, docs/speculative.md): the
+// controller keeps a running estimate of the acceptance rate α (per drafted token) and of
+// the wall time of a forward pass of b tokens, t(b), measured on this machine and
+// placement; each step it drafts the k in [n_min, n_max] that maximises the expected
+// tokens per second, E(k)/t(k + 1) with E(k) = (1 − α^(k+1))/(1 − α), and drafts nothing
+// when k = 0 (plain decoding, 1/t(1)) is best. It starts with n_max, then runs one plain
+// step to measure t(1). While off it re-tries one short draft every kProbeInterval tokens so
+// a drafter that starts to agree is noticed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace moetier {
+
+enum class SpecType {
+  kNone,
+  kNgramSimple,  // --spec-type ngram-simple: continue an earlier occurrence of the last n tokens
+  kReplay,       // bench --spec-replay: the target's own greedy continuation, corrupted at a set rate
+};
+
+// The names --spec-type takes (llama.cpp's spelling) and their parse; unknown or not yet
+// supported types are a clear error.
+std::string_view spec_type_name(SpecType type);
+Result<SpecType> parse_spec_type(std::string_view name);
+
+struct SpecParams {
+  SpecType type = SpecType::kNone;
+  int32_t n_max = 3;     // --spec-draft-n-max: tokens drafted per step at most (llama.cpp's default)
+  int32_t n_min = 0;     // --spec-draft-n-min: draft at least this many when drafting at all
+  bool adaptive = true;  // --spec-adaptive on|off: choose the length by measured speed (else always n_max)
+  // ngram-simple (llama.cpp's defaults)
+  int32_t ngram_size_n = 12;   // --spec-ngram-simple-size-n: length of the looked-up n-gram
+  int32_t ngram_size_m = 48;   // --spec-ngram-simple-size-m: tokens proposed after a match, at most
+  int32_t ngram_min_hits = 1;  // --spec-ngram-simple-min-hits: occurrences needed to propose
+  // replay (bench only)
+  double replay_acceptance = 0.8;  // --spec-replay: the probability each drafted token is the target's
+  uint32_t replay_seed = 1;
+};
+
+// kBadInput naming the flag when a value is out of range.
+Status validate(const SpecParams& params);
+
+// Proposes up to max_tokens tokens to follow `history` (every token of the sequence so far,
+// prompt and generated, the last one included). May propose fewer, or none.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual void draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) = 0;
+};
+
+// ngram-simple: finds the latest earlier occurrence of the last size_n tokens of the history
+// (seen at least min_hits times) and proposes the tokens that followed it.
+class NgramSimpleDrafter final : public Drafter {
+ public:
+  explicit NgramSimpleDrafter(const SpecParams& params) : params_(params) {}
+  void draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) override;
+
+ private:
+  SpecParams params_;
+};
+
+// Replay (benchmarks on random-weight models, whose drafters agree only by chance): proposes
+// the target's own continuation `expected` (the tokens generated after `prompt_tokens`
+// history tokens), each proposed token replaced by another one with probability
+// 1 − acceptance, so a drafted token is accepted with probability `acceptance` exactly
+// (given the ones before it were) and the real verify path runs.
+class ReplayDrafter final : public Drafter {
+ public:
+  ReplayDrafter(std::vector<int32_t> expected, int64_t prompt_tokens, int32_t n_vocab, double acceptance, uint32_t seed);
+  void draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) override;
+
+ private:
+  std::vector<int32_t> expected_;
+  int64_t prompt_tokens_;
+  int32_t n_vocab_;
+  double acceptance_;
+  std::mt19937 rng_;
+};
+
+// Counters a generation reports (run stats, serve timings, bench records).
+struct SpecStats {
+  int64_t n_steps = 0;     // verify passes with at least one drafted token
+  int64_t n_drafted = 0;   // tokens proposed and verified
+  int64_t n_accepted = 0;  // drafted tokens the target kept
+  double acceptance_rate() const { return n_drafted > 0 ? static_cast<double>(n_accepted) / n_drafted : 0; }
+  double mean_draft_length() const { return n_steps > 0 ? static_cast<double>(n_drafted) / n_steps : 0; }
+};
+
+// A drafter with the draft-length controller of the header comment.
+class Speculator {
+ public:
+  Speculator(const SpecParams& params, std::unique_ptr<Drafter> drafter);
+
+  // The drafted tokens for this step (at most max_tokens; empty: decode one token plainly).
+  void propose(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out);
+  // What the step gave: `drafted` proposed, `accepted` kept, and the wall time of the forward
+  // pass over `batch_tokens` tokens (1 for a plain step).
+  void record(int64_t drafted, int64_t accepted, int64_t batch_tokens, double seconds);
+
+  const SpecStats& stats() const { return stats_; }
+  const SpecParams& params() const { return params_; }
+  // The controller's current choice (for logs and tests) and its estimates.
+  int64_t chosen_length() const { return chosen_; }
+  double estimated_acceptance() const;
+
+  // The controller's choice for given estimates: α per drafted token, t[b] = seconds of a
+  // forward of b tokens (b = 1 .. n_max + 1; ≤ 0: unknown, then t(1)·(1 + 0.1(b − 1)) is
+  // assumed, an optimistic guess that gets measured once tried).
+  static int64_t best_length(double alpha, std::span<const double> t, int32_t n_min, int32_t n_max);
+
+  static constexpr int64_t kProbeInterval = 16;  // tokens between retries while off
+
+ private:
+  SpecParams params_;
+  std::unique_ptr<Drafter> drafter_;
+  SpecStats stats_;
+  std::vector<double> seconds_;  // [b]: running mean of a forward of b tokens (0: not measured)
+  double drafted_ewma_ = 0, accepted_ewma_ = 0;  // decayed counts for α
+  int64_t chosen_ = 0;
+  int64_t tokens_since_probe_ = 0;
+};
+
+}  // namespace moetier

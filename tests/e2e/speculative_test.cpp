@@ -1,0 +1,249 @@
+// Speculative decoding (runtime/speculative.h) gives the same output as plain decoding, on
+// every reference model (attention-only qwen3moe and hybrid qwen35moe, whose DeltaNet state
+// is rolled back through the journal):
+//  * greedy, with drafts that are the plain run's own continuation corrupted at acceptance
+//    rates 1 and 0.5 and draft lengths 1, 3 and 5, so every rollback length happens; verify
+//    batches also cross micro-batches (n_ubatch 2);
+//  * sampled (temperature 0.8, top-k, top-p, a seed): the sampler draws once per emitted
+//    token in both, so equal seeds give equal tokens;
+//  * the sequence afterwards: same n_past and the same logits for a further token (the
+//    rolled-back state is the plain run's state, bit for bit).
+// Plus the pieces: ngram-simple's lookup, the draft-length rule, the journal's truncate, and
+// the CLI's errors for what is not supported.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/ref_data.h"
+
+#include "core/thread_pool.h"
+#include "gguf/model_file.h"
+#include "model/model.h"
+#include "runtime/generate.h"
+#include "runtime/speculative.h"
+#include "text/tokenizer.h"
+
+namespace moetier {
+namespace {
+
+const std::string kRef = moetier::testing::kRefDir;
+
+struct Loaded {
+  std::unique_ptr<gguf::ModelFile> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+};
+
+Loaded load(const std::string& name, int64_t n_ubatch) {
+  Loaded l;
+  auto file = gguf::ModelFile::open(kRef + "/models/" + name, {.mode = gguf::LoadMode::kMmap, .verbose = false});
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  if (!file.is_ok()) return l;
+  l.file = std::move(*file);
+  auto model = load_model(*l.file, {.n_ubatch = n_ubatch, .flash_attention = true});
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  if (!model.is_ok()) return l;
+  l.model = std::move(*model);
+  auto tok = text::Tokenizer::from_gguf(l.file->header());
+  EXPECT_TRUE(tok.is_ok()) << tok.status().message();
+  if (tok.is_ok()) l.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
+  return l;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  int64_t n_past = 0;
+  std::vector<float> next_logits;  // after feeding one more token: the state's fingerprint
+  SpecStats spec;
+};
+
+Outcome run_generation(Loaded& l, const std::vector<int32_t>& prompt, const SamplerParams& sampling, int64_t n_predict,
+                       Speculator* speculator, ThreadPool& pool) {
+  Outcome o;
+  auto seq = l.model->new_sequence({.n_ctx = 512, .type_k = DType::F16, .type_v = DType::F16});
+  EXPECT_TRUE(seq.is_ok());
+  auto sampler = Sampler::create(sampling);
+  EXPECT_TRUE(sampler.is_ok());
+  auto stats = generate(*l.model, *seq, *l.tokenizer, *sampler, prompt,
+                        {.n_predict = n_predict, .stop_at_eog = false, .speculator = speculator}, pool,
+                        [](std::string_view) {}, [&](int32_t t) { o.tokens.push_back(t); });
+  EXPECT_TRUE(stats.is_ok()) << stats.status().message();
+  if (!stats.is_ok()) return o;
+  o.spec = stats->spec;
+  o.n_past = seq->n_past();
+  const int32_t probe = 7;
+  EXPECT_TRUE(l.model->forward({&probe, 1}, *seq, {}, o.next_logits, pool).is_ok());
+  return o;
+}
+
+void expect_same(const Outcome& a, const Outcome& b, const std::string& what) {
+  EXPECT_EQ(a.tokens, b.tokens) << what;
+  EXPECT_EQ(a.n_past, b.n_past) << what;
+  ASSERT_EQ(a.next_logits.size(), b.next_logits.size()) << what;
+  EXPECT_EQ(std::memcmp(a.next_logits.data(), b.next_logits.data(), a.next_logits.size() * sizeof(float)), 0)
+      << what << ": the sequence state after generation differs";
+}
+
+class SpeculativeEquivalence : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpeculativeEquivalence, GreedyAndSampledOutputsEqualPlainDecoding) {
+  ThreadPool pool(2);
+  for (int64_t n_ubatch : {512, 2}) {
+    Loaded l = load(GetParam(), n_ubatch);
+    ASSERT_TRUE(l.model && l.tokenizer);
+    const std::vector<int32_t> prompt = l.tokenizer->encode("Speculative decoding keeps the output. 12 34 56", {});
+    const int32_t n_vocab = static_cast<int32_t>(l.model->hparams().n_vocab);
+    constexpr int64_t kTokens = 24;
+    struct Mode {
+      const char* name;
+      SamplerParams sampling;
+    };
+    const Mode modes[] = {{"greedy", {.temperature = 0.0f}},
+                          {"sampled", {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 7}}};
+    for (const Mode& mode : modes) {
+      const Outcome plain = run_generation(l, prompt, mode.sampling, kTokens, nullptr, pool);
+      ASSERT_EQ(static_cast<int64_t>(plain.tokens.size()), kTokens);
+      for (double alpha : {1.0, 0.5}) {
+        for (int32_t n_max : {1, 3, 5}) {
+          SpecParams sp{.type = SpecType::kReplay, .n_max = n_max, .adaptive = false};
+          Speculator spec(sp, std::make_unique<ReplayDrafter>(plain.tokens, static_cast<int64_t>(prompt.size()), n_vocab,
+                                                               alpha, 11));
+          const Outcome fast = run_generation(l, prompt, mode.sampling, kTokens, &spec, pool);
+          const std::string what = GetParam() + " " + mode.name + " ubatch " + std::to_string(n_ubatch) + " alpha " +
+                                    std::to_string(alpha) + " n_max " + std::to_string(n_max);
+          expect_same(plain, fast, what);
+          EXPECT_GT(fast.spec.n_drafted, 0) << what;
+          if (alpha == 1.0 && mode.sampling.temperature == 0.0f) {
+            EXPECT_EQ(fast.spec.n_accepted, fast.spec.n_drafted) << what;  // the drafts are the output itself
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ref, SpeculativeEquivalence,
+                         ::testing::Values("qwen3moe-small-q4_k_m.gguf", "qwen35moe-small-q4_k_m.gguf",
+                                           "qwen35moe-small-ud_mix.gguf", "qwen35moe-small-iq4_xs.gguf",
+                                           "qwen35moe-tiny-mixed.gguf", "qwen35moe-tiny-f32.gguf",
+                                           "qwen3moe-tiny-f32.gguf"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param.substr(0, info.param.size() - 5);
+                           for (char& c : n) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return n;
+                         });
+
+TEST(NgramSimpleDrafter, ProposesWhatFollowedTheLatestEarlierOccurrence) {
+  NgramSimpleDrafter d(SpecParams{.ngram_size_n = 2, .ngram_size_m = 3});
+  std::vector<int32_t> out;
+  // ... 5 6 [7 8 9] ... 5 6 [1 2] ... 5 6 → the latest earlier "5 6" is followed by 1 2 3.
+  const std::vector<int32_t> h = {5, 6, 7, 8, 9, 4, 5, 6, 1, 2, 3, 0, 5, 6};
+  d.draft(h, 10, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 3}));
+  d.draft(h, 2, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2}));  // max_tokens caps it
+  d.draft(std::vector<int32_t>{1, 2, 3, 4}, 5, out);
+  EXPECT_TRUE(out.empty());  // no earlier occurrence
+  NgramSimpleDrafter twice(SpecParams{.ngram_size_n = 2, .ngram_size_m = 3, .ngram_min_hits = 2});
+  twice.draft(std::vector<int32_t>{5, 6, 7, 1, 5, 6}, 5, out);
+  EXPECT_TRUE(out.empty());  // one hit < min_hits
+  twice.draft(h, 5, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 3}));  // two hits: still the latest's continuation
+}
+
+TEST(Speculator, DraftLengthMaximisesMeasuredTokensPerSecond) {
+  // Flat verify cost: drafting pays for any acceptance; the longest draft wins when α is high.
+  const std::vector<double> flat = {0, 1.0, 1.0, 1.0, 1.0, 1.0};
+  EXPECT_EQ(Speculator::best_length(0.9, flat, 0, 4), 4);
+  // Nothing accepted: E(k) = 1 for every k, no gain, so no drafting.
+  EXPECT_EQ(Speculator::best_length(0.0, flat, 0, 4), 0);
+  // A verify of 2 tokens costs 1.9× one token (a hybrid placement reading many experts):
+  // α = 0.5 gives E(1) = 1.5 < 1.9, so drafting is off; α = 0.95 gives E(1) = 1.95 > 1.9.
+  const std::vector<double> steep = {0, 1.0, 1.9, 2.8, 3.7, 4.6};
+  EXPECT_EQ(Speculator::best_length(0.5, steep, 0, 4), 0);
+  EXPECT_EQ(Speculator::best_length(0.95, steep, 0, 1), 1);
+  // n_min: drafts shorter than it are never chosen.
+  EXPECT_EQ(Speculator::best_length(0.9, flat, 3, 4), 4);
+  // Nothing measured yet: try the longest.
+  EXPECT_EQ(Speculator::best_length(0.5, std::vector<double>(6, 0.0), 0, 4), 4);
+}
+
+TEST(Speculator, SwitchesOffWhenNothingIsAcceptedAndProbesAgain) {
+  class Wrong final : public Drafter {
+   public:
+    void draft(std::span<const int32_t>, int64_t max_tokens, std::vector<int32_t>& out) override {
+      out.assign(static_cast<size_t>(max_tokens), -1);
+    }
+  };
+  Speculator spec(SpecParams{.n_max = 4}, std::make_unique<Wrong>());
+  std::vector<int32_t> out;
+  const std::vector<int32_t> history = {1, 2, 3};
+  spec.propose(history, 10, out);
+  EXPECT_EQ(out.size(), 4u);  // optimistic start
+  for (int i = 0; i < 20; ++i) {
+    spec.record(static_cast<int64_t>(out.size()), 0, static_cast<int64_t>(out.size()) + 1, 1.3);
+    spec.record(0, 0, 1, 1.0);
+    spec.propose(history, 10, out);
+    if (out.empty()) break;
+  }
+  EXPECT_EQ(spec.chosen_length(), 0);
+  int64_t plain_steps = 0;
+  while (out.empty() && plain_steps < 100) {
+    spec.record(0, 0, 1, 1.0);
+    spec.propose(history, 10, out);
+    ++plain_steps;
+  }
+  EXPECT_EQ(out.size(), 1u);  // a one-token probe
+  EXPECT_LE(plain_steps, Speculator::kProbeInterval);
+}
+
+TEST(SequenceStateJournal, TruncatesRecurrentStateToJournaledPositions) {
+  const std::vector<LayerStateSpec> specs = {{.conv_state_elems = 3, .ssm_state_elems = 4}, {.k_row_elems = 32, .v_row_elems = 32}};
+  auto seq = SequenceState::create(specs, {.n_ctx = 16, .type_k = DType::F32, .type_v = DType::F32});
+  ASSERT_TRUE(seq.is_ok());
+  seq->set_n_past(5);
+  EXPECT_FALSE(seq->truncate(3));  // recurrent state, no journal
+  ASSERT_TRUE(seq->begin_journal(3).ok());
+  EXPECT_EQ(seq->journal_ssm(0, 4), nullptr);  // before the window
+  EXPECT_EQ(seq->journal_ssm(0, 8), nullptr);  // after it
+  EXPECT_EQ(seq->journal_ssm(1, 5), nullptr);  // an attention layer has none
+  for (int64_t pos = 5; pos < 8; ++pos) {  // what a forward of 3 tokens records
+    for (int i = 0; i < 4; ++i) seq->journal_ssm(0, pos)[i] = static_cast<float>(10 * pos + i);
+    for (int i = 0; i < 3; ++i) seq->journal_conv(0, pos)[i] = static_cast<float>(-pos - i);
+  }
+  seq->set_n_past(8);
+  EXPECT_FALSE(seq->truncate(5));  // the state after position 4 was not recorded
+  ASSERT_TRUE(seq->truncate(7));   // after the token at 6
+  EXPECT_EQ(seq->n_past(), 7);
+  EXPECT_EQ(seq->ssm_state(0)[2], 62.0f);
+  EXPECT_EQ(seq->conv_state(0)[1], -7.0f);
+  seq->end_journal();
+  EXPECT_FALSE(seq->truncate(6));
+}
+
+// The CLI rejects what it cannot honour, with one clear line and exit status 2.
+TEST(SpeculativeCli, UnsupportedTypesAndDraftModelsAreClearErrors) {
+  const std::string model = kRef + "/models/qwen3moe-tiny-f32.gguf";
+  for (const std::string& flags : {std::string("--spec-type draft-mtp"), std::string("--spec-type bogus"),
+                                   std::string("-md x.gguf"), std::string("--spec-draft-p-min 0.5"),
+                                   std::string("--spec-type ngram-simple --spec-draft-n-max 0")}) {
+    const std::string cmd = std::string(MOETIER_BINARY) + " run -m " + model + " -p hi -n 2 " + flags + " 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, f)) out += buf;
+    const int status = pclose(f);
+    EXPECT_EQ(WEXITSTATUS(status), 2) << flags << ": " << out;
+    EXPECT_NE(out.find("error"), std::string::npos) << flags << ": " << out;
+  }
+}
+
+}  // namespace
+}  // namespace moetier
