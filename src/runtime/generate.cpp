@@ -24,7 +24,10 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
   const SpecStats spec_before = spec ? spec->stats() : SpecStats{};
   // The sequence's tokens so far, for drafters that look back (only kept with a speculator).
   std::vector<int32_t> history;
-  if (spec) history.assign(prompt.begin(), prompt.end());
+  if (spec) {
+    history.assign(params.earlier_tokens.begin(), params.earlier_tokens.end());
+    history.insert(history.end(), prompt.begin(), prompt.end());
+  }
 
   auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(model.forward(prompt, seq, {}, logits, pool));

@@ -27,6 +27,9 @@ struct GenerationParams {
   // Speculative decoding (runtime/speculative.h): drafts verified in batches; the output is
   // the same as without it. nullptr: one token per forward pass.
   Speculator* speculator = nullptr;
+  // Tokens already in the sequence before `prompt` (earlier chat turns), for drafters that
+  // look back over the conversation (ngram-simple). Empty: the prompt is the whole history.
+  std::span<const int32_t> earlier_tokens;
 };
 
 enum class StopReason { kLength, kEog, kContextFull, kCancelled };

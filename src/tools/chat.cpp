@@ -24,6 +24,7 @@ void on_sigint(int) { g_stop_reply.store(true); }
 int cmd_chat(int argc, char** argv) {
   EngineFlags flags;
   SamplerParams sampling = kQwenThinkingSampling;
+  SpecFlags spec_flags;
   std::string system_prompt, reasoning = "auto", kwargs_text, template_file;
   int64_t n_predict = -1;
   ArgParser p("chat", "Chat interactively with a model, using its chat template.");
@@ -36,6 +37,7 @@ int cmd_chat(int argc, char** argv) {
   p.option({"--chat-template-file"}, "FILE", "use this Jinja template instead of the model's", &template_file);
   add_engine_flags(p, flags);
   add_sampling_flags(p, sampling);
+  add_spec_flags(p, spec_flags);
   p.epilog("Sampling defaults follow Qwen's thinking-mode advice: --temp 0.6 --top-k 20 --top-p 0.95 --min-p 0.\n"
            "Type a message and press Enter. Ctrl-C stops a reply; Ctrl-D or /exit quits.");
   if (auto st = p.parse(argc, argv); !st) return report_error(st);
@@ -55,6 +57,9 @@ int cmd_chat(int argc, char** argv) {
     }
   }
   if (auto st = validate(sampling); !st) return report_error(st);
+  auto speculator = make_speculator(spec_flags);
+  if (!speculator) return report_error(speculator.status());
+  std::vector<int32_t> conversation;  // every token fed so far, for the drafter's lookups
   auto session = open_session(flags, {});
   if (!session) return report_error(session.status());
 
@@ -105,17 +110,30 @@ int cmd_chat(int argc, char** argv) {
     }
     g_stop_reply.store(false);
     std::string reply;
+    std::vector<int32_t> reply_tokens;
     auto stats = generate(*session->model, *session->sequence, tok, *sampler, tokens,
-                          {.n_predict = n_predict, .cancel = &g_stop_reply}, *session->pool,
+                          {.n_predict = n_predict,
+                           .cancel = &g_stop_reply,
+                           .speculator = speculator->get(),
+                           .earlier_tokens = conversation},
+                          *session->pool,
                           [&](std::string_view text) {
                             reply += text;
                             std::fwrite(text.data(), 1, text.size(), stdout);
                             std::fflush(stdout);
-                          });
+                          },
+                          [&](int32_t t) { reply_tokens.push_back(t); });
     if (!stats) return report_error(stats.status());
-    std::fprintf(stderr, "\n[%lld tokens, %.2f t/s; prompt %lld tokens, %.2f t/s%s]\n",
+    conversation.insert(conversation.end(), tokens.begin(), tokens.end());
+    // The sequence keeps the reply without a final end-of-generation token.
+    if (!reply_tokens.empty() && stats->stop == StopReason::kEog) reply_tokens.pop_back();
+    conversation.insert(conversation.end(), reply_tokens.begin(), reply_tokens.end());
+    const std::string spec_note =
+        stats->spec.n_drafted > 0 ? fmt::format("; drafts {} of {} accepted", stats->spec.n_accepted, stats->spec.n_drafted)
+                                  : "";
+    std::fprintf(stderr, "\n[%lld tokens, %.2f t/s; prompt %lld tokens, %.2f t/s%s%s]\n",
                  static_cast<long long>(stats->n_generated), stats->generation_tokens_per_second(),
-                 static_cast<long long>(stats->n_prompt), stats->prompt_tokens_per_second(),
+                 static_cast<long long>(stats->n_prompt), stats->prompt_tokens_per_second(), spec_note.c_str(),
                  stats->stop == StopReason::kCancelled ? ", stopped" : "");
     messages.push_back({{"role", "assistant"}, {"content", reply}});
     // The sequence now holds the prompt and the reply (without the end-of-turn token,

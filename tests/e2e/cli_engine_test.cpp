@@ -132,6 +132,31 @@ TEST(CliChat, AnswersEachLineAndReportsSpeed) {
   std::filesystem::remove(input);
 }
 
+// Speculative decoding changes nothing a user sees but the speed line: chat (two turns, the
+// drafter looking back over the conversation) and run, sampled with a seed, print the same
+// text with and without --spec-type ngram-simple (a 1-token n-gram drafts often).
+TEST(CliSpeculative, ChatAndRunPrintTheSameTextWithDrafts) {
+  const std::string input = moetier::testing::temp_file("chat_spec_in.txt");
+  std::ofstream(input) << "Hello hello hello\nSay it again, say it again\n";
+  const std::string spec = " --spec-type ngram-simple --spec-ngram-simple-size-n 1 --spec-adaptive off";
+  for (const std::string& m : {model("qwen35moe-small-q4_k_m"), model("qwen3moe-small-q4_k_m")}) {
+    const std::string chat = "chat -m " + m + " -n 24 --seed 3";
+    const auto plain = run_moetier(chat, input);
+    const auto fast = run_moetier(chat + spec, input);
+    ASSERT_EQ(plain.rc, 0) << plain.err;
+    ASSERT_EQ(fast.rc, 0) << fast.err;
+    EXPECT_EQ(plain.out, fast.out);
+    EXPECT_NE(fast.err.find("drafts "), std::string::npos) << fast.err;  // it did draft
+    const std::string run = "run -m " + m + " -p 'one two one two one two one' -n 32 --seed 5 --temp 0.7";
+    const auto run_plain = run_moetier(run);
+    const auto run_fast = run_moetier(run + spec);
+    ASSERT_EQ(run_fast.rc, 0) << run_fast.err;
+    EXPECT_EQ(run_plain.out, run_fast.out);
+    EXPECT_NE(run_fast.err.find("speculative (ngram-simple)"), std::string::npos) << run_fast.err;
+  }
+  std::filesystem::remove(input);
+}
+
 // Exit status 2 and exactly one "error:" line (load progress lines may precede it).
 void expect_one_line_error(const moetier::testing::CliResult& r, const std::string& needle) {
   EXPECT_EQ(r.rc, 2) << r.err;
