@@ -222,10 +222,48 @@ TEST(CliBench, DepthPromptGenAndProfile) {
   EXPECT_NE(md.out.find(" pp4+tg2 @ d4 |"), std::string::npos) << md.out;
 }
 
+// --spec-replay: each tg test also runs as the greedy loop without drafts and once per
+// (acceptance, draft length) with replayed drafts; the records say which, count the drafts,
+// leave achieved_gbps null for speculative runs, and acceptance 1 accepts every draft.
+TEST(CliBench, SpecReplayAddsGreedyAndSpeculativeRecords) {
+  const auto r = run_moetier("bench -m " + kModel + " -p 0 -n 12 -r 1 -t 2 --spec-replay 1,0.5 --spec-draft-n-max 1,3 -o jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out;  // plain tg, greedy, 2 acceptances × 2 lengths
+  const auto plain = nlohmann::json::parse(lines[0]);
+  EXPECT_TRUE(plain["spec_type"].is_null());
+  EXPECT_FALSE(plain["achieved_gbps"].is_null());
+  const auto greedy = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(greedy["spec_type"], "none");
+  EXPECT_EQ(greedy["spec_draft_max"], 0);
+  EXPECT_EQ(greedy["spec_n_drafted"], 0);
+  const std::vector<std::pair<double, int>> want = {{1.0, 1}, {1.0, 3}, {0.5, 1}, {0.5, 3}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto rec = nlohmann::json::parse(lines[i + 2]);
+    EXPECT_EQ(rec["spec_type"], "replay");
+    EXPECT_DOUBLE_EQ(rec["spec_acceptance_target"].get<double>(), want[i].first);
+    EXPECT_EQ(rec["spec_draft_max"], want[i].second);
+    EXPECT_GT(rec["spec_n_drafted"].get<int64_t>(), 0) << lines[i + 2];
+    EXPECT_TRUE(rec["achieved_gbps"].is_null());
+    EXPECT_EQ(rec["n_gen"], 12);
+    if (want[i].first == 1.0) {
+      EXPECT_EQ(rec["spec_n_accepted"], rec["spec_n_drafted"]) << lines[i + 2];
+      EXPECT_DOUBLE_EQ(rec["spec_acceptance"].get<double>(), 1.0);
+    }
+  }
+  const auto md = run_moetier("bench -m " + kModel + " -p 0 -n 4 -r 1 -t 1 --spec-replay 0.8");
+  ASSERT_EQ(md.rc, 0) << md.err;
+  EXPECT_NE(md.out.find("tg4 greedy"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("tg4 spec a=0.8 k=3"), std::string::npos) << md.out;
+}
+
 TEST(CliBench, BadInputExitsTwoWithOneLine) {
   const std::vector<std::string> bad = {"bench -m " + kModel + " --bogus", "bench -m " + kModel + " -p 1-x",
                                        "bench -m " + kModel + " -p 0 -n 0",  "bench -p 8",
-                                       "bench -m " + kModel + " -o xml",     "bench -m " + kModel + " -ctk q5_1"};
+                                       "bench -m " + kModel + " -o xml",     "bench -m " + kModel + " -ctk q5_1",
+                                       "bench -m " + kModel + " --spec-replay 1.5",
+                                       "bench -m " + kModel + " --spec-replay 0.8 --spec-draft-n-max 0",
+                                       "bench -m " + kModel + " --spec-adaptive maybe"};
   for (const std::string& args : bad) {
     const auto r = run_moetier(args);
     EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
