@@ -92,6 +92,8 @@ int cmd_serve(int argc, char** argv) {
            &template_file);
   add_engine_flags(p, flags);
   add_sampling_flags(p, sampling);
+  SpecFlags spec_flags;  // recognised so llama-server command lines get a clear answer (below)
+  add_spec_flags(p, spec_flags);
   p.epilog(
       "Endpoints: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /apply-template;\n"
       "GET /v1/models, /health, /metrics (--metrics), /slots, /props.\n"
@@ -102,6 +104,15 @@ int cmd_serve(int argc, char** argv) {
     return 0;
   }
   if (flags.list_devices) return print_gpu_devices();
+  {
+    auto speculator = make_speculator(spec_flags);  // validates the flags and names what is missing
+    if (!speculator) return report_error(speculator.status());
+    if (*speculator) {
+      return report_error(Status::bad_input(
+          "serve: speculative decoding is not supported by the server yet (it is in 'run' and 'chat'); "
+          "drop --spec-type"));
+    }
+  }
   if (config.api_key.empty()) {
     if (const char* env = std::getenv("MOETIER_API_KEY")) config.api_key = env;
   }

@@ -243,6 +243,15 @@ TEST(SpeculativeCli, UnsupportedTypesAndDraftModelsAreClearErrors) {
     EXPECT_EQ(WEXITSTATUS(status), 2) << flags << ": " << out;
     EXPECT_NE(out.find("error"), std::string::npos) << flags << ": " << out;
   }
+  // serve recognises the flags and says speculation is not in the server yet.
+  const std::string cmd = std::string(MOETIER_BINARY) + " serve -m " + model + " --port 0 --spec-type ngram-simple 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f)) out += buf;
+  EXPECT_EQ(WEXITSTATUS(pclose(f)), 2) << out;
+  EXPECT_NE(out.find("not supported by the server yet"), std::string::npos) << out;
 }
 
 }  // namespace
