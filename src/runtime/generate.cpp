@@ -98,7 +98,7 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
     const bool journal = seq.has_recurrent_state();
     if (journal) RETURN_IF_ERROR(seq.begin_journal(static_cast<int64_t>(batch.size())));
     const Status fwd = model.forward(batch, seq, {.all_logits = true}, logits, pool);
-    if (!fwd.ok()) {
+    if (!fwd.is_ok()) {
       if (journal) seq.end_journal();
       return fwd;
     }

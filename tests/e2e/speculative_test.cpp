@@ -209,7 +209,7 @@ TEST(SequenceStateJournal, TruncatesRecurrentStateToJournaledPositions) {
   ASSERT_TRUE(seq.is_ok());
   seq->set_n_past(5);
   EXPECT_FALSE(seq->truncate(3));  // recurrent state, no journal
-  ASSERT_TRUE(seq->begin_journal(3).ok());
+  ASSERT_TRUE(seq->begin_journal(3).is_ok());
   EXPECT_EQ(seq->journal_ssm(0, 4), nullptr);  // before the window
   EXPECT_EQ(seq->journal_ssm(0, 8), nullptr);  // after it
   EXPECT_EQ(seq->journal_ssm(1, 5), nullptr);  // an attention layer has none
@@ -225,6 +225,15 @@ TEST(SequenceStateJournal, TruncatesRecurrentStateToJournaledPositions) {
   EXPECT_EQ(seq->conv_state(0)[1], -7.0f);
   seq->end_journal();
   EXPECT_FALSE(seq->truncate(6));
+
+  // A DeltaNet layer on a GPU cannot be journaled yet: a clear error, not a wrong rollback.
+  auto gpu = SequenceState::create({{.conv_state_elems = 3, .ssm_state_elems = 4, .on_device = true}},
+                                   {.n_ctx = 16, .type_k = DType::F32, .type_v = DType::F32});
+  ASSERT_TRUE(gpu.is_ok());
+  const Status st = gpu->begin_journal(4);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("GPU"), std::string::npos) << st.message();
+  EXPECT_FALSE(gpu->journal_active());
 }
 
 // The CLI rejects what it cannot honour, with one clear line and exit status 2.
