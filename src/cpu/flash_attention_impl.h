@@ -160,12 +160,12 @@ MOETIER_FA_INLINE Layout layout(int64_t hd, int64_t width, int64_t n_vec) {
 
 // The bytes of the task's slice of a cache row (width elements from kv.first):
 // [*first, *first + *bytes).
-MOETIER_FA_INLINE void head_bytes(const KvHeadRows& kv, int64_t hd, int64_t* first, int64_t* bytes) {
+MOETIER_FA_INLINE void head_bytes(const KvHeadRows& kv, int64_t width, int64_t* first, int64_t* bytes) {
   switch (kv.type) {
-    case DType::F32: *first = kv.first * 4, *bytes = hd * 4; return;
-    case DType::F16: *first = kv.first * 2, *bytes = hd * 2; return;
-    case DType::Q8_0: *first = kv.first / kQK8_0 * 34, *bytes = hd / kQK8_0 * 34; return;
-    case DType::Q4_0: *first = kv.first / kQK4_0 * 18, *bytes = hd / kQK4_0 * 18; return;
+    case DType::F32: *first = kv.first * 4, *bytes = width * 4; return;
+    case DType::F16: *first = kv.first * 2, *bytes = width * 2; return;
+    case DType::Q8_0: *first = kv.first / kQK8_0 * 34, *bytes = width / kQK8_0 * 34; return;
+    case DType::Q4_0: *first = kv.first / kQK4_0 * 18, *bytes = width / kQK4_0 * 18; return;
     default: *first = 0, *bytes = 0; return;
   }
 }

@@ -269,7 +269,8 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
     const DType shared_down_act_type = *cpu::activation_type_for(w.down_shexp.type);
     cpu::prepare_activations(shared_down_act_type, n, s.n_ff_shexp, sc.act_q_shared);
     act_blocks_for(xs_gate.type, xs_gate.bytes.data(), xs_gate.row_bytes, n, d, sc.blocks_shared_gate, pool);
-    act_blocks_for(xs_up.type, xs_up.bytes.data(), xs_up.row_bytes, n, d, sc.blocks_shared_up, pool);
+    const bool same_shared_input = xs_up.type == xs_gate.type;  // one conversion: its block terms once
+    if (!same_shared_input) act_blocks_for(xs_up.type, xs_up.bytes.data(), xs_up.row_bytes, n, d, sc.blocks_shared_up, pool);
     if (shared_down_act_type == DType::Q8_0) {
       grow(sc.blocks_down_shared, n * (s.n_ff_shexp / kQK8_0));  // filled in phase B
     } else {
@@ -282,7 +283,7 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
                          .x_gate = xs_gate.bytes.data(),
                          .x_up = xs_up.bytes.data(),
                          .blocks_gate = blocks_at(sc.blocks_shared_gate, 0, d),
-                         .blocks_up = blocks_at(sc.blocks_shared_up, 0, d),
+                         .blocks_up = blocks_at(same_shared_input ? sc.blocks_shared_gate : sc.blocks_shared_up, 0, d),
                          .blocks_down = blocks_at(sc.blocks_down_shared, 0, s.n_ff_shexp),
                          .rows = n,
                          .act = sc.act_shared.data(),

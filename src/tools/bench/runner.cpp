@@ -125,36 +125,40 @@ Status generate(Workspace& w, int64_t n) {
   return Status::ok();
 }
 
-// A --spec-replay test's repetition: the sequence holds `prompt` (the depth, or one token),
-// then n greedy tokens are generated through the generation loop (runtime/generate.h) —
-// first untimed without drafts, which gives the continuation, then timed, without drafts
-// for the baseline (spec_draft_max 0) or with that continuation as corrupted drafts.
-// Returns the timed generation's nanoseconds (the prompt is not timed).
+// --spec-replay tests run greedy generation through the generation loop (runtime/generate.h)
+// after `prompt` (the depth, or one token; the same for every repetition). The target's
+// own continuation is computed once, untimed, without drafts; each timed repetition then
+// generates the same n tokens, without drafts for the baseline (spec_draft_max 0) or with
+// that continuation as drafts, corrupted with a seed per repetition.
+Result<GenerationStats> greedy_generation(LoadedModel& loaded, const TestSpec& test, Workspace& w,
+                                          const std::vector<int32_t>& prompt, Speculator* speculator,
+                                          std::vector<int32_t>* tokens) {
+  w.seq.clear();
+  ASSIGN_OR_RETURN(Sampler sampler, Sampler::create({.temperature = 0.0f}));
+  return generate(w.model, w.seq, *loaded.tokenizer, sampler, prompt,
+                  {.n_predict = test.n_gen, .stop_at_eog = false, .speculator = speculator}, w.pool,
+                  [](std::string_view) {}, [tokens](int32_t t) {
+                    if (tokens) tokens->push_back(t);
+                  });
+}
+
+// One timed repetition; returns the generation's nanoseconds (the prompt is not timed).
 Result<int64_t> speculative_repetition(LoadedModel& loaded, const TestSpec& test, Workspace& w,
-                                       const std::vector<int32_t>& prompt, SpecStats& spec_stats) {
-  const int32_t n_vocab = static_cast<int32_t>(w.model.hparams().n_vocab);
-  const auto run = [&](Speculator* speculator, std::vector<int32_t>* tokens) -> Result<GenerationStats> {
-    w.seq.clear();
-    ASSIGN_OR_RETURN(Sampler sampler, Sampler::create({.temperature = 0.0f}));
-    return generate(w.model, w.seq, *loaded.tokenizer, sampler, prompt,
-                    {.n_predict = test.n_gen, .stop_at_eog = false, .speculator = speculator}, w.pool,
-                    [](std::string_view) {}, [tokens](int32_t t) {
-                      if (tokens) tokens->push_back(t);
-                    });
-  };
-  std::vector<int32_t> expected;
-  if (test.spec_draft_max > 0) RETURN_IF_ERROR(run(nullptr, &expected).status());
+                                       const std::vector<int32_t>& prompt, const std::vector<int32_t>& expected,
+                                       int64_t rep, SpecStats& spec_stats) {
   std::unique_ptr<Speculator> speculator;
   if (test.spec_draft_max > 0) {
     const SpecParams sp{.type = SpecType::kReplay,
                         .n_max = static_cast<int32_t>(test.spec_draft_max),
                         .adaptive = test.spec_adaptive,
-                        .replay_acceptance = test.spec_acceptance};
+                        .replay_acceptance = test.spec_acceptance,
+                        .replay_seed = static_cast<uint32_t>(1 + rep)};
     speculator = std::make_unique<Speculator>(
-        sp, std::make_unique<ReplayDrafter>(std::move(expected), static_cast<int64_t>(prompt.size()), n_vocab,
-                                            test.spec_acceptance, sp.replay_seed));
+        sp, std::make_unique<ReplayDrafter>(expected, static_cast<int64_t>(prompt.size()),
+                                            static_cast<int32_t>(w.model.hparams().n_vocab), test.spec_acceptance,
+                                            sp.replay_seed));
   }
-  ASSIGN_OR_RETURN(GenerationStats stats, run(speculator.get(), nullptr));
+  ASSIGN_OR_RETURN(GenerationStats stats, greedy_generation(loaded, test, w, prompt, speculator.get(), nullptr));
   spec_stats.n_drafted += stats.spec.n_drafted;
   spec_stats.n_accepted += stats.spec.n_accepted;
   return static_cast<int64_t>(stats.generation_seconds * 1e9);
@@ -366,11 +370,17 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
   const bool gpu_part = !model.gpu_backend_name().empty();
   model.set_gpu_timestamps(options.profile && gpu_part);
   SpecStats spec_stats;
+  std::vector<int32_t> spec_prompt, spec_expected;
+  if (test.spec) {
+    tokens.fill(spec_prompt, std::max<int64_t>(1, test.n_depth), true);
+    if (test.spec_draft_max > 0) {
+      RETURN_IF_ERROR(greedy_generation(loaded, test, w, spec_prompt, nullptr, &spec_expected).status());
+    }
+  }
   for (int64_t rep = 0; rep < options.repetitions; ++rep) {
     if (test.spec) {
-      std::vector<int32_t> prompt;
-      tokens.fill(prompt, std::max<int64_t>(1, test.n_depth), true);
-      ASSIGN_OR_RETURN(const int64_t ns, speculative_repetition(loaded, test, w, prompt, spec_stats));
+      ASSIGN_OR_RETURN(const int64_t ns,
+                       speculative_repetition(loaded, test, w, spec_prompt, spec_expected, rep, spec_stats));
       result.samples_ns.push_back(ns);
       total_ns += ns;
       progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options.repetitions,
