@@ -68,13 +68,7 @@ int cmd_chat(int argc, char** argv) {
   if (chat_prompt->is_fallback()) {
     std::fprintf(stderr, "moetier: the model has no chat template; using ChatML\n");
   }
-  // Speculation on a sequence with recurrent state needs its rollback journal: allocate it
-  // now, so a placement that cannot journal (DeltaNet on a GPU) or a lack of memory is an
-  // error before anything is generated.
-  if (*speculator && session->sequence->has_recurrent_state()) {
-    if (auto st = session->sequence->begin_journal((*speculator)->params().n_max + 1); !st) return report_error(st);
-    session->sequence->end_journal();
-  }
+  if (auto st = prepare_speculation(speculator->get(), *session->sequence); !st) return report_error(st);
   auto sampler = Sampler::create(sampling);
   if (!sampler) return report_error(sampler.status());
 

@@ -56,13 +56,7 @@ int cmd_run(int argc, char** argv) {
 
   auto session = open_session(flags, {});
   if (!session) return report_error(session.status());
-  // Speculation on a sequence with recurrent state needs its rollback journal: allocate it
-  // now, so a placement that cannot journal (DeltaNet on a GPU) or a lack of memory is an
-  // error before anything is generated.
-  if (*speculator && session->sequence->has_recurrent_state()) {
-    if (auto st = session->sequence->begin_journal((*speculator)->params().n_max + 1); !st) return report_error(st);
-    session->sequence->end_journal();
-  }
+  if (auto st = prepare_speculation(speculator->get(), *session->sequence); !st) return report_error(st);
   auto sampler = Sampler::create(sampling);
   if (!sampler) return report_error(sampler.status());
   const auto tokens = session->tokenizer->encode(prompt, {.parse_special = !no_parse_special});

@@ -154,6 +154,13 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f) {
   return std::make_unique<Speculator>(f.params, std::make_unique<NgramSimpleDrafter>(f.params));
 }
 
+Status prepare_speculation(const Speculator* speculator, SequenceState& sequence) {
+  if (speculator == nullptr || !sequence.has_recurrent_state()) return Status::ok();
+  RETURN_IF_ERROR(sequence.begin_journal(speculator->params().n_max + 1));
+  sequence.end_journal();
+  return Status::ok();
+}
+
 Result<DType> parse_cache_type(const std::string& name, const char* flag) {
   if (name == "f32") return DType::F32;
   if (name == "f16") return DType::F16;

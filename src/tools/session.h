@@ -71,6 +71,10 @@ struct SpecFlags {
 void add_spec_flags(ArgParser& parser, SpecFlags& flags);
 // The speculator the flags ask for (nullptr for --spec-type none), or the error.
 Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& flags);
+// Speculation on a sequence with recurrent state needs its rollback journal: allocates it
+// up front, so a placement that cannot journal (DeltaNet on a GPU) or a lack of memory is
+// an error before anything is generated. Nothing to do without a speculator.
+Status prepare_speculation(const Speculator* speculator, SequenceState& sequence);
 
 // --list-devices: prints the Vulkan devices (or why there are none) and returns the exit status.
 int print_gpu_devices();
