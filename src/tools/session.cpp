@@ -150,7 +150,16 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f) {
   if (!type) return type.status();
   f.params.type = *type;
   RETURN_IF_ERROR(validate(f.params));
-  if (*type == SpecType::kNone) return std::unique_ptr<Speculator>{};
+  if (*type == SpecType::kNone) {
+    // Draft settings without drafting would be accepted and ignored: say so instead.
+    const SpecParams d;
+    const SpecParams& p = f.params;
+    if (p.n_max != d.n_max || p.n_min != d.n_min || p.adaptive != d.adaptive || p.ngram_size_n != d.ngram_size_n ||
+        p.ngram_size_m != d.ngram_size_m || p.ngram_min_hits != d.ngram_min_hits) {
+      return Status::bad_input("speculative-decoding settings were given without --spec-type (e.g. ngram-simple)");
+    }
+    return std::unique_ptr<Speculator>{};
+  }
   return std::make_unique<Speculator>(f.params, std::make_unique<NgramSimpleDrafter>(f.params));
 }
 

@@ -263,7 +263,8 @@ TEST(CliBench, BadInputExitsTwoWithOneLine) {
                                        "bench -m " + kModel + " -o xml",     "bench -m " + kModel + " -ctk q5_1",
                                        "bench -m " + kModel + " --spec-replay 1.5",
                                        "bench -m " + kModel + " --spec-replay 0.8 --spec-draft-n-max 0",
-                                       "bench -m " + kModel + " --spec-adaptive maybe"};
+                                       "bench -m " + kModel + " --spec-adaptive maybe",
+                                       "bench -m " + kModel + " --spec-draft-n-max 2"};  // without --spec-replay
   for (const std::string& args : bad) {
     const auto r = run_moetier(args);
     EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;

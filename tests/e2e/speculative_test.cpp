@@ -241,7 +241,8 @@ TEST(SpeculativeCli, UnsupportedTypesAndDraftModelsAreClearErrors) {
   const std::string model = kRef + "/models/qwen3moe-tiny-f32.gguf";
   for (const std::string& flags : {std::string("--spec-type draft-mtp"), std::string("--spec-type bogus"),
                                    std::string("-md x.gguf"), std::string("--spec-draft-p-min 0.5"),
-                                   std::string("--spec-type ngram-simple --spec-draft-n-max 0")}) {
+                                   std::string("--spec-type ngram-simple --spec-draft-n-max 0"),
+                                   std::string("--spec-draft-n-max 5")}) {  // no --spec-type: would be ignored
     const std::string cmd = std::string(MOETIER_BINARY) + " run -m " + model + " -p hi -n 2 " + flags + " 2>&1";
     FILE* f = popen(cmd.c_str(), "r");
     ASSERT_NE(f, nullptr);

@@ -371,6 +371,9 @@ Status finalize(BenchParams& b, int64_t default_threads) {
   if (b.models.empty()) return Status::bad_input("no model given (-m FILE)");
   default_if_empty<int64_t>(b.n_prompt, 512);
   default_if_empty<int64_t>(b.n_gen, 128);
+  if (b.spec_replay.empty() && (!b.spec_draft_max.empty() || b.spec_adaptive)) {
+    return Status::bad_input("--spec-draft-n-max and --spec-adaptive only apply with --spec-replay");
+  }
   default_if_empty<int64_t>(b.spec_draft_max, 3);
   for (int64_t k : b.spec_draft_max) {
     if (k < 1 || k > 64) return Status::bad_input("flag '--spec-draft-n-max': draft lengths must be in [1, 64]");
