@@ -22,6 +22,7 @@ class Writer;
 class ModelFile;
 }  // namespace gguf
 class Model;
+class MtpHead;
 struct ModelOptions;
 
 enum class LayerKind {
@@ -99,6 +100,10 @@ struct TensorSpec {
   std::vector<int64_t> ne;          // ggml order
   TensorRole role = TensorRole::kOther;
   int layer = -1;                   // -1 for token_embd/output/output_norm
+  // A tensor llama.cpp's loader also treats as optional (e.g. an MTP block's
+  // nextn.shared_head_norm, which falls back to output_norm): synth writes it, a file may
+  // lack it.
+  bool optional = false;
 };
 
 struct ArchInfo {
@@ -125,6 +130,11 @@ struct ArchInfo {
   // architectures that can be described but not run yet. Added by the engine work.
   Result<std::unique_ptr<Model>> (*create_model)(const gguf::ModelFile& file, const HParams& hp,
                                                  const ModelOptions& options) = nullptr;
+
+  // The MTP head of a separate file (an MTP-only GGUF given as the draft, -md), which it
+  // keeps open; nullptr for architectures without one.
+  Result<std::unique_ptr<MtpHead>> (*create_mtp_head)(std::shared_ptr<const gguf::ModelFile> file, const HParams& hp,
+                                                      const ModelOptions& options) = nullptr;
 };
 
 // Registry filled by the architecture files' static registrars.

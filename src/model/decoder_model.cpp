@@ -89,7 +89,8 @@ std::optional<GpuMemoryReport> DecoderModel::gpu_memory() const {
 }
 
 Status DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
-                                    std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) {
+                                    std::span<const int64_t> logit_rows, float* logits_out, float* hidden_out,
+                                    ThreadPool& pool) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t d = hp_.n_embd;
   x_.resize(static_cast<size_t>(n * d));
@@ -112,6 +113,10 @@ Status DecoderModel::forward_ubatch(std::span<const int32_t> tokens, std::span<c
     x_on_gpu = false;
     cpu_exec_->begin(x_.data(), seqs, pool, profiler());
     forward_layer(il, *cpu_exec_);
+  }
+  if (hidden_out) {  // the MTP head's input: every row's final-norm hidden state, on the host
+    if (x_on_gpu) RETURN_IF_ERROR(gpu_->download_x(x_.data(), n));
+    for (int64_t r = 0; r < n; ++r) cpu::rms_norm(x_.data() + r * d, output_norm_, d, hp_.rms_eps, hidden_out + r * d);
   }
   if (gpu_ && placement_.output_on_gpu && !logit_rows.empty()) {
     if (!x_on_gpu) RETURN_IF_ERROR(gpu_->upload_x(x_.data(), n));

@@ -35,7 +35,8 @@ class DecoderModel : public Model {
   void bind_embeddings(WeightBinder& binder);
 
   Status forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
-                        std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) override;
+                        std::span<const int64_t> logit_rows, float* logits_out, float* hidden_out,
+                        ThreadPool& pool) override;
 
   HParams hp_;
   std::deque<std::vector<float>> converted_;  // f32 copies of small tensors stored in other types

@@ -61,6 +61,7 @@ Status Model::forward(std::span<const int32_t> tokens, SequenceState& seq, const
   const int64_t rows = options.all_logits ? n : 1;
   logits.resize(static_cast<size_t>(rows * hp.n_vocab));
   std::vector<int64_t> logit_rows;
+  std::vector<float> hidden;
   for (int64_t begin = 0; begin < n; begin += n_ubatch_) {
     const int64_t count = std::min(n_ubatch_, n - begin);
     const bool last_chunk = begin + count == n;
@@ -74,8 +75,10 @@ Status Model::forward(std::span<const int32_t> tokens, SequenceState& seq, const
       out = logits.data();
     }
     const SeqRows layout{.seq = &seq, .row_begin = 0, .n_rows = count};
-    RETURN_IF_ERROR(forward_ubatch(tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)),
-                                   {&layout, 1}, logit_rows, out, pool));
+    const auto chunk = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(count));
+    if (options.on_hidden) hidden.resize(static_cast<size_t>(count * hp.n_embd));
+    RETURN_IF_ERROR(forward_ubatch(chunk, {&layout, 1}, logit_rows, out, options.on_hidden ? hidden.data() : nullptr, pool));
+    if (options.on_hidden) (*options.on_hidden)(chunk, seq.n_past(), hidden.data());
     seq.set_n_past(seq.n_past() + count);
   }
   return Status::ok();
@@ -93,7 +96,11 @@ Status Model::forward_batch(std::span<const BatchEntry> entries, std::vector<flo
     }
     RETURN_IF_ERROR(check_tokens(e.tokens, hp.n_vocab));
     RETURN_IF_ERROR(check_fits(*e.seq, static_cast<int64_t>(e.tokens.size())));
-    if (e.want_logits) ++n_logits;
+    if (e.all_logits) {
+      n_logits += static_cast<int64_t>(e.tokens.size());
+    } else if (e.want_logits) {
+      ++n_logits;
+    }
   }
   logits.resize(static_cast<size_t>(n_logits * hp.n_vocab));
 
@@ -102,6 +109,11 @@ Status Model::forward_batch(std::span<const BatchEntry> entries, std::vector<flo
   std::vector<int32_t> tokens;
   std::vector<SeqRows> layout;
   std::vector<int64_t> logit_rows;
+  // Per micro-batch: which entry each layout part belongs to and its offset in the entry.
+  std::vector<std::pair<size_t, int64_t>> parts;
+  std::vector<float> hidden;
+  bool any_hidden = false;
+  for (const BatchEntry& e : entries) any_hidden = any_hidden || e.on_hidden != nullptr;
   size_t entry = 0;
   int64_t offset = 0;       // tokens of entries[entry] already consumed
   int64_t logits_done = 0;  // logit rows written so far
@@ -109,23 +121,38 @@ Status Model::forward_batch(std::span<const BatchEntry> entries, std::vector<flo
     tokens.clear();
     layout.clear();
     logit_rows.clear();
+    parts.clear();
     while (entry < entries.size() && static_cast<int64_t>(tokens.size()) < n_ubatch_) {
       const BatchEntry& e = entries[entry];
       const int64_t left = static_cast<int64_t>(e.tokens.size()) - offset;
       const int64_t take = std::min(left, n_ubatch_ - static_cast<int64_t>(tokens.size()));
       layout.push_back({.seq = e.seq, .row_begin = static_cast<int64_t>(tokens.size()), .n_rows = take});
+      parts.emplace_back(entry, offset);
+      if (e.all_logits) {
+        for (int64_t r = 0; r < take; ++r) logit_rows.push_back(static_cast<int64_t>(tokens.size()) + r);
+      }
       tokens.insert(tokens.end(), e.tokens.begin() + offset, e.tokens.begin() + offset + take);
       offset += take;
       if (offset == static_cast<int64_t>(e.tokens.size())) {
-        if (e.want_logits) logit_rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
+        if (e.want_logits && !e.all_logits) logit_rows.push_back(static_cast<int64_t>(tokens.size()) - 1);
         ++entry;
         offset = 0;
       }
     }
+    if (any_hidden) hidden.resize(tokens.size() * static_cast<size_t>(hp.n_embd));
     RETURN_IF_ERROR(forward_ubatch(tokens, layout, logit_rows,
-                                   logit_rows.empty() ? nullptr : logits.data() + logits_done * hp.n_vocab, pool));
+                                   logit_rows.empty() ? nullptr : logits.data() + logits_done * hp.n_vocab,
+                                   any_hidden ? hidden.data() : nullptr, pool));
     logits_done += static_cast<int64_t>(logit_rows.size());
-    for (const SeqRows& r : layout) r.seq->set_n_past(r.seq->n_past() + r.n_rows);
+    for (size_t i = 0; i < layout.size(); ++i) {
+      const SeqRows& r = layout[i];
+      const BatchEntry& e = entries[parts[i].first];
+      if (e.on_hidden) {
+        (*e.on_hidden)(e.tokens.subspan(static_cast<size_t>(parts[i].second), static_cast<size_t>(r.n_rows)),
+                       r.seq->n_past(), hidden.data() + r.row_begin * hp.n_embd);
+      }
+      r.seq->set_n_past(r.seq->n_past() + r.n_rows);
+    }
   }
   return Status::ok();
 }

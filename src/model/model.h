@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/profiler.h"
 #include "core/gpu_census.h"
@@ -50,8 +53,37 @@ struct GpuPlacement {
   bool any() const;
 };
 
+// Receives, per micro-batch, the final-norm hidden state of every token processed
+// (rmsnorm(x)·output_norm, the LM head's input): tokens [n] at positions first_pos ...,
+// hidden [n][n_embd]. The MTP drafter feeds these to the model's MTP head.
+using HiddenSink = std::function<void(std::span<const int32_t> tokens, int64_t first_pos, const float* hidden)>;
+
 struct ForwardOptions {
-  bool all_logits = false;  // false: logits of the last token only
+  bool all_logits = false;            // false: logits of the last token only
+  const HiddenSink* on_hidden = nullptr;  // not null: called after each micro-batch
+};
+
+// The model's multi-token-prediction head (Qwen3.5/3.6's "nextn" block), the drafter of
+// --spec-type draft-mtp (runtime/mtp_drafter.h). Row i of a call pairs tokens[i], at
+// position seq.n_past() + i, with hidden[i], the final-norm hidden state of the position
+// before it (the target's, or the head's own output when drafting further ahead):
+//   x = eh_proj · [rmsnorm(embed(token))·enorm ; rmsnorm(hidden)·hnorm]
+//   x = x + GatedAttention(rmsnorm(x)·attn_norm)        (the head's own KV cache: seq)
+//   x = x + MoE(rmsnorm(x)·post_attention_norm)
+//   hidden_out = rmsnorm(x)·shared_head_norm;  logits = output · hidden_out
+// It reads the model's weights (the model must outlive it) and runs on the CPU.
+class MtpHead {
+ public:
+  virtual ~MtpHead() = default;
+  // The head's per-sequence state: one attention layer's KV cache.
+  virtual Result<SequenceState> new_sequence(const KvCacheOptions& options) const = 0;
+  // Runs n = tokens.size() rows and advances seq.n_past(); hidden [n][n_embd]; hidden_out
+  // [n][n_embd] (may be null); logits_last [n_vocab]: the last row's logits (may be null).
+  virtual Status forward(std::span<const int32_t> tokens, const float* hidden, SequenceState& seq, float* hidden_out,
+                         float* logits_last, ThreadPool& pool) = 0;
+  // Weight bytes one drafted token reads (the MTP block's dense part, n_expert_used experts
+  // and the LM head), for the docs' cost figure and the plan.
+  virtual uint64_t bytes_per_token() const = 0;
 };
 
 // One sequence's share of a batched forward pass (Model::forward_batch): `tokens` are
@@ -60,6 +92,8 @@ struct BatchEntry {
   SequenceState* seq = nullptr;
   std::span<const int32_t> tokens;
   bool want_logits = true;  // logits of the entry's last token
+  bool all_logits = false;  // logits of every token of the entry (a speculative verify batch)
+  const HiddenSink* on_hidden = nullptr;  // the entry's final-norm hidden rows (draft-mtp)
 };
 
 // Rows [row_begin, row_begin + n_rows) of a micro-batch's activations are consecutive
@@ -94,8 +128,9 @@ class Model {
   // forward() gives for that sequence alone (every kernel computes each token row
   // independently of the others in its micro-batch): bit for bit on the CPU and with the
   // exact GPU kernels; the fast GPU kernels choose mat-vec or mat-mat by the micro-batch's
-  // size, which round differently, so there the last bits may depend on the batch. logits: [entries with want_logits]
-  // [n_vocab], in entry order. Entries are cut into micro-batches of at most n_ubatch
+  // size, which round differently, so there the last bits may depend on the batch. logits:
+  // [rows][n_vocab] in entry order: one row per entry with want_logits, one per token for an
+  // entry with all_logits. Entries are cut into micro-batches of at most n_ubatch
   // tokens in total. Errors (nothing is computed): no entries, an empty entry, a sequence
   // given twice, a token id out of range, an entry that does not fit its context.
   Status forward_batch(std::span<const BatchEntry> entries, std::vector<float>& logits, ThreadPool& pool);
@@ -114,6 +149,12 @@ class Model {
   virtual Status forward_layer_placed(int layer, float* x, int64_t n, SequenceState& seq, ThreadPool& pool) {
     forward_layer(layer, x, n, seq, nullptr, pool);
     return Status::ok();
+  }
+
+  // The MTP head for --spec-type draft-mtp. kBadInput when the file has no MTP block (or
+  // its tensors are missing or malformed) or the architecture has none.
+  virtual Result<std::unique_ptr<MtpHead>> mtp_head() {
+    return Status::bad_input(fmt::format("--spec-type draft-mtp: architecture '{}' has no MTP head", hparams().arch));
   }
 
   // Moves layers to the GPU as `placement` says: opens the device, uploads their weights
@@ -145,8 +186,10 @@ class Model {
   // One micro-batch: tokens [n], laid out as `seqs` says. Writes the logits of the rows
   // listed in logit_rows (ascending) into logits_out [logit_rows.size()][n_vocab]. Does not
   // advance n_past (forward() and forward_batch() do).
+  // hidden_out (may be null): [n][n_embd], the final-norm hidden state of every row.
   virtual Status forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
-                                std::span<const int64_t> logit_rows, float* logits_out, ThreadPool& pool) = 0;
+                                std::span<const int64_t> logit_rows, float* logits_out, float* hidden_out,
+                                ThreadPool& pool) = 0;
 
  private:
   int64_t n_ubatch_ = 512;

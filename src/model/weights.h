@@ -27,6 +27,10 @@ class WeightBinder {
   // A 1-D (or small) tensor as f32 (norm weights, biases, ssm_a, conv taps); tensors of
   // other types are dequantized once at load.
   const float* f32(const std::string& name);
+  // The same for a tensor the file may lack (TensorSpec::optional): nullptr when absent.
+  const float* f32_optional(const std::string& name) {
+    return file_.header().find_tensor(name) ? f32(name) : nullptr;
+  }
 
   // The first error met while binding (missing tensor, wrong shape, unsupported type).
   const Status& status() const { return status_; }

@@ -29,8 +29,16 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
     history.insert(history.end(), prompt.begin(), prompt.end());
   }
 
+  // A model drafter (draft-mtp) sees the target's hidden state of every token fed.
+  Drafter* drafter = spec ? &spec->drafter() : nullptr;
+  const HiddenSink hidden_sink = [drafter](std::span<const int32_t> tokens, int64_t first_pos, const float* hidden) {
+    drafter->on_hidden(tokens, first_pos, hidden);
+  };
+  const HiddenSink* on_hidden = drafter && drafter->wants_hidden() ? &hidden_sink : nullptr;
+  if (drafter) drafter->on_truncate(seq.n_past());  // in step with the sequence (chat may have cut it)
+
   auto t0 = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(model.forward(prompt, seq, {}, logits, pool));
+  RETURN_IF_ERROR(model.forward(prompt, seq, {.on_hidden = on_hidden}, logits, pool));
   for (int32_t t : prompt) sampler.accept(t);
   stats.prompt_seconds = seconds_since(t0);
 
@@ -85,10 +93,11 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
       int64_t room = seq.n_ctx() - pos - 1;
       if (params.n_predict >= 0) room = std::min(room, params.n_predict - stats.n_generated);
       if (room > 0) spec->propose(history, room, draft);
+      RETURN_IF_ERROR(drafter->status());
     }
     const auto step0 = std::chrono::steady_clock::now();
     if (draft.empty()) {
-      RETURN_IF_ERROR(model.forward({&token, 1}, seq, {}, logits, pool));
+      RETURN_IF_ERROR(model.forward({&token, 1}, seq, {.on_hidden = on_hidden}, logits, pool));
       if (spec) spec->record(0, 0, 1, seconds_since(step0));
       row = logits.data();
       continue;
@@ -97,7 +106,7 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
     batch.insert(batch.end(), draft.begin(), draft.end());
     const bool journal = seq.has_recurrent_state();
     if (journal) RETURN_IF_ERROR(seq.begin_journal(static_cast<int64_t>(batch.size())));
-    const Status fwd = model.forward(batch, seq, {.all_logits = true}, logits, pool);
+    const Status fwd = model.forward(batch, seq, {.all_logits = true, .on_hidden = on_hidden}, logits, pool);
     if (!fwd.is_ok()) {
       if (journal) seq.end_journal();
       return fwd;
@@ -125,6 +134,7 @@ Result<GenerationStats> generate(Model& model, SequenceState& seq, const text::T
     spec->record(static_cast<int64_t>(draft.size()), accepted, static_cast<int64_t>(batch.size()), verify_seconds);
     const bool cut = seq.truncate(keep);
     if (journal) seq.end_journal();
+    drafter->on_truncate(keep);
     if (!cut) return Status::runtime("speculative decoding could not roll the sequence back");
     if (stop) break;
     if (!have_pending) row = logits.data() + static_cast<size_t>(accepted) * static_cast<size_t>(n_vocab);

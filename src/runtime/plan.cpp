@@ -181,10 +181,14 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
     if (!dense_override[static_cast<size_t>(il)].empty()) lp.dense = dense_override[static_cast<size_t>(il)];
     lp.experts = (params.cpu_moe || il < params.n_cpu_moe) ? kCpuDevice : lp.dense;
     if (!expert_override[static_cast<size_t>(il)].empty()) lp.experts = expert_override[static_cast<size_t>(il)];
+    // The MTP head (--spec-type draft-mtp) runs on the CPU whatever -ngl says.
+    if (lp.mtp) lp.dense = lp.experts = kCpuDevice;
     // Experts on the GPU need their block's router there too.
     if (lp.dense == kCpuDevice) lp.experts = kCpuDevice;
-    if (!lp.mtp) {
-      // MTP blocks are not run by the decoder, so they get no cache or state.
+    if (lp.mtp) {
+      // The decoder does not run MTP blocks; the drafter's head keeps one KV cache per sequence.
+      if (params.mtp && il == hp.n_layer) lp.kv_bytes = plan.kv_bytes_per_layer;
+    } else {
       lp.kv_bytes = lp.kind == LayerKind::kAttention ? plan.kv_bytes_per_layer : 0;
       const int64_t per_seq = arch.recurrent_state_bytes(hp, lp.kind);
       plan.state_bytes_per_seq += per_seq;

@@ -50,6 +50,7 @@ struct PlanParams {
   DType type_k = DType::F16;        // -ctk
   DType type_v = DType::F16;        // -ctv
   int64_t n_seq = 1;                // -np: parallel sequences (recurrent state copies)
+  bool mtp = false;                 // --spec-type draft-mtp: the MTP block runs and keeps a KV cache
   int64_t n_gpu_layers = -1;        // -ngl: -1 = all; 0 = CPU only
   int64_t n_cpu_moe = 0;            // -ncmoe: routed experts of blocks 0..N-1 on the CPU
   bool cpu_moe = false;             // -cmoe: all routed experts on the CPU
@@ -76,7 +77,8 @@ struct DevicePlan {
 struct LayerPlan {
   int layer = 0;
   LayerKind kind = LayerKind::kAttention;
-  bool mtp = false;            // a trailing MTP (nextn) block
+  bool mtp = false;            // a trailing MTP (nextn) block: always on the CPU (the drafter's head
+                               // runs there), with a KV cache only under PlanParams::mtp
   std::string dense;           // device of everything but the routed experts (+ KV/state)
   std::string experts;         // device of the routed experts
   int64_t dense_bytes = 0;

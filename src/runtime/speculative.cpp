@@ -1,6 +1,7 @@
 #include "runtime/speculative.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@ std::string_view spec_type_name(SpecType type) {
     case SpecType::kNone: return "none";
     case SpecType::kNgramSimple: return "ngram-simple";
     case SpecType::kReplay: return "replay";
+    case SpecType::kDraftMtp: return "draft-mtp";
   }
   return "none";
 }
@@ -19,15 +21,16 @@ std::string_view spec_type_name(SpecType type) {
 Result<SpecType> parse_spec_type(std::string_view name) {
   if (name == "none") return SpecType::kNone;
   if (name == "ngram-simple") return SpecType::kNgramSimple;
+  if (name == "draft-mtp") return SpecType::kDraftMtp;
   // llama.cpp's other types: named, so the error says what is missing rather than "unknown".
-  for (std::string_view later : {"draft-simple", "draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark",
+  for (std::string_view later : {"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark",
                                   "ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache"}) {
     if (name == later) {
       return Status::bad_input(fmt::format(
-          "--spec-type {}: not supported yet (supported: none, ngram-simple; bench also has --spec-replay)", name));
+          "--spec-type {}: not supported yet (supported: none, ngram-simple, draft-mtp; bench also has --spec-replay)", name));
     }
   }
-  return Status::bad_input(fmt::format("--spec-type: unknown type '{}' (supported: none, ngram-simple)", name));
+  return Status::bad_input(fmt::format("--spec-type: unknown type '{}' (supported: none, ngram-simple, draft-mtp)", name));
 }
 
 Status validate(const SpecParams& p) {
@@ -36,6 +39,7 @@ Status validate(const SpecParams& p) {
   if (p.ngram_size_n < 1 || p.ngram_size_n > 1024) return Status::bad_input("--spec-ngram-simple-size-n must be in [1, 1024]");
   if (p.ngram_size_m < 1 || p.ngram_size_m > 1024) return Status::bad_input("--spec-ngram-simple-size-m must be in [1, 1024]");
   if (p.ngram_min_hits < 1) return Status::bad_input("--spec-ngram-simple-min-hits must be at least 1");
+  if (!(p.p_min >= 0 && p.p_min <= 1)) return Status::bad_input("--spec-draft-p-min must be in [0, 1]");
   if (!(p.replay_acceptance >= 0 && p.replay_acceptance <= 1)) return Status::bad_input("--spec-replay must be in [0, 1]");
   return Status::ok();
 }
@@ -84,7 +88,8 @@ Speculator::Speculator(const SpecParams& params, std::unique_ptr<Drafter> drafte
 
 double Speculator::estimated_acceptance() const { return (accepted_ewma_ + 1) / (drafted_ewma_ + 2); }
 
-int64_t Speculator::best_length(double alpha, std::span<const double> t, int32_t n_min, int32_t n_max) {
+int64_t Speculator::best_length(double alpha, std::span<const double> t, int32_t n_min, int32_t n_max,
+                                double draft_seconds) {
   alpha = std::clamp(alpha, 0.0, 0.999);
   const double t1 = t.size() > 1 && t[1] > 0 ? t[1] : 0;
   if (t1 <= 0) return n_max;  // nothing measured yet: try the longest draft
@@ -96,7 +101,7 @@ int64_t Speculator::best_length(double alpha, std::span<const double> t, int32_t
   double best_rate = 1 / t1;
   for (int64_t k = std::max<int64_t>(1, n_min); k <= n_max; ++k) {
     const double expected_tokens = (1 - std::pow(alpha, static_cast<double>(k + 1))) / (1 - alpha);
-    const double rate = expected_tokens / cost(k + 1);
+    const double rate = expected_tokens / (cost(k + 1) + static_cast<double>(k) * draft_seconds);
     if (rate > best_rate) best = k, best_rate = rate;
   }
   return best;
@@ -115,7 +120,13 @@ void Speculator::propose(std::span<const int32_t> history, int64_t max_tokens, s
   }
   k = std::min(k, max_tokens);
   if (k <= 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
   drafter_->draft(history, k, out);
+  if (!out.empty()) {
+    const double per_token = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                             static_cast<double>(out.size());
+    draft_seconds_ = draft_seconds_ > 0 ? 0.8 * draft_seconds_ + 0.2 * per_token : per_token;
+  }
   if (static_cast<int64_t>(out.size()) > k) out.resize(static_cast<size_t>(k));
   if (static_cast<int64_t>(out.size()) < std::max(1, params_.n_min)) out.clear();
 }
@@ -134,7 +145,9 @@ void Speculator::record(int64_t drafted, int64_t accepted, int64_t batch_tokens,
     double& s = seconds_[static_cast<size_t>(batch_tokens)];
     s = s > 0 ? 0.8 * s + 0.2 * seconds : seconds;
   }
-  if (params_.adaptive) chosen_ = best_length(estimated_acceptance(), seconds_, params_.n_min, params_.n_max);
+  if (params_.adaptive) {
+    chosen_ = best_length(estimated_acceptance(), seconds_, params_.n_min, params_.n_max, draft_seconds_);
+  }
 }
 
 }  // namespace moetier

@@ -19,7 +19,8 @@
 // controller keeps a running estimate of the acceptance rate α (per drafted token) and of
 // the wall time of a forward pass of b tokens, t(b), measured on this machine and
 // placement; each step it drafts the k in [n_min, n_max] that maximises the expected
-// tokens per second, E(k)/t(k + 1) with E(k) = (1 − α^(k+1))/(1 − α), and drafts nothing
+// tokens per second, E(k)/(t(k + 1) + k·c) with E(k) = (1 − α^(k+1))/(1 − α) and c the
+// drafter's own measured time per drafted token (an MTP head's forward), and drafts nothing
 // when k = 0 (plain decoding, 1/t(1)) is best. It starts with n_max, then runs one plain
 // step to measure t(1). While off it re-tries one short draft every kProbeInterval tokens so
 // a drafter that starts to agree is noticed.
@@ -41,6 +42,7 @@ enum class SpecType {
   kNone,
   kNgramSimple,  // --spec-type ngram-simple: continue an earlier occurrence of the last n tokens
   kReplay,       // bench --spec-replay: the target's own greedy continuation, corrupted at a set rate
+  kDraftMtp,     // --spec-type draft-mtp: the model's own MTP head (runtime/mtp_drafter.h)
 };
 
 // The names --spec-type takes (llama.cpp's spelling) and their parse; unknown or not yet
@@ -53,6 +55,9 @@ struct SpecParams {
   int32_t n_max = 3;     // --spec-draft-n-max: tokens drafted per step at most (llama.cpp's default)
   int32_t n_min = 0;     // --spec-draft-n-min: draft at least this many when drafting at all
   bool adaptive = true;  // --spec-adaptive on|off: choose the length by measured speed (else always n_max)
+  // --spec-draft-p-min: a model drafter (draft-mtp) stops drafting at a token whose
+  // probability under the drafter is below this (llama.cpp's default 0: draft n_max).
+  double p_min = 0.0;
   // ngram-simple (llama.cpp's defaults)
   int32_t ngram_size_n = 12;   // --spec-ngram-simple-size-n: length of the looked-up n-gram
   int32_t ngram_size_m = 48;   // --spec-ngram-simple-size-m: tokens proposed after a match, at most
@@ -71,6 +76,17 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual void draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) = 0;
+
+  // Drafters that run a model beside the target (draft-mtp) see the target's final-norm
+  // hidden state of every token it processes (Model's ForwardOptions::on_hidden) ...
+  virtual bool wants_hidden() const { return false; }
+  virtual void on_hidden(std::span<const int32_t> /*tokens*/, int64_t /*first_pos*/, const float* /*hidden*/) {}
+  // ... and are told when the target's sequence is cut back to its first n_keep positions.
+  virtual void on_truncate(int64_t /*n_keep*/) {}
+  // The first error the drafter met (its own forward pass failing); generation stops with it.
+  virtual Status status() const { return Status::ok(); }
+  // Weight bytes the drafter reads per drafted token (0: a lookup that reads no weights).
+  virtual uint64_t bytes_per_token() const { return 0; }
 };
 
 // ngram-simple: finds the latest earlier occurrence of the last size_n tokens of the history
@@ -131,7 +147,13 @@ class Speculator {
   // The controller's choice for given estimates: α per drafted token, t[b] = seconds of a
   // forward of b tokens (b = 1 .. n_max + 1; ≤ 0: unknown, then t(1)·(1 + 0.1(b − 1)) is
   // assumed, an optimistic guess that gets measured once tried).
-  static int64_t best_length(double alpha, std::span<const double> t, int32_t n_min, int32_t n_max);
+  // draft_seconds: the drafter's own time per drafted token (0 for free drafters), added
+  // k times to a draft of k.
+  static int64_t best_length(double alpha, std::span<const double> t, int32_t n_min, int32_t n_max,
+                             double draft_seconds = 0);
+  // The drafter's measured time per drafted token (0 until measured).
+  double draft_seconds_per_token() const { return draft_seconds_; }
+  Drafter& drafter() { return *drafter_; }
 
   static constexpr int64_t kProbeInterval = 16;  // tokens between retries while off
 
@@ -141,6 +163,7 @@ class Speculator {
   SpecStats stats_;
   std::vector<double> seconds_;  // [b]: running mean of a forward of b tokens (0: not measured)
   double drafted_ewma_ = 0, accepted_ewma_ = 0;  // decayed counts for α
+  double draft_seconds_ = 0;                      // running mean per drafted token
   int64_t chosen_ = 0;
   int64_t tokens_since_probe_ = 0;
 };

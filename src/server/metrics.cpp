@@ -46,6 +46,12 @@ std::string render_metrics(const ServerState& st) {
   metric(out, "gauge", "kv_cache_usage_ratio", "Share of the slots' KV capacity in use.",
          s.kv_tokens_capacity > 0 ? static_cast<double>(s.kv_tokens_used) / static_cast<double>(s.kv_tokens_capacity)
                                   : 0.0);
+  metric(out, "counter", "spec_decode_num_draft_tokens_total", "Speculative: drafted tokens verified.",
+         static_cast<double>(s.draft_tokens));
+  metric(out, "counter", "spec_decode_num_accepted_tokens_total", "Speculative: drafted tokens the target kept.",
+         static_cast<double>(s.draft_accepted));
+  metric(out, "counter", "spec_decode_num_drafts_total", "Speculative: verify passes with at least one draft.",
+         static_cast<double>(s.draft_steps));
   metric(out, "counter", "requests_finished_total", "Generation requests finished.",
          static_cast<double>(s.tasks_finished));
   metric(out, "counter", "requests_cancelled_total", "Generation requests cancelled (client went away).",

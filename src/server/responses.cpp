@@ -101,7 +101,7 @@ json timings_json(const TaskTimings& t) {
   const int64_t computed = t.n_prompt - t.n_cached;
   auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
   auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0; };
-  return {{"cache_n", t.n_cached},
+  json j = {{"cache_n", t.n_cached},
           {"prompt_n", computed},
           {"prompt_ms", t.prompt_ms},
           {"prompt_per_token_ms", per_token(t.prompt_ms, computed)},
@@ -111,6 +111,11 @@ json timings_json(const TaskTimings& t) {
           {"predicted_per_token_ms", per_token(t.generation_ms, t.n_generated)},
           {"predicted_per_second", per_second(t.generation_ms, t.n_generated)},
           {"queue_ms", t.queue_ms}};
+  if (t.draft_n > 0) {  // as llama-server: only when the slot drafted
+    j["draft_n"] = t.draft_n;
+    j["draft_n_accepted"] = t.draft_n_accepted;
+  }
+  return j;
 }
 
 json first_chat_chunk(const ResponseMeta& meta) {

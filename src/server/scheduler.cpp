@@ -70,6 +70,14 @@ struct Scheduler::Slot {
   TaskEvent event;              // accumulates this step's output
   SlotInfo info;                // published copy (under the scheduler's mutex)
   PositionLogprobs scratch_logprobs;
+  // Speculative decoding (null without): this slot's speculator, its hidden-state hook (for
+  // draft-mtp), this step's drafts and verify batch, and the counters at the task's start.
+  std::unique_ptr<Speculator> spec;
+  HiddenSink hidden_sink;
+  const HiddenSink* on_hidden = nullptr;
+  std::vector<int32_t> draft, batch, history;
+  SpecStats spec_at_start;
+  bool journal = false;         // a rollback journal is open for this step's verify batch
 
   explicit Slot(SequenceState s) : seq(std::move(s)) {}
 };
@@ -85,6 +93,24 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const text::T
     if (!seq) return seq.status().with_context(fmt::format("slot {}", i));
     auto slot = std::make_unique<Slot>(std::move(seq).value());
     slot->id = i;
+    if (options.make_speculator) {
+      auto spec = options.make_speculator();
+      if (!spec) return spec.status().with_context(fmt::format("slot {}", i));
+      slot->spec = std::move(spec).value();
+      if (slot->spec && slot->seq.has_recurrent_state()) {
+        // The rollback journal is allocated up front, so running out of memory is an error
+        // now rather than a failed request later.
+        RETURN_IF_ERROR(slot->seq.begin_journal(slot->spec->params().n_max + 1).with_context(fmt::format("slot {}", i)));
+        slot->seq.end_journal();
+      }
+      if (slot->spec && slot->spec->drafter().wants_hidden()) {
+        Drafter* drafter = &slot->spec->drafter();
+        slot->hidden_sink = [drafter](std::span<const int32_t> tokens, int64_t first_pos, const float* hidden) {
+          drafter->on_hidden(tokens, first_pos, hidden);
+        };
+        slot->on_hidden = &slot->hidden_sink;
+      }
+    }
     slot->info = {.id = i, .n_ctx = options.kv.n_ctx};
     s->slots_.push_back(std::move(slot));
   }
@@ -232,6 +258,10 @@ void Scheduler::assign_queued() {
       best_reuse = 0;
     }
     s.cached.resize(best_reuse);
+    if (s.spec) {
+      s.spec->drafter().on_truncate(static_cast<int64_t>(best_reuse));
+      s.spec_at_start = s.spec->stats();
+    }
     const GenerationSpec& spec = s.task->spec();
     auto sampler = Sampler::create(spec.sampling);
     s.t_start = Clock::now();
@@ -268,9 +298,35 @@ bool Scheduler::step() {
   int64_t budget = options_.step_tokens;
   for (auto& s : slots_) {
     if (!s->task || !s->generating) continue;
-    entries_.push_back({.seq = &s->seq, .tokens = {&s->pending, 1}, .want_logits = true});
+    s->batch.assign(1, s->pending);
+    s->draft.clear();
+    if (s->spec && s->forced.empty()) {
+      // Drafts stay within the context, the token budget and this step's size.
+      const GenerationSpec& spec = s->task->spec();
+      int64_t room = std::min(s->seq.n_ctx() - s->seq.n_past() - 1, budget - 1);
+      if (spec.max_tokens >= 0) room = std::min(room, spec.max_tokens - s->timings.n_generated);
+      if (room > 0) {
+        s->history.assign(s->cached.begin(), s->cached.end());
+        s->history.push_back(s->pending);
+        s->spec->propose(s->history, room, s->draft);
+        if (const Status st = s->spec->drafter().status(); !st.is_ok()) {
+          finish(*s, FinishReason::kError, st.message());
+          continue;
+        }
+      }
+      if (!s->draft.empty() && s->seq.has_recurrent_state()) {
+        s->journal = s->seq.begin_journal(static_cast<int64_t>(s->draft.size()) + 1).is_ok();
+        if (!s->journal) s->draft.clear();
+      }
+      s->batch.insert(s->batch.end(), s->draft.begin(), s->draft.end());
+    }
+    entries_.push_back({.seq = &s->seq,
+                        .tokens = s->batch,
+                        .want_logits = true,
+                        .all_logits = !s->draft.empty(),
+                        .on_hidden = s->on_hidden});
     with_logits.push_back(s.get());
-    --budget;
+    budget -= static_cast<int64_t>(s->batch.size());
   }
   budget = std::max<int64_t>(budget, 1);  // prompts always make progress
   int64_t n_prompt_tokens = 0;
@@ -284,8 +340,10 @@ bool Scheduler::step() {
     const int64_t left = static_cast<int64_t>(prompt.size() - s->n_fed);
     const int64_t take = std::min(left, budget);
     const bool last = take == left;
-    entries_.push_back({.seq = &s->seq, .tokens = {prompt.data() + s->n_fed, static_cast<size_t>(take)},
-                        .want_logits = last});
+    entries_.push_back({.seq = &s->seq,
+                        .tokens = {prompt.data() + s->n_fed, static_cast<size_t>(take)},
+                        .want_logits = last,
+                        .on_hidden = s->on_hidden});
     if (last) with_logits.push_back(s.get());
     budget -= take;
     n_prompt_tokens += take;
@@ -312,8 +370,11 @@ bool Scheduler::step() {
     for (const auto& e : entries_) {
       for (auto& s : slots_) {
         if (&s->seq == e.seq && s->task) {
+          if (s->journal) s->seq.end_journal();
+          s->journal = false;
           s->seq.clear();
           s->cached.clear();
+          if (s->spec) s->spec->drafter().on_truncate(0);
           finish(*s, FinishReason::kError, st.message());
         }
       }
@@ -329,14 +390,51 @@ bool Scheduler::step() {
     }
   }
   const int64_t n_vocab = model_.hparams().n_vocab;
-  for (size_t i = 0; i < logit_order.size(); ++i) {
-    Slot& s = *logit_order[i];
+  const double step_seconds = std::chrono::duration<double>(t1 - t0).count();
+  int64_t row = 0;  // logit rows come in entry order: a verify batch has one per token
+  for (Slot* sp : logit_order) {
+    Slot& s = *sp;
+    const float* logits = logits_.data() + row * n_vocab;
     if (!s.generating) {
       s.generating = true;
       s.t_first = Clock::now();
       s.timings.prompt_ms = ms_between(s.t_start, s.t_first);
+      emit_token(s, logits, s.seq.n_past());
+      row += 1;
+      continue;
     }
-    emit_token(s, logits_.data() + static_cast<int64_t>(i) * n_vocab);
+    if (s.draft.empty()) {
+      emit_token(s, logits, s.seq.n_past());
+      if (s.spec) s.spec->record(0, 0, 1, step_seconds);
+      row += 1;
+      continue;
+    }
+    // Verify: row i holds the logits after batch[i], i.e. for draft[i]. Each row is sampled
+    // in order (the sampler draws once per emitted token, as without speculation); a draft
+    // the sample equals was already fed, so the next row follows it.
+    const auto k = static_cast<int64_t>(s.draft.size());
+    const int64_t pos0 = s.seq.n_past() - (k + 1);  // where the batch's first token went
+    int64_t accepted = 0;
+    for (int64_t i = 0; i <= k; ++i) {
+      emit_token(s, logits + i * n_vocab, pos0 + 1 + i);
+      if (!s.task) break;  // finished at this token (it is not kept when it was a draft)
+      if (i == k || s.pending != s.draft[static_cast<size_t>(i)]) break;
+      ++accepted;
+    }
+    row += k + 1;
+    const int64_t keep = pos0 + 1 + accepted;
+    const bool cut = s.seq.truncate(keep);
+    if (s.journal) s.seq.end_journal();
+    s.journal = false;
+    s.cached.resize(static_cast<size_t>(keep));
+    s.spec->drafter().on_truncate(keep);
+    s.spec->record(k, accepted, k + 1, step_seconds);
+    if (!cut) {  // cannot happen (the journal covers the batch); start the slot over to be safe
+      s.seq.clear();
+      s.cached.clear();
+      s.spec->drafter().on_truncate(0);
+      if (s.task) finish(s, FinishReason::kError, "speculative decoding could not roll the sequence back");
+    }
   }
   std::lock_guard<std::mutex> lk(mu_);
   stats_.steps += 1;
@@ -354,7 +452,7 @@ bool Scheduler::step() {
   return true;
 }
 
-void Scheduler::emit_token(Slot& s, const float* logits) {
+void Scheduler::emit_token(Slot& s, const float* logits, int64_t pos) {
   const GenerationSpec& spec = s.task->spec();
   const int32_t n_vocab = static_cast<int32_t>(model_.hparams().n_vocab);
   // Reasoning budget: once spent, the block is closed by forced tokens instead of samples.
@@ -398,7 +496,7 @@ void Scheduler::emit_token(Slot& s, const float* logits) {
     finish(s, FinishReason::kLength);
     return;
   }
-  if (s.seq.n_past() >= s.seq.n_ctx()) {  // no room to feed this token
+  if (pos >= s.seq.n_ctx()) {  // no room to feed this token
     finish(s, FinishReason::kLength);
     return;
   }
@@ -433,6 +531,10 @@ void Scheduler::finish(Slot& s, FinishReason reason, std::string error) {
       e.content += text;
     }
   }
+  if (s.spec) {
+    s.timings.draft_n = s.spec->stats().n_drafted - s.spec_at_start.n_drafted;
+    s.timings.draft_n_accepted = s.spec->stats().n_accepted - s.spec_at_start.n_accepted;
+  }
   e.final = true;
   e.finish = reason;
   e.error = std::move(error);
@@ -446,6 +548,11 @@ void Scheduler::finish(Slot& s, FinishReason reason, std::string error) {
     stats_.generated_tokens += static_cast<uint64_t>(s.timings.n_generated);
     stats_.prompt_seconds += s.timings.prompt_ms / 1000.0;
     stats_.generation_seconds += s.timings.generation_ms / 1000.0;
+    if (s.spec) {
+      stats_.draft_tokens += static_cast<uint64_t>(s.timings.draft_n);
+      stats_.draft_accepted += static_cast<uint64_t>(s.timings.draft_n_accepted);
+      stats_.draft_steps += static_cast<uint64_t>(s.spec->stats().n_steps - s.spec_at_start.n_steps);
+    }
     s.info.busy = false;
     s.info.n_prompt = 0;
     s.info.n_generated = 0;

@@ -13,6 +13,10 @@
 //   4. runs it as one Model::forward_batch (each token's result is bit for bit what that
 //      sequence gets alone), samples a token for every slot that got logits, and streams the
 //      text to its task.
+// With speculative decoding (SchedulerOptions::make_speculator) a generating slot's entry is
+// its next token plus the drafts its own speculator proposes (runtime/speculative.h); the
+// slot samples each verified row in order and keeps the drafts its sampler agrees with, so
+// the output is what the slot gives without speculation.
 // So two concurrent requests give exactly what each gives alone, and a slot is freed
 // within one step of its client going away.
 #pragma once
@@ -21,6 +25,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -29,6 +34,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
+#include "runtime/speculative.h"
 #include "server/task.h"
 #include "text/tokenizer.h"
 
@@ -38,6 +44,9 @@ struct SchedulerOptions {
   int n_slots = 1;
   KvCacheOptions kv;           // n_ctx: per slot
   int64_t step_tokens = 512;   // tokens per engine step (decode tokens + prompt chunks)
+  // Speculative decoding (--spec-type): makes each slot's own speculator (drafter state such
+  // as an MTP head's KV cache is per slot). Null: one token per slot and step.
+  std::function<Result<std::unique_ptr<Speculator>>()> make_speculator;
 };
 
 // Cumulative counters and current gauges, for /metrics.
@@ -58,6 +67,10 @@ struct SchedulerStats {
   int n_slots = 0;
   int64_t kv_tokens_used = 0;        // sum of the slots' cached positions
   int64_t kv_tokens_capacity = 0;
+  // Speculative decoding, summed over slots (llama-server's spec_decode_* counters).
+  uint64_t draft_tokens = 0;         // drafted tokens verified
+  uint64_t draft_accepted = 0;       // of which the target kept
+  uint64_t draft_steps = 0;          // verify passes with at least one drafted token
 };
 
 struct SlotInfo {
@@ -99,7 +112,9 @@ class Scheduler {
   void assign_queued();  // under mu_
   bool step();           // one forward pass; false when no slot is busy
   void finish(Slot& slot, FinishReason reason, std::string error = {});
-  void emit_token(Slot& slot, const float* logits);
+  // Samples (or forces) the slot's next token from `logits` and streams it; `pos` is where
+  // that token would be fed. The slot may finish (its task is then null).
+  void emit_token(Slot& slot, const float* logits, int64_t pos);
 
   Model& model_;
   text::Tokenizer tokenizer_;

@@ -46,6 +46,8 @@ struct TaskTimings {
   double prompt_ms = 0;      // from the slot taking the task to the first token's logits
   double generation_ms = 0;  // from then to the end
   double queue_ms = 0;       // waiting for a free slot
+  int64_t draft_n = 0;          // speculative decoding: tokens drafted and verified
+  int64_t draft_n_accepted = 0; // of which accepted
 };
 
 struct TaskEvent {

@@ -57,10 +57,9 @@ int cmd_chat(int argc, char** argv) {
     }
   }
   if (auto st = validate(sampling); !st) return report_error(st);
-  auto speculator = make_speculator(spec_flags);
-  if (!speculator) return report_error(speculator.status());
+  if (auto st = check_spec_flags(spec_flags); !st) return report_error(st);
   std::vector<int32_t> conversation;  // every token fed so far, for the drafter's lookups
-  auto session = open_session(flags, {});
+  auto session = open_session(flags, {.use_mtp = spec_flags.params.type == SpecType::kDraftMtp});
   if (!session) return report_error(session.status());
 
   auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer, template_file);
@@ -68,6 +67,8 @@ int cmd_chat(int argc, char** argv) {
   if (chat_prompt->is_fallback()) {
     std::fprintf(stderr, "moetier: the model has no chat template; using ChatML\n");
   }
+  auto speculator = make_speculator(spec_flags, *session);
+  if (!speculator) return report_error(speculator.status());
   if (auto st = prepare_speculation(speculator->get(), *session->sequence); !st) return report_error(st);
   auto sampler = Sampler::create(sampling);
   if (!sampler) return report_error(sampler.status());

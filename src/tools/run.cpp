@@ -51,11 +51,12 @@ int cmd_run(int argc, char** argv) {
   }
   if (prompt.empty()) return report_error(Status::bad_input("no prompt given (-p TEXT or -f FILE)"));
   if (auto st = validate(sampling); !st) return report_error(st);
-  auto speculator = make_speculator(spec_flags);
-  if (!speculator) return report_error(speculator.status());
+  if (auto st = check_spec_flags(spec_flags); !st) return report_error(st);
 
-  auto session = open_session(flags, {});
+  auto session = open_session(flags, {.use_mtp = spec_flags.params.type == SpecType::kDraftMtp});
   if (!session) return report_error(session.status());
+  auto speculator = make_speculator(spec_flags, *session);
+  if (!speculator) return report_error(speculator.status());
   if (auto st = prepare_speculation(speculator->get(), *session->sequence); !st) return report_error(st);
   auto sampler = Sampler::create(sampling);
   if (!sampler) return report_error(sampler.status());
@@ -89,10 +90,14 @@ int cmd_run(int argc, char** argv) {
   if (*speculator) {
     const SpecStats& sp = stats->spec;
     std::fprintf(stderr, "moetier: speculative (%s): %lld drafted, %lld accepted (acceptance %.1f%%) in %lld steps, "
-                 "mean draft %.2f tokens\n",
+                 "mean draft %.2f tokens, drafting %.2f ms per drafted token\n",
                  std::string(spec_type_name((*speculator)->params().type)).c_str(), static_cast<long long>(sp.n_drafted),
                  static_cast<long long>(sp.n_accepted), 100.0 * sp.acceptance_rate(), static_cast<long long>(sp.n_steps),
-                 sp.mean_draft_length());
+                 sp.mean_draft_length(), 1e3 * (*speculator)->draft_seconds_per_token());
+    if (const uint64_t b = (*speculator)->drafter().bytes_per_token(); b > 0) {
+      std::fprintf(stderr, "moetier: the drafter reads %.1f MiB of weights per drafted token\n",
+                   static_cast<double>(b) / (1 << 20));
+    }
   }
   if (profile) std::fputs(format_profile(profiler).c_str(), stderr);
   return 0;

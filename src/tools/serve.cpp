@@ -92,7 +92,7 @@ int cmd_serve(int argc, char** argv) {
            &template_file);
   add_engine_flags(p, flags);
   add_sampling_flags(p, sampling);
-  SpecFlags spec_flags;  // recognised so llama-server command lines get a clear answer (below)
+  SpecFlags spec_flags;  // --spec-type etc.: each slot drafts and verifies (server/scheduler.h)
   add_spec_flags(p, spec_flags);
   p.epilog(
       "Endpoints: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /apply-template;\n"
@@ -104,15 +104,7 @@ int cmd_serve(int argc, char** argv) {
     return 0;
   }
   if (flags.list_devices) return print_gpu_devices();
-  {
-    auto speculator = make_speculator(spec_flags);  // validates the flags and names what is missing
-    if (!speculator) return report_error(speculator.status());
-    if (*speculator) {
-      return report_error(Status::bad_input(
-          "serve: speculative decoding is not supported by the server yet (it is in 'run' and 'chat'); "
-          "drop --spec-type"));
-    }
-  }
+  if (auto st = check_spec_flags(spec_flags); !st) return report_error(st);
   if (config.api_key.empty()) {
     if (const char* env = std::getenv("MOETIER_API_KEY")) config.api_key = env;
   }
@@ -141,7 +133,8 @@ int cmd_serve(int argc, char** argv) {
   if (n_predict < -1) return report_error(Status::bad_input("-n must be -1 or more"));
   if (auto st = validate(sampling); !st) return report_error(st);
 
-  auto session = open_session(flags, {.need_sequence = false, .n_seq = n_parallel});
+  const bool mtp = spec_flags.params.type == SpecType::kDraftMtp;
+  auto session = open_session(flags, {.need_sequence = false, .n_seq = n_parallel, .use_mtp = mtp});
   if (!session) return report_error(session.status());
   const int64_t n_ctx_slot = session->n_ctx / n_parallel;
   if (n_ctx_slot < 2) {
@@ -154,8 +147,13 @@ int cmd_serve(int argc, char** argv) {
 
   KvCacheOptions kv = session->kv;
   kv.n_ctx = n_ctx_slot;
-  auto scheduler = server::Scheduler::create(*session->model, *session->tokenizer, *session->pool,
-                                             {.n_slots = n_parallel, .kv = kv, .step_tokens = flags.n_ubatch});
+  server::SchedulerOptions scheduler_options{.n_slots = n_parallel, .kv = kv, .step_tokens = flags.n_ubatch};
+  if (spec_flags.params.type != SpecType::kNone) {  // one speculator per slot
+    scheduler_options.make_speculator = [&spec_flags, &session, kv] {
+      return make_speculator(spec_flags, *session, kv);
+    };
+  }
+  auto scheduler = server::Scheduler::create(*session->model, *session->tokenizer, *session->pool, scheduler_options);
   if (!scheduler) return report_error(scheduler.status());
 
   config.model_path = flags.model_path;

@@ -8,6 +8,7 @@
 #include "core/cpu_features.h"
 #include "core/progress.h"
 #include "model/gpu_backend.h"
+#include "runtime/mtp_drafter.h"
 
 namespace moetier {
 
@@ -103,7 +104,9 @@ void add_sampling_flags(ArgParser& p, SamplerParams& s) {
 
 void add_spec_flags(ArgParser& p, SpecFlags& f) {
   p.section("speculative decoding (the output is the same as without it; docs/speculative.md)");
-  p.option({"--spec-type"}, "TYPE", "none | ngram-simple (default none)", &f.type);
+  p.option({"--spec-type"}, "TYPE",
+           "none | ngram-simple | draft-mtp (default none); draft-mtp drafts with the model's own MTP layer",
+           &f.type);
   const auto int_flag = [&p](std::vector<std::string> names, const char* meta, const char* help, int32_t* out) {
     const std::string name = names.front();
     p.option(std::move(names), meta, help, [out, name](std::string_view v) {
@@ -131,20 +134,37 @@ void add_spec_flags(ArgParser& p, SpecFlags& f) {
            &f.params.ngram_size_m);
   int_flag({"--spec-ngram-simple-min-hits"}, "N", "ngram-simple: occurrences needed to propose (default 1)",
            &f.params.ngram_min_hits);
-  p.option({"-md", "--spec-draft-model", "--model-draft"}, "FILE", "draft model (not supported yet)", &f.draft_model);
-  p.option({"--spec-draft-p-min", "--draft-p-min"}, "P", "draft model's minimum probability (not supported yet)",
-           [&f](std::string_view) {
+  p.option({"-md", "--spec-draft-model", "--model-draft"}, "FILE",
+           "an MTP-only GGUF (llama.cpp's converter with --mtp) as the draft-mtp head; implies --spec-type draft-mtp "
+           "(separate draft models are not supported yet)",
+           &f.draft_model);
+  p.option({"--spec-draft-p-min", "--draft-p-min"}, "P",
+           "draft-mtp: stop a draft at a token the MTP head gives less than P (default 0)",
+           [&f](std::string_view v) {
+             auto r = parse_double(v, "flag '--spec-draft-p-min'");
+             if (!r) return r.status();
+             f.params.p_min = *r;
              f.p_min_given = true;
              return Status::ok();
            });
 }
 
-Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f) {
+Status check_spec_flags(SpecFlags& f) {
   if (!f.draft_model.empty()) {
-    return Status::bad_input("-md/--spec-draft-model: draft models are not supported yet (use --spec-type ngram-simple)");
-  }
-  if (f.p_min_given) {
-    return Status::bad_input("--spec-draft-p-min applies to draft models, which are not supported yet");
+    // llama.cpp infers the type from the draft file's metadata when none is given; the
+    // draft files moetier runs are MTP-only GGUFs (a separate draft model is not built yet).
+    ASSIGN_OR_RETURN(auto header, gguf::ModelFile::open(f.draft_model, {.mode = gguf::LoadMode::kMmap, .verbose = false}));
+    ASSIGN_OR_RETURN(const HParams hp, read_hparams(header->header()));
+    if (hp.n_layer_mtp == 0) {
+      return Status::bad_input(fmt::format(
+          "-md {}: separate draft models (draft-simple) are not supported yet; -md takes an MTP-only GGUF for "
+          "--spec-type draft-mtp",
+          f.draft_model));
+    }
+    if (f.type == "none") f.type = "draft-mtp";
+    if (f.type != "draft-mtp") {
+      return Status::bad_input(fmt::format("-md {} is an MTP draft: it needs --spec-type draft-mtp", f.draft_model));
+    }
   }
   auto type = parse_spec_type(f.type);
   if (!type) return type.status();
@@ -155,12 +175,79 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f) {
     const SpecParams d;
     const SpecParams& p = f.params;
     if (p.n_max != d.n_max || p.n_min != d.n_min || p.adaptive != d.adaptive || p.ngram_size_n != d.ngram_size_n ||
-        p.ngram_size_m != d.ngram_size_m || p.ngram_min_hits != d.ngram_min_hits) {
-      return Status::bad_input("speculative-decoding settings were given without --spec-type (e.g. ngram-simple)");
+        p.ngram_size_m != d.ngram_size_m || p.ngram_min_hits != d.ngram_min_hits || f.p_min_given) {
+      return Status::bad_input("speculative-decoding settings were given without --spec-type (e.g. draft-mtp)");
     }
-    return std::unique_ptr<Speculator>{};
   }
-  return std::make_unique<Speculator>(f.params, std::make_unique<NgramSimpleDrafter>(f.params));
+  if (f.p_min_given && *type != SpecType::kDraftMtp) {
+    return Status::bad_input("--spec-draft-p-min applies to --spec-type draft-mtp (an n-gram draft has no probability)");
+  }
+  return Status::ok();
+}
+
+namespace {
+
+// The MTP head of the -md file, checked against the target: same architecture, widths and
+// vocabulary (token strings, when both files carry them).
+Result<std::unique_ptr<MtpHead>> draft_mtp_head(SpecFlags& f, Session& session) {
+  if (!f.draft_file) {
+    ASSIGN_OR_RETURN(auto file, gguf::ModelFile::open(f.draft_model, {.mode = gguf::LoadMode::kMmap, .verbose = false}));
+    f.draft_file = std::move(file);
+  }
+  const gguf::GgufFile& draft = f.draft_file->header();
+  ASSIGN_OR_RETURN(const HParams hp, read_hparams(draft));
+  const HParams& target = session.model->hparams();
+  const auto mismatch = [&](const char* what, auto a, auto b) {
+    return Status::bad_input(fmt::format("-md {}: the draft's {} ({}) differs from the model's ({})", f.draft_model,
+                                         what, a, b));
+  };
+  if (hp.arch != target.arch) return mismatch("architecture", hp.arch, target.arch);
+  if (hp.n_embd != target.n_embd) return mismatch("embedding width", hp.n_embd, target.n_embd);
+  if (hp.n_vocab != target.n_vocab) return mismatch("vocabulary size", hp.n_vocab, target.n_vocab);
+  if (hp.n_head != target.n_head || hp.n_head_kv != target.n_head_kv || hp.head_dim_k != target.head_dim_k) {
+    return mismatch("attention shape", fmt::format("{}/{}x{}", hp.n_head, hp.n_head_kv, hp.head_dim_k),
+                    fmt::format("{}/{}x{}", target.n_head, target.n_head_kv, target.head_dim_k));
+  }
+  const gguf::Value* a = draft.find("tokenizer.ggml.tokens");
+  const gguf::Value* b = session.file->header().find("tokenizer.ggml.tokens");
+  if (a && b && a->arr_s != b->arr_s) {
+    return Status::bad_input(fmt::format("-md {}: the draft's vocabulary differs from the model's (token strings)",
+                                         f.draft_model));
+  }
+  const ArchInfo* arch = find_arch(hp.arch);
+  if (!arch || !arch->create_mtp_head) {
+    return Status::bad_input(fmt::format("-md {}: architecture '{}' has no MTP head", f.draft_model, hp.arch));
+  }
+  return arch->create_mtp_head(f.draft_file, hp,
+                               {.n_ubatch = session.model->n_ubatch(), .flash_attention = session.model->flash_attention()});
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f, Session& session) {
+  return make_speculator(f, session, session.kv);
+}
+
+Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f, Session& session, const KvCacheOptions& cache) {
+  RETURN_IF_ERROR(check_spec_flags(f));
+  Model& model = *session.model;
+  ThreadPool& pool = *session.pool;
+  switch (f.params.type) {
+    case SpecType::kNone:
+    case SpecType::kReplay: return std::unique_ptr<Speculator>{};
+    case SpecType::kNgramSimple:
+      return std::make_unique<Speculator>(f.params, std::make_unique<NgramSimpleDrafter>(f.params));
+    case SpecType::kDraftMtp: {
+      if (!f.draft_model.empty()) {
+        ASSIGN_OR_RETURN(auto head, draft_mtp_head(f, session));
+        ASSIGN_OR_RETURN(auto drafter, MtpDrafter::create(std::move(head), model, cache, f.params.p_min, pool));
+        return std::make_unique<Speculator>(f.params, std::move(drafter));
+      }
+      ASSIGN_OR_RETURN(auto drafter, MtpDrafter::create(model, cache, f.params.p_min, pool));
+      return std::make_unique<Speculator>(f.params, std::move(drafter));
+    }
+  }
+  return std::unique_ptr<Speculator>{};
 }
 
 Status prepare_speculation(const Speculator* speculator, SequenceState& sequence) {

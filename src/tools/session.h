@@ -59,18 +59,26 @@ void add_engine_flags(ArgParser& parser, EngineFlags& flags);
 void add_sampling_flags(ArgParser& parser, SamplerParams& params);
 
 // Speculative decoding flags in llama.cpp's spelling (--spec-type, --spec-draft-n-max/-min,
-// --spec-ngram-simple-*), plus --draft-max/--draft-min as aliases (llama.cpp's older names,
-// which ik_llama.cpp still uses) and --spec-adaptive. Flags of what is not built yet (draft
-// models, MTP, p-min) are recognised and rejected with a clear error by make_speculator.
+// --spec-draft-p-min, --spec-ngram-simple-*), plus --draft-max/--draft-min/--draft-p-min as
+// aliases (llama.cpp's older names, which ik_llama.cpp still uses) and --spec-adaptive.
+// Flags of what is not built yet (draft models) are recognised and rejected with a clear
+// error by check_spec_flags.
 struct SpecFlags {
   SpecParams params;
   std::string type = "none";
-  std::string draft_model;   // -md / --spec-draft-model
-  bool p_min_given = false;  // --spec-draft-p-min / --draft-p-min
+  std::string draft_model;   // -md / --spec-draft-model: an MTP-only GGUF for draft-mtp
+  std::shared_ptr<const gguf::ModelFile> draft_file;  // opened by make_speculator, shared by slots
+  bool p_min_given = false;  // --spec-draft-p-min / --draft-p-min (value in params.p_min)
 };
 void add_spec_flags(ArgParser& parser, SpecFlags& flags);
-// The speculator the flags ask for (nullptr for --spec-type none), or the error.
-Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& flags);
+// Validates the flags before anything is loaded (sets params.type); the error names the flag.
+Status check_spec_flags(SpecFlags& flags);
+struct Session;
+// The speculator the flags ask for (nullptr for --spec-type none), or the error; draft-mtp
+// runs the session's model's MTP head (an error when the file has none).
+Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& flags, Session& session);
+// The same for one sequence of `cache`'s size (the server makes one per slot).
+Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& flags, Session& session, const KvCacheOptions& cache);
 // Speculation on a sequence with recurrent state needs its rollback journal: allocates it
 // up front, so a placement that cannot journal (DeltaNet on a GPU) or a lack of memory is
 // an error before anything is generated. Nothing to do without a speculator.
@@ -95,6 +103,7 @@ struct SessionOptions {
   bool quiet = false;          // no load summary on stderr
   bool need_sequence = true;   // false: no sequence (the caller allocates its own, e.g. per server slot)
   int64_t n_seq = 1;           // sequences the caller will run (-np), for the memory plan
+  bool use_mtp = false;        // --spec-type draft-mtp: the MTP block's KV cache is in the plan
 };
 
 // Reads the header, plans the placement (which experts stay on the CPU), opens the file
@@ -116,6 +125,7 @@ struct PlacementRequest {
   int64_t n_ctx = 4096;
   DType type_k = DType::F16, type_v = DType::F16;
   int64_t n_seq = 1;
+  bool mtp = false;  // --spec-type draft-mtp: the MTP block's KV cache is planned
   int64_t n_ubatch = 512;
   bool progress = true;
   bool op_offload = true;    // --no-op-offload turns it off

@@ -37,6 +37,8 @@ std::string synth_epilog() {
       "  <|endoftext|> (bos) <|im_start|> <|im_end|> (eos) <think> </think>).\n"
       "  --experts, --n-vocab and --attention-every make small files that keep every other dimension of\n"
       "  the preset (tests use a 2-layer 35B-shape file with 16 experts and an attention layer).\n"
+      "  The qwen3.6-35b-a3b preset writes one MTP block after the last layer (blk.<n_layer>.nextn.*), as\n"
+      "  the real files do (--spec-type draft-mtp runs it); --mtp-layers 0 leaves it out.\n"
       "  The same --seed always gives the same bytes, whatever -t.\n"
       "\nexamples:\n"
       "  moetier synth --preset tiny -o tiny.gguf\n"
@@ -65,6 +67,11 @@ int cmd_synth(int argc, char** argv) {
            &options.n_expert);
   p.option({"--attention-every"}, "N", "qwen35moe: every Nth layer is full attention (preset: 4)",
            &options.full_attention_interval);
+  p.option({"--mtp-layers"}, "N", "qwen35moe: trailing MTP (nextn) blocks, 0 or 1 (preset: 1 for qwen3.6-35b-a3b, else 0)",
+           &options.n_layer_mtp);
+  p.flag({"--mtp-only"}, &options.mtp_only,
+         "write only the MTP draft (token_embd, output_norm, output, the MTP block), as llama.cpp's converter does "
+         "with --mtp; use it with -md");
   p.option({"-o", "--output"}, "OUT.gguf", "output file", &options.out_path);
   p.option({"-t", "--threads"}, "N", "threads (default: all cores)", &options.n_threads);
   p.flag({"-q", "--quiet"}, &quiet, "no progress bar");
@@ -78,6 +85,9 @@ int cmd_synth(int argc, char** argv) {
   if (options.out_path.empty()) return report_error(Status::bad_input("missing -o OUT.gguf (see 'moetier synth --help')"));
   if (p.given("--layers") && n_layer < 1) {
     return report_error(Status::bad_input(fmt::format("--layers must be at least 1, got {}", n_layer)));
+  }
+  if (p.given("--mtp-layers") && options.n_layer_mtp < 0) {
+    return report_error(Status::bad_input(fmt::format("--mtp-layers must be 0 or 1, got {}", options.n_layer_mtp)));
   }
   if (seed < 0) return report_error(Status::bad_input(fmt::format("--seed must be >= 0, got {}", seed)));
   if (options.n_threads < 0) {

@@ -107,10 +107,14 @@ TEST(SynthPresets, LayersCutKeepsThePattern) {
     for (int64_t il = 0; il < n; ++il) {
       EXPECT_EQ(cut.layer_kinds[il], full.layer_kinds[il]) << "layer " << il;
     }
-    // The cut model holds exactly the full model's tensors of layers < n (plus the global ones).
+    // The cut model holds exactly the full model's tensors of layers < n (plus the global
+    // ones), and the MTP block after its last layer, as blk.<n>.
+    ASSERT_EQ(full.n_layer_mtp, 1);  // the real files carry one
     std::set<std::string> expected, got;
+    const std::string full_mtp = fmt::format("blk.{}.", full.n_layer), cut_mtp = fmt::format("blk.{}.", n);
     for (const auto& t : full_specs) {
       if (t.layer < n) expected.insert(shape_key(t));
+      if (t.layer == full.n_layer) expected.insert(cut_mtp + shape_key(t).substr(full_mtp.size()));
     }
     for (const auto& t : arch->tensor_specs(cut)) got.insert(shape_key(t));
     EXPECT_EQ(got, expected) << n << " layers";

@@ -14,6 +14,8 @@ namespace moetier {
 // The forward pass (in qwen35moe_model.cpp).
 Result<std::unique_ptr<Model>> create_qwen35moe_model(const gguf::ModelFile& file, const HParams& hp,
                                                   const ModelOptions& options);
+Result<std::unique_ptr<MtpHead>> create_qwen35moe_mtp_head(std::shared_ptr<const gguf::ModelFile> file,
+                                                          const HParams& hp, const ModelOptions& options);
 namespace {
 
 constexpr std::string_view kArch = "qwen35moe";
@@ -96,8 +98,9 @@ struct SpecList {
   void add(std::string name, std::vector<int64_t> ne, TensorRole role, int layer = -1) {
     specs.push_back({.name = std::move(name), .ne = std::move(ne), .role = role, .layer = layer});
   }
-  void blk(int il, std::string_view suffix, std::vector<int64_t> ne, TensorRole role) {
+  void blk(int il, std::string_view suffix, std::vector<int64_t> ne, TensorRole role, bool optional = false) {
     add(fmt::format("blk.{}.{}", il, suffix), std::move(ne), role, il);
+    specs.back().optional = optional;
   }
 };
 
@@ -154,7 +157,9 @@ std::vector<TensorSpec> specs(const HParams& hp) {
     add_moe(s, hp, il);
   }
   // MTP blocks: a full-attention block plus the projection that mixes the previous hidden
-  // state with the next token's embedding ({2*n_embd, n_embd}) and its two norms.
+  // state with the next token's embedding ({2*n_embd, n_embd}), its two norms, and the
+  // head's own final norm (the converter writes the checkpoint's mtp.norm there; llama.cpp
+  // falls back to output_norm when it is absent, and so do we).
   for (int il = static_cast<int>(hp.n_layer); il < static_cast<int>(hp.n_layer + hp.n_layer_mtp); ++il) {
     s.blk(il, "attn_norm.weight", {hp.n_embd}, TensorRole::kNorm);
     s.blk(il, "post_attention_norm.weight", {hp.n_embd}, TensorRole::kNorm);
@@ -163,6 +168,7 @@ std::vector<TensorSpec> specs(const HParams& hp) {
     s.blk(il, "nextn.eh_proj.weight", {2 * hp.n_embd, hp.n_embd}, TensorRole::kOther);
     s.blk(il, "nextn.enorm.weight", {hp.n_embd}, TensorRole::kNorm);
     s.blk(il, "nextn.hnorm.weight", {hp.n_embd}, TensorRole::kNorm);
+    s.blk(il, "nextn.shared_head_norm.weight", {hp.n_embd}, TensorRole::kNorm, /*optional=*/true);
   }
   return std::move(s.specs);
 }
@@ -221,6 +227,7 @@ const ArchInfo kInfo = {
     .write_hparams = write,
     .recurrent_state_bytes = state_bytes,
     .create_model = create_qwen35moe_model,
+    .create_mtp_head = create_qwen35moe_mtp_head,
 };
 
 const struct Registrar {

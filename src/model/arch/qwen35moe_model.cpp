@@ -7,6 +7,9 @@
 //   h2 = rmsnorm(x) * post_attention_norm
 //   x  = x + MoE(h2) + sigmoid(shexp_gate · h2) * SharedExpert(h2)
 //   logits = output · (rmsnorm(x) * output_norm)
+//
+// The trailing MTP ("nextn") block, when the file has one, is not part of this pass; it is
+// the drafter of --spec-type draft-mtp (Qwen35MoeMtpHead below, model.h's MtpHead).
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -15,10 +18,12 @@
 
 #include "gguf/model_file.h"
 #include "model/arch.h"
+#include "cpu/ops.h"
 #include "model/blocks/attention.h"
 #include "model/blocks/delta_net.h"
 #include "model/blocks/moe.h"
 #include "model/decoder_model.h"
+#include "model/cpu_exec.h"
 #include "model/layer_exec.h"
 
 namespace moetier {
@@ -34,10 +39,176 @@ struct Layer {
   MoeWeights moe;
 };
 
+// The MTP block's weights (blk.<n_layer>.*); token_embd and output are the model's.
+struct MtpWeights {
+  cpu::WeightMatrix eh_proj;     // {2·n_embd, n_embd}: [embedding ; hidden] -> n_embd
+  const float* enorm = nullptr;  // [n_embd], on the token embedding
+  const float* hnorm = nullptr;  // [n_embd], on the incoming hidden state
+  const float* attn_norm = nullptr;
+  const float* post_attention_norm = nullptr;
+  const float* head_norm = nullptr;  // nextn.shared_head_norm, else output_norm
+  AttentionWeights attention;
+  MoeWeights moe;
+};
+
+uint64_t matrix_bytes(const cpu::WeightMatrix& m) { return static_cast<uint64_t>(m.row_bytes * m.n_out * m.n_mat); }
+
+class Qwen35MoeMtpHead final : public MtpHead {
+ public:
+  struct Params {
+    MtpWeights weights;
+    cpu::WeightMatrix token_embd;  // the model's, or the MTP-only file's
+    cpu::WeightMatrix output;
+    AttentionShape attention_shape;
+    MoeShape moe_shape;
+    float rms_eps;
+    int64_t n_ubatch;
+    bool flash_attention;
+    // An MTP-only file: the head owns it and the f32 copies of its small tensors.
+    std::shared_ptr<const gguf::ModelFile> file;
+    std::shared_ptr<std::deque<std::vector<float>>> converted;
+  };
+  explicit Qwen35MoeMtpHead(Params p) : p_(std::move(p)), exec_(p_.attention_shape.n_embd, p_.rms_eps) {}
+
+  Result<SequenceState> new_sequence(const KvCacheOptions& options) const override {
+    const AttentionShape& a = p_.attention_shape;
+    return SequenceState::create({{.k_row_elems = a.n_head_kv * a.head_dim, .v_row_elems = a.n_head_kv * a.head_dim}},
+                                 options);
+  }
+
+  Status forward(std::span<const int32_t> tokens, const float* hidden, SequenceState& seq, float* hidden_out,
+                 float* logits_last, ThreadPool& pool) override {
+    const MtpWeights& w = p_.weights;
+    const int64_t d = p_.attention_shape.n_embd;
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (n == 0) return Status::bad_input("no tokens to process");
+    for (int32_t t : tokens) {
+      if (t < 0 || t >= p_.output.n_out) return Status::bad_input(fmt::format("token id {} is out of range", t));
+    }
+    if (seq.n_past() + n > seq.n_ctx()) return Status::bad_input("the MTP head's context is full");
+    exec_.set_attention_options({.flash = p_.flash_attention});
+    for (int64_t begin = 0; begin < n; begin += p_.n_ubatch) {
+      const int64_t c = std::min(p_.n_ubatch, n - begin);
+      embedded_.resize(static_cast<size_t>(c * d));
+      embed_tokens(p_.token_embd, tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(c)), embedded_.data());
+      // [rmsnorm(e)·enorm ; rmsnorm(h)·hnorm] per row (llama.cpp's concat order: embedding first).
+      concat_.resize(static_cast<size_t>(c * 2 * d));
+      for (int64_t r = 0; r < c; ++r) {
+        cpu::rms_norm(embedded_.data() + r * d, w.enorm, d, p_.rms_eps, concat_.data() + r * 2 * d);
+        cpu::rms_norm(hidden + (begin + r) * d, w.hnorm, d, p_.rms_eps, concat_.data() + r * 2 * d + d);
+      }
+      x_.resize(static_cast<size_t>(c * d));
+      cpu::matmul_f32(w.eh_proj, 0, concat_.data(), c, x_.data(), act_, pool);
+      const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = c};
+      exec_.begin(x_.data(), std::span<const SeqRows>(&rows, 1), pool, nullptr);
+      exec_.rms_norm(Act::kX, w.attn_norm, Act::kH);
+      exec_.attention(w.attention, p_.attention_shape, Act::kH, /*layer=*/0, Act::kMix);
+      exec_.add(Act::kX, Act::kMix);
+      exec_.rms_norm(Act::kX, w.post_attention_norm, Act::kH);
+      exec_.moe(w.moe, p_.moe_shape, Act::kH, Act::kMix);
+      exec_.add(Act::kX, Act::kMix);
+      seq.set_n_past(seq.n_past() + c);
+      if (hidden_out) {
+        for (int64_t r = 0; r < c; ++r) {
+          cpu::rms_norm(x_.data() + r * d, w.head_norm, d, p_.rms_eps, hidden_out + (begin + r) * d);
+        }
+      }
+      if (logits_last && begin + c == n) {
+        lm_head(p_.output, w.head_norm, p_.rms_eps, x_.data() + (c - 1) * d, 1, logits_last, lm_head_scratch_, pool);
+      }
+    }
+    return Status::ok();
+  }
+
+  uint64_t bytes_per_token() const override {
+    const MtpWeights& w = p_.weights;
+    const MoeShape& m = p_.moe_shape;
+    const uint64_t experts = matrix_bytes(w.moe.gate_exps) + matrix_bytes(w.moe.up_exps) + matrix_bytes(w.moe.down_exps);
+    return matrix_bytes(w.eh_proj) + matrix_bytes(w.attention.q) + matrix_bytes(w.attention.k) +
+           matrix_bytes(w.attention.v) + matrix_bytes(w.attention.out) + matrix_bytes(w.moe.router) +
+           matrix_bytes(w.moe.shared_gate_inp) + matrix_bytes(w.moe.gate_shexp) + matrix_bytes(w.moe.up_shexp) +
+           matrix_bytes(w.moe.down_shexp) + experts / static_cast<uint64_t>(m.n_expert) * static_cast<uint64_t>(m.n_expert_used) +
+           matrix_bytes(p_.output) + static_cast<uint64_t>(p_.token_embd.row_bytes);
+  }
+
+ private:
+  Params p_;
+  CpuExec exec_;
+  std::vector<float> embedded_, concat_, x_;
+  cpu::QuantizedActivations act_;
+  LmHeadScratch lm_head_scratch_;
+};
+
+AttentionWeights bind_attention(WeightBinder& b, const std::string& p) {
+  return AttentionWeights{.q = b.matrix(p + "attn_q.weight"),
+                          .k = b.matrix(p + "attn_k.weight"),
+                          .v = b.matrix(p + "attn_v.weight"),
+                          .out = b.matrix(p + "attn_output.weight"),
+                          .q_norm = b.f32(p + "attn_q_norm.weight"),
+                          .k_norm = b.f32(p + "attn_k_norm.weight")};
+}
+
+MoeWeights bind_moe(WeightBinder& b, const std::string& p) {
+  return MoeWeights{.router = b.matrix(p + "ffn_gate_inp.weight"),
+                    .gate_exps = b.matrix(p + "ffn_gate_exps.weight"),
+                    .up_exps = b.matrix(p + "ffn_up_exps.weight"),
+                    .down_exps = b.matrix(p + "ffn_down_exps.weight"),
+                    .has_shared = true,
+                    .shared_gate_inp = b.matrix(p + "ffn_gate_inp_shexp.weight"),
+                    .gate_shexp = b.matrix(p + "ffn_gate_shexp.weight"),
+                    .up_shexp = b.matrix(p + "ffn_up_shexp.weight"),
+                    .down_shexp = b.matrix(p + "ffn_down_shexp.weight")};
+}
+
+// Binds the MTP block blk.<hp.n_layer>.*; output_norm is the fallback of the optional
+// shared_head_norm. Errors: the binder's status.
+MtpWeights bind_mtp(WeightBinder& b, const HParams& hp, const float* output_norm) {
+  const std::string p = fmt::format("blk.{}.", hp.n_layer);
+  MtpWeights w;
+  w.eh_proj = b.matrix(p + "nextn.eh_proj.weight");
+  w.enorm = b.f32(p + "nextn.enorm.weight");
+  w.hnorm = b.f32(p + "nextn.hnorm.weight");
+  w.attn_norm = b.f32(p + "attn_norm.weight");
+  w.post_attention_norm = b.f32(p + "post_attention_norm.weight");
+  w.head_norm = b.f32_optional(p + "nextn.shared_head_norm.weight");
+  if (w.head_norm == nullptr) w.head_norm = output_norm;
+  w.attention = bind_attention(b, p);
+  w.moe = bind_moe(b, p);
+  return w;
+}
+
+AttentionShape attention_shape_of(const HParams& hp) {
+  return AttentionShape{.n_embd = hp.n_embd,
+                        .n_head = hp.n_head,
+                        .n_head_kv = hp.n_head_kv,
+                        .head_dim = hp.head_dim_k,
+                        .n_rot = hp.n_rot,
+                        .rope_base = hp.rope_base,
+                        .rms_eps = hp.rms_eps,
+                        .output_gate = true};
+}
+
+MoeShape moe_shape_of(const HParams& hp) {
+  return MoeShape{.n_embd = hp.n_embd,
+                  .n_expert = hp.n_expert,
+                  .n_expert_used = hp.n_expert_used,
+                  .n_ff_exp = hp.n_ff_exp,
+                  .n_ff_shexp = hp.n_ff_shexp};
+}
+
+bool is_mtp_only(const gguf::ModelFile& file, const HParams& hp) {
+  return hp.n_layer_mtp > 0 && file.header().find_tensor("blk.0.attn_norm.weight") == nullptr;
+}
+
 class Qwen35MoeModel final : public DecoderModel {
  public:
   static Result<std::unique_ptr<Model>> create(const gguf::ModelFile& file, const HParams& hp,
                                                const std::vector<TensorSpec>& specs) {
+    if (is_mtp_only(file, hp)) {
+      return Status::bad_input(
+          "this is an MTP-only GGUF (the MTP layer without the model's layers): give it as the draft of the full "
+          "model, -md FILE --spec-type draft-mtp");
+    }
     auto m = std::unique_ptr<Qwen35MoeModel>(new Qwen35MoeModel());
     m->hp_ = hp;
     WeightBinder b(file, specs, m->converted_);
@@ -48,12 +219,7 @@ class Qwen35MoeModel final : public DecoderModel {
       l.attn_norm = b.f32(p + "attn_norm.weight");
       l.post_attention_norm = b.f32(p + "post_attention_norm.weight");
       if (l.kind == LayerKind::kAttention) {
-        l.attention = AttentionWeights{.q = b.matrix(p + "attn_q.weight"),
-                                       .k = b.matrix(p + "attn_k.weight"),
-                                       .v = b.matrix(p + "attn_v.weight"),
-                                       .out = b.matrix(p + "attn_output.weight"),
-                                       .q_norm = b.f32(p + "attn_q_norm.weight"),
-                                       .k_norm = b.f32(p + "attn_k_norm.weight")};
+        l.attention = bind_attention(b, p);
       } else {
         l.delta_net = DeltaNetWeights{.qkv = b.matrix(p + "attn_qkv.weight"),
                                       .gate = b.matrix(p + "attn_gate.weight"),
@@ -65,37 +231,29 @@ class Qwen35MoeModel final : public DecoderModel {
                                       .a = b.f32(p + "ssm_a"),
                                       .norm = b.f32(p + "ssm_norm.weight")};
       }
-      l.moe = MoeWeights{.router = b.matrix(p + "ffn_gate_inp.weight"),
-                         .gate_exps = b.matrix(p + "ffn_gate_exps.weight"),
-                         .up_exps = b.matrix(p + "ffn_up_exps.weight"),
-                         .down_exps = b.matrix(p + "ffn_down_exps.weight"),
-                         .has_shared = true,
-                         .shared_gate_inp = b.matrix(p + "ffn_gate_inp_shexp.weight"),
-                         .gate_shexp = b.matrix(p + "ffn_gate_shexp.weight"),
-                         .up_shexp = b.matrix(p + "ffn_up_shexp.weight"),
-                         .down_shexp = b.matrix(p + "ffn_down_shexp.weight")};
+      l.moe = bind_moe(b, p);
       m->layers_.push_back(l);
     }
     if (!b.status().is_ok()) return b.status();
-    m->attention_shape_ = AttentionShape{.n_embd = hp.n_embd,
-                                         .n_head = hp.n_head,
-                                         .n_head_kv = hp.n_head_kv,
-                                         .head_dim = hp.head_dim_k,
-                                         .n_rot = hp.n_rot,
-                                         .rope_base = hp.rope_base,
-                                         .rms_eps = hp.rms_eps,
-                                         .output_gate = true};
+    if (hp.n_layer_mtp > 0) {
+      // Bound apart: a malformed MTP block fails only --spec-type draft-mtp (as llama.cpp,
+      // which loads the block only when asked to), not the model.
+      WeightBinder mb(file, specs, m->converted_);
+      m->mtp_ = bind_mtp(mb, hp, m->output_norm_);
+      m->mtp_status_ = mb.status();
+    } else {
+      m->mtp_status_ = Status::bad_input(
+          "--spec-type draft-mtp: this model file has no MTP block (qwen35moe.nextn_predict_layers is 0); use a "
+          "GGUF converted with its MTP layer");
+    }
+    m->attention_shape_ = attention_shape_of(hp);
     m->delta_net_shape_ = DeltaNetShape{.n_embd = hp.n_embd,
                                         .d_conv = hp.ssm_d_conv,
                                         .d_state = hp.ssm_d_state,
                                         .n_k_heads = hp.ssm_n_group,
                                         .n_v_heads = hp.ssm_dt_rank,
                                         .rms_eps = hp.rms_eps};
-    m->moe_shape_ = MoeShape{.n_embd = hp.n_embd,
-                             .n_expert = hp.n_expert,
-                             .n_expert_used = hp.n_expert_used,
-                             .n_ff_exp = hp.n_ff_exp,
-                             .n_ff_shexp = hp.n_ff_shexp};
+    m->moe_shape_ = moe_shape_of(hp);
     return std::unique_ptr<Model>(std::move(m));
   }
 
@@ -110,6 +268,18 @@ class Qwen35MoeModel final : public DecoderModel {
       }
     }
     return specs;
+  }
+
+  Result<std::unique_ptr<MtpHead>> mtp_head() override {
+    RETURN_IF_ERROR(mtp_status_);
+    return std::unique_ptr<MtpHead>(new Qwen35MoeMtpHead({.weights = mtp_,
+                                                          .token_embd = token_embd_,
+                                                          .output = output_,
+                                                          .attention_shape = attention_shape_,
+                                                          .moe_shape = moe_shape_,
+                                                          .rms_eps = hp_.rms_eps,
+                                                          .n_ubatch = n_ubatch(),
+                                                          .flash_attention = flash_attention()}));
   }
 
   void forward_layer(int il, LayerExec& e) override {
@@ -130,6 +300,8 @@ class Qwen35MoeModel final : public DecoderModel {
  private:
   Qwen35MoeModel() = default;
   std::vector<Layer> layers_;
+  MtpWeights mtp_;     // valid when mtp_status_ is OK
+  Status mtp_status_;  // why mtp_head() cannot be made (no MTP block, a bad tensor)
   AttentionShape attention_shape_;
   DeltaNetShape delta_net_shape_;
   MoeShape moe_shape_;
@@ -140,6 +312,32 @@ class Qwen35MoeModel final : public DecoderModel {
 Result<std::unique_ptr<Model>> create_qwen35moe_model(const gguf::ModelFile& file, const HParams& hp,
                                                       const ModelOptions& options) {
   return create_decoder_model<Qwen35MoeModel>(file, hp, options);
+}
+
+// An MTP head from a separate GGUF: an MTP-only file (what llama.cpp's converter writes with
+// --mtp: token_embd, output_norm, output and the MTP block) or a full file with an MTP block.
+Result<std::unique_ptr<MtpHead>> create_qwen35moe_mtp_head(std::shared_ptr<const gguf::ModelFile> file,
+                                                          const HParams& hp, const ModelOptions& options) {
+  if (hp.n_layer_mtp == 0) {
+    return Status::bad_input(
+        "--spec-type draft-mtp: the draft file has no MTP block (qwen35moe.nextn_predict_layers is 0)");
+  }
+  auto converted = std::make_shared<std::deque<std::vector<float>>>();
+  const std::vector<TensorSpec> specs = find_arch(hp.arch)->tensor_specs(hp);
+  WeightBinder b(*file, specs, *converted);
+  Qwen35MoeMtpHead::Params p{.token_embd = b.matrix("token_embd.weight"),
+                             .output = b.matrix("output.weight"),
+                             .attention_shape = attention_shape_of(hp),
+                             .moe_shape = moe_shape_of(hp),
+                             .rms_eps = hp.rms_eps,
+                             .n_ubatch = options.n_ubatch,
+                             .flash_attention = options.flash_attention};
+  const float* output_norm = b.f32("output_norm.weight");
+  p.weights = bind_mtp(b, hp, output_norm);
+  RETURN_IF_ERROR(b.status());
+  p.file = std::move(file);
+  p.converted = std::move(converted);
+  return std::unique_ptr<MtpHead>(new Qwen35MoeMtpHead(std::move(p)));
 }
 
 }  // namespace moetier

@@ -97,7 +97,7 @@ void check_layout(const gguf::GgufFile& file, const ArchInfo& arch, const HParam
   }
   std::vector<std::string> missing;
   for (const auto& s : arch.tensor_specs(hp)) {
-    if (expected.count(s.name)) missing.push_back(s.name);
+    if (expected.count(s.name) && !s.optional) missing.push_back(s.name);
   }
   if (!missing.empty()) {
     notes.push_back(fmt::format("{} tensor(s) of the {} layout are missing: {}", missing.size(), hp.arch,

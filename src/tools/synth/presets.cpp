@@ -7,8 +7,9 @@ namespace {
 
 // qwen35moe: Gated DeltaNet layers with every full_attention_interval-th layer full
 // (gated) attention; routed experts plus one shared expert per layer.
-HParams qwen35moe_shape(const HParams& base) {
+HParams qwen35moe_shape(const HParams& base, int64_t n_layer_mtp = 0) {
   HParams hp = base;
+  hp.n_layer_mtp = n_layer_mtp;  // the real Qwen3.5/3.6 files carry one MTP block
   hp.arch = "qwen35moe";
   hp.attn_output_gate = true;
   hp.n_expert_shared = 1;
@@ -34,13 +35,13 @@ std::vector<Preset> make_presets() {
   std::vector<Preset> list;
   list.push_back(Preset{
       .name = "qwen3.6-35b-a3b",
-      .description = "Qwen3.6-35B-A3B shape (qwen35moe, 40 layers, 256 experts, ~20 GB at q4_k_m)",
+      .description = "Qwen3.6-35B-A3B shape (qwen35moe, 40 layers + 1 MTP layer, 256 experts, ~20 GB at q4_k_m)",
       .hparams = qwen35moe_shape(HParams{
           .name = "qwen3.6-35b-a3b-synth", .n_layer = 40, .n_embd = 2048, .n_vocab = 248320,
           .n_ctx_train = 262144, .rms_eps = 1e-6f, .n_head = 16, .n_head_kv = 2, .head_dim_k = 256,
           .n_rot = 64, .rope_base = 1e7f, .rope_sections = {11, 11, 10, 0}, .n_expert = 256,
           .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512, .ssm_d_state = 128, .ssm_n_group = 16,
-          .ssm_dt_rank = 32}),
+          .ssm_dt_rank = 32}, /*n_layer_mtp=*/1),
       .default_mix = QuantMix::kQ4_K_M});
   list.push_back(Preset{
       .name = "qwen3-30b-a3b",

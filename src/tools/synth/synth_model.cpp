@@ -105,6 +105,16 @@ Result<SynthPlan> plan_synth(const SynthOptions& options) {
                                      ordinal(options.full_attention_interval), ordinal(preset->hparams.full_attention_interval)));
   }
   if (options.n_layer != 0) RETURN_IF_ERROR(set_depth(hp, options.n_layer));
+  if (options.n_layer_mtp >= 0) {
+    if (options.n_layer_mtp > 0 && hp.arch != "qwen35moe") {
+      return Status::bad_input(fmt::format("--mtp-layers applies to qwen35moe presets, not {}", hp.arch));
+    }
+    // llama.cpp runs one MTP block (qwen35moe); more would be written but never used.
+    if (options.n_layer_mtp > 1) {
+      return Status::bad_input(fmt::format("--mtp-layers must be 0 or 1, got {}", options.n_layer_mtp));
+    }
+    hp.n_layer_mtp = options.n_layer_mtp;
+  }
   if (options.n_expert != 0) {
     if (options.n_expert < hp.n_expert_used || options.n_expert > 4096) {
       return Status::bad_input(fmt::format("--experts must be in {}..4096 (the preset uses {} per token), got {}",
@@ -140,6 +150,11 @@ Result<SynthPlan> plan_synth(const SynthOptions& options) {
   const ArchInfo* arch = find_arch(hp.arch);
   if (arch == nullptr) return Status::runtime(fmt::format("architecture '{}' is not registered", hp.arch));
   plan.tensors = arch->tensor_specs(hp);
+  if (options.mtp_only) {
+    if (hp.n_layer_mtp == 0) return Status::bad_input("--mtp-only needs an MTP block (--mtp-layers 1)");
+    std::erase_if(plan.tensors, [&](const TensorSpec& t) { return t.layer >= 0 && t.layer < hp.n_layer; });
+    plan.notes.push_back("MTP-only file: token_embd, output_norm, output and the MTP block (a draft for -md)");
+  }
   plan.types = choose_tensor_types(plan.mix, hp, plan.tensors);
 
   plan.metadata.emplace_back("general.architecture", gguf::Value::make_string(hp.arch));

@@ -27,6 +27,13 @@ struct SynthOptions {
   int64_t n_expert = 0;
   int64_t n_vocab = 0;
   int64_t full_attention_interval = 0;
+  // Trailing MTP ("nextn") blocks, as the real Qwen3.5/3.6 files carry one (qwen35moe only):
+  // -1 keeps the preset's count (1 for qwen3.6-35b-a3b, 0 for the small test shapes).
+  int64_t n_layer_mtp = -1;
+  // Only the MTP draft: token_embd, output_norm, output and the MTP block, with the full
+  // model's metadata (what llama.cpp's converter writes with --mtp). Same seed, same tensors
+  // as in the full file.
+  bool mtp_only = false;
   std::string out_path;
   int n_threads = 0;                  // 0: all hardware threads; the bytes do not depend on it
   bool progress = true;               // progress bar on stderr
