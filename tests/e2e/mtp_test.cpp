@@ -24,6 +24,7 @@
 
 #include "support/cli.h"
 #include "support/ref_data.h"
+#include "support/ref_model.h"
 
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
@@ -60,26 +61,10 @@ std::string mtp_model(const std::string& preset, synth::QuantMix mix, MtpPart pa
   return path;
 }
 
-struct Loaded {
-  std::unique_ptr<gguf::ModelFile> file;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<text::Tokenizer> tokenizer;
-};
+using Loaded = moetier::testing::LoadedWithTokenizer;
 
 Loaded load(const std::string& path, int64_t n_ubatch) {
-  Loaded l;
-  auto file = gguf::ModelFile::open(path, {.mode = gguf::LoadMode::kMmap, .verbose = false});
-  EXPECT_TRUE(file.is_ok()) << file.status().message();
-  if (!file.is_ok()) return l;
-  l.file = std::move(*file);
-  auto model = load_model(*l.file, {.n_ubatch = n_ubatch, .flash_attention = true});
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  if (!model.is_ok()) return l;
-  l.model = std::move(*model);
-  auto tok = text::Tokenizer::from_gguf(l.file->header());
-  EXPECT_TRUE(tok.is_ok()) << tok.status().message();
-  if (tok.is_ok()) l.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
-  return l;
+  return moetier::testing::load_with_tokenizer(path, n_ubatch);
 }
 
 constexpr KvCacheOptions kCache{.n_ctx = 256, .type_k = DType::F16, .type_v = DType::F16};
@@ -409,19 +394,18 @@ TEST(MtpOnlyFile, HeadEqualsTheFullFilesAndRunsAsDraft) {
   EXPECT_EQ(no_block.out, in_file.out);  // same weights but the MTP block: the same text
   // Errors: the MTP-only file as the model; a draft of another shape; -md with ngram-simple;
   // a full model without MTP as -md.
-  const auto as_model = run_moetier(fmt::format("run -m '{}' -p hi -n 2", only));
-  EXPECT_EQ(as_model.rc, 2);
-  EXPECT_NE(as_model.err.find("MTP-only GGUF"), std::string::npos) << as_model.err;
   const std::string small_only = mtp_model("small", synth::QuantMix::kF32, MtpPart::kMtpOnly);
-  const auto other = run_moetier(fmt::format("run -m '{}' -md '{}' -p hi -n 2", full, small_only));
-  EXPECT_EQ(other.rc, 2);
-  EXPECT_NE(other.err.find("differs from the model's"), std::string::npos) << other.err;
-  const auto ngram = run_moetier(fmt::format("run -m '{}' -md '{}' --spec-type ngram-simple -p hi -n 2", full, only));
-  EXPECT_EQ(ngram.rc, 2);
-  EXPECT_NE(ngram.err.find("needs --spec-type draft-mtp"), std::string::npos) << ngram.err;
-  const auto not_mtp = run_moetier(fmt::format("run -m '{}' -md '{}' -p hi -n 2", full, plain_model));
-  EXPECT_EQ(not_mtp.rc, 2);
-  EXPECT_NE(not_mtp.err.find("separate draft models"), std::string::npos) << not_mtp.err;
+  const std::pair<std::string, std::string> errors[] = {
+      {fmt::format("run -m '{}' -p hi -n 2", only), "MTP-only GGUF"},
+      {fmt::format("run -m '{}' -md '{}' -p hi -n 2", full, small_only), "differs from the model's"},
+      {fmt::format("run -m '{}' -md '{}' --spec-type ngram-simple -p hi -n 2", full, only), "needs --spec-type draft-mtp"},
+      {fmt::format("run -m '{}' -md '{}' -p hi -n 2", full, plain_model), "separate draft models"},
+  };
+  for (const auto& [args, message] : errors) {
+    const auto r = run_moetier(args);
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 TEST(MtpCli, RunWithDraftMtpPrintsTheSameTextAndItsStats) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "support/ref_data.h"
+#include "support/ref_model.h"
 
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
@@ -35,26 +36,10 @@ namespace {
 
 const std::string kRef = moetier::testing::kRefDir;
 
-struct Loaded {
-  std::unique_ptr<gguf::ModelFile> file;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<text::Tokenizer> tokenizer;
-};
+using Loaded = moetier::testing::LoadedWithTokenizer;
 
 Loaded load(const std::string& name, int64_t n_ubatch) {
-  Loaded l;
-  auto file = gguf::ModelFile::open(kRef + "/models/" + name, {.mode = gguf::LoadMode::kMmap, .verbose = false});
-  EXPECT_TRUE(file.is_ok()) << file.status().message();
-  if (!file.is_ok()) return l;
-  l.file = std::move(*file);
-  auto model = load_model(*l.file, {.n_ubatch = n_ubatch, .flash_attention = true});
-  EXPECT_TRUE(model.is_ok()) << model.status().message();
-  if (!model.is_ok()) return l;
-  l.model = std::move(*model);
-  auto tok = text::Tokenizer::from_gguf(l.file->header());
-  EXPECT_TRUE(tok.is_ok()) << tok.status().message();
-  if (tok.is_ok()) l.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
-  return l;
+  return moetier::testing::load_with_tokenizer(kRef + "/models/" + name, n_ubatch);
 }
 
 struct Outcome {

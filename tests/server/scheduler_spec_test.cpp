@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/ref_data.h"
+#include "support/ref_model.h"
 
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
@@ -101,27 +102,9 @@ std::vector<Result1> serve_all(Model& model, const text::Tokenizer& tok, ThreadP
   return out;
 }
 
-struct Loaded {
-  std::unique_ptr<gguf::ModelFile> file;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<text::Tokenizer> tokenizer;
-};
+using Loaded = moetier::testing::LoadedWithTokenizer;
 
-Loaded load(const std::string& path) {
-  Loaded l;
-  auto file = gguf::ModelFile::open(path, {.mode = gguf::LoadMode::kMmap, .verbose = false});
-  EXPECT_TRUE(file.is_ok());
-  if (!file.is_ok()) return l;
-  l.file = std::move(*file);
-  auto model = load_model(*l.file, {.n_ubatch = 512, .flash_attention = true});
-  EXPECT_TRUE(model.is_ok());
-  if (!model.is_ok()) return l;
-  l.model = std::move(*model);
-  auto tok = text::Tokenizer::from_gguf(l.file->header());
-  EXPECT_TRUE(tok.is_ok());
-  if (tok.is_ok()) l.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
-  return l;
-}
+Loaded load(const std::string& path) { return moetier::testing::load_with_tokenizer(path); }
 
 std::vector<server::GenerationSpec> requests(const text::Tokenizer& tok, const SamplerParams& sampling) {
   std::vector<server::GenerationSpec> specs;

@@ -12,6 +12,7 @@
 #include "gguf/model_file.h"
 #include "model/model.h"
 #include "support/ref_data.h"
+#include "text/tokenizer.h"
 
 namespace moetier::testing {
 
@@ -30,6 +31,30 @@ inline LoadedModel load_model_file(const std::string& path, int64_t n_ubatch = 5
   auto model = load_model(*l.file, {.n_ubatch = n_ubatch});
   EXPECT_TRUE(model.is_ok()) << model.status().message();
   if (model) l.model = std::move(model).value();
+  return l;
+}
+
+// A model with its tokenizer (the generation loop needs both); flash attention on, as the
+// tools' default -fa auto.
+struct LoadedWithTokenizer {
+  std::unique_ptr<gguf::ModelFile> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<text::Tokenizer> tokenizer;
+};
+
+inline LoadedWithTokenizer load_with_tokenizer(const std::string& path, int64_t n_ubatch = 512) {
+  LoadedWithTokenizer l;
+  auto file = gguf::ModelFile::open(path, {.mode = gguf::LoadMode::kMmap, .verbose = false});
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  if (!file.is_ok()) return l;
+  l.file = std::move(*file);
+  auto model = load_model(*l.file, {.n_ubatch = n_ubatch, .flash_attention = true});
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  if (!model.is_ok()) return l;
+  l.model = std::move(*model);
+  auto tok = text::Tokenizer::from_gguf(l.file->header());
+  EXPECT_TRUE(tok.is_ok()) << tok.status().message();
+  if (tok.is_ok()) l.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
   return l;
 }
 
