@@ -52,6 +52,9 @@ namespace {
 Status validate(const PlanParams& p) {
   if (p.n_ctx < 1) return Status::bad_input(fmt::format("-c must be at least 1 (got {})", p.n_ctx));
   if (p.n_ctx > (int64_t{1} << 32)) return Status::bad_input(fmt::format("-c {} is too large", p.n_ctx));
+  if (p.journal_tokens < 0 || p.journal_tokens > 65) {
+    return Status::bad_input(fmt::format("journal tokens must be in [0, 65] (got {})", p.journal_tokens));
+  }
   if (p.n_seq < 1 || p.n_seq > 4096) return Status::bad_input(fmt::format("-np must be in [1, 4096] (got {})", p.n_seq));
   if (p.n_gpu_layers < -1) return Status::bad_input(fmt::format("-ngl must be -1 (all) or >= 0 (got {})", p.n_gpu_layers));
   if (p.n_cpu_moe < 0) return Status::bad_input(fmt::format("-ncmoe must be >= 0 (got {})", p.n_cpu_moe));
@@ -192,7 +195,7 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
       lp.kv_bytes = lp.kind == LayerKind::kAttention ? plan.kv_bytes_per_layer : 0;
       const int64_t per_seq = arch.recurrent_state_bytes(hp, lp.kind);
       plan.state_bytes_per_seq += per_seq;
-      lp.state_bytes = per_seq * params.n_seq;
+      lp.state_bytes = per_seq * params.n_seq * (1 + params.journal_tokens);
     }
     plan.kv_bytes += lp.kv_bytes;
     plan.state_bytes += lp.state_bytes;

@@ -59,6 +59,13 @@ void SequenceState::clear() {
   }
 }
 
+bool SequenceState::device_has_recurrent_state() const {
+  for (const auto& l : layers_) {
+    if (l.spec.on_device && (l.spec.conv_state_elems > 0 || l.spec.ssm_state_elems > 0)) return true;
+  }
+  return false;
+}
+
 bool SequenceState::has_recurrent_state() const {
   for (const auto& l : layers_) {
     if (l.spec.conv_state_elems > 0 || l.spec.ssm_state_elems > 0) return true;
@@ -77,6 +84,7 @@ bool SequenceState::truncate(int64_t n) {
     // Back to a journaled position: the state recorded after the token at n − 1.
     if (!journal_active() || n - 1 < journal_base_ || n - 1 >= journal_base_ + journal_capacity_) return false;
     const auto slot = static_cast<size_t>(n - 1 - journal_base_);
+    if (device_has_recurrent_state() && !device_->restore_journal(static_cast<int64_t>(slot)).is_ok()) return false;
     for (auto& l : layers_) {
       if (l.conv.empty() && l.ssm.empty()) continue;
       std::copy_n(l.journal_conv.begin() + static_cast<std::ptrdiff_t>(slot * l.conv.size()), l.conv.size(), l.conv.begin());
@@ -89,12 +97,9 @@ bool SequenceState::truncate(int64_t n) {
 
 Status SequenceState::begin_journal(int64_t max_tokens) {
   if (max_tokens <= 0) return Status::bad_input("the rollback journal needs at least one position");
-  for (const auto& l : layers_) {
-    if (l.spec.on_device && (l.spec.conv_state_elems > 0 || l.spec.ssm_state_elems > 0)) {
-      return Status::bad_input(
-          "speculative decoding cannot roll back DeltaNet layers placed on the GPU yet; keep them on the CPU "
-          "(-ngl 0) or turn speculation off (--spec-type none)");
-    }
+  if (device_has_recurrent_state()) {
+    if (!device_) return Status::runtime("a sequence with GPU layers has no GPU state (a bug)");
+    RETURN_IF_ERROR(device_->reserve_journal(max_tokens));
   }
   try {
     for (auto& l : layers_) {

@@ -30,6 +30,13 @@ class DeviceState {
   virtual ~DeviceState() = default;
   virtual void clear() = 0;  // zero the recurrent state (KV rows are overwritten on use)
   virtual uint64_t bytes() const = 0;
+  // The rollback journal of the GPU layers' recurrent state (SequenceState::begin_journal):
+  // room for the state after each of max_tokens tokens (allocated once, kept for reuse), and
+  // the copy of slot `slot` back into the live state.
+  virtual Status reserve_journal(int64_t /*max_tokens*/) {
+    return Status::bad_input("this GPU backend cannot journal recurrent state");
+  }
+  virtual Status restore_journal(int64_t /*slot*/) { return Status::runtime("no journal on the GPU"); }
 };
 
 struct KvCacheOptions {
@@ -53,6 +60,8 @@ class SequenceState {
   // True when some layer carries recurrent (conv/SSM) state: such a sequence cannot be cut
   // back to an earlier position, only kept whole or cleared.
   bool has_recurrent_state() const;
+  // ... of which some lives on a GPU.
+  bool device_has_recurrent_state() const;
   // Keep only the first n positions (0 <= n <= n_past()). Attention-only sequences just
   // forget the later KV rows; a sequence with recurrent state can keep n == n_past(), be
   // cleared (n == 0), or go back to a position its journal recorded (below); anything else
@@ -64,7 +73,8 @@ class SequenceState {
   // positions (from n_past() at begin) record each recurrent layer's conv and SSM state
   // after each of their tokens, so truncate() can cut the sequence back to any recorded
   // position. Attention-only sequences need no journal (truncate always works). Errors:
-  // recurrent layers on a GPU (their state is not recorded yet), or out of memory.
+  // out of (host or GPU) memory. Recurrent layers on a GPU record into the device's journal
+  // (DeviceState::reserve_journal; their block asks journal_slot()).
   Status begin_journal(int64_t max_tokens);
   void end_journal();
   bool journal_active() const { return journal_capacity_ > 0; }
@@ -72,6 +82,10 @@ class SequenceState {
   // when no journal is active or pos is outside its window.
   float* journal_conv(int layer, int64_t pos);
   float* journal_ssm(int layer, int64_t pos);
+  // The journal slot of position `pos` (for GPU layers), or −1 when none is recorded there.
+  int64_t journal_slot(int64_t pos) const {
+    return journal_active() && pos >= journal_base_ && pos < journal_base_ + journal_capacity_ ? pos - journal_base_ : -1;
+  }
   // Bytes a journal of max_tokens positions takes (for the plan).
   uint64_t journal_bytes(int64_t max_tokens) const;
 

@@ -59,7 +59,7 @@ int cmd_chat(int argc, char** argv) {
   if (auto st = validate(sampling); !st) return report_error(st);
   if (auto st = check_spec_flags(spec_flags); !st) return report_error(st);
   std::vector<int32_t> conversation;  // every token fed so far, for the drafter's lookups
-  auto session = open_session(flags, {.use_mtp = spec_flags.params.type == SpecType::kDraftMtp});
+  auto session = open_session(flags, spec_session_options(spec_flags));
   if (!session) return report_error(session.status());
 
   auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer, template_file);

@@ -53,7 +53,7 @@ int cmd_run(int argc, char** argv) {
   if (auto st = validate(sampling); !st) return report_error(st);
   if (auto st = check_spec_flags(spec_flags); !st) return report_error(st);
 
-  auto session = open_session(flags, {.use_mtp = spec_flags.params.type == SpecType::kDraftMtp});
+  auto session = open_session(flags, spec_session_options(spec_flags));
   if (!session) return report_error(session.status());
   auto speculator = make_speculator(spec_flags, *session);
   if (!speculator) return report_error(speculator.status());

@@ -133,8 +133,7 @@ int cmd_serve(int argc, char** argv) {
   if (n_predict < -1) return report_error(Status::bad_input("-n must be -1 or more"));
   if (auto st = validate(sampling); !st) return report_error(st);
 
-  const bool mtp = spec_flags.params.type == SpecType::kDraftMtp;
-  auto session = open_session(flags, {.need_sequence = false, .n_seq = n_parallel, .use_mtp = mtp});
+  auto session = open_session(flags, spec_session_options(spec_flags, {.need_sequence = false, .n_seq = n_parallel}));
   if (!session) return report_error(session.status());
   const int64_t n_ctx_slot = session->n_ctx / n_parallel;
   if (n_ctx_slot < 2) {

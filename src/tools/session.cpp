@@ -250,6 +250,13 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f, Session& sessi
   return std::unique_ptr<Speculator>{};
 }
 
+SessionOptions spec_session_options(const SpecFlags& f, SessionOptions options) {
+  if (f.params.type == SpecType::kNone) return options;
+  options.use_mtp = f.params.type == SpecType::kDraftMtp && f.draft_model.empty();
+  options.journal_tokens = f.params.n_max + 1;
+  return options;
+}
+
 Status prepare_speculation(const Speculator* speculator, SequenceState& sequence) {
   if (speculator == nullptr || !sequence.has_recurrent_state()) return Status::ok();
   RETURN_IF_ERROR(sequence.begin_journal(speculator->params().n_max + 1));

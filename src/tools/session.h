@@ -104,7 +104,11 @@ struct SessionOptions {
   bool need_sequence = true;   // false: no sequence (the caller allocates its own, e.g. per server slot)
   int64_t n_seq = 1;           // sequences the caller will run (-np), for the memory plan
   bool use_mtp = false;        // --spec-type draft-mtp: the MTP block's KV cache is in the plan
+  int64_t journal_tokens = 0;  // speculative decoding: the rollback journal's state copies per sequence
 };
+
+// What the plan needs to know of the speculation the flags ask for (after check_spec_flags).
+SessionOptions spec_session_options(const SpecFlags& flags, SessionOptions options = {});
 
 // Reads the header, plans the placement (which experts stay on the CPU), opens the file
 // (mmap, moving those experts into huge-page memory when RAM allows, or --no-mmap), builds
@@ -126,6 +130,7 @@ struct PlacementRequest {
   DType type_k = DType::F16, type_v = DType::F16;
   int64_t n_seq = 1;
   bool mtp = false;  // --spec-type draft-mtp: the MTP block's KV cache is planned
+  int64_t journal_tokens = 0;
   int64_t n_ubatch = 512;
   bool progress = true;
   bool op_offload = true;    // --no-op-offload turns it off

@@ -298,7 +298,9 @@ TEST(SequenceStateJournal, TruncatesRecurrentStateToJournaledPositions) {
   seq->end_journal();
   EXPECT_FALSE(seq->truncate(6));
 
-  // A DeltaNet layer on a GPU cannot be journaled yet: a clear error, not a wrong rollback.
+  // A DeltaNet layer on a GPU journals through the sequence's GPU state; a sequence without
+  // one (here: none was attached) is a clear error, not a wrong rollback. The GPU journal
+  // itself: tests/gpu/vk_speculative_test.cpp.
   auto gpu = SequenceState::create({{.conv_state_elems = 3, .ssm_state_elems = 4, .on_device = true}},
                                    {.n_ctx = 16, .type_k = DType::F32, .type_v = DType::F32});
   ASSERT_TRUE(gpu.is_ok());

@@ -201,6 +201,33 @@ TEST_F(PlanQwen36, KvCacheAndStateSizes) {
   const Plan p4 = plan({.n_ctx = 65536, .n_seq = 4});
   EXPECT_EQ(p4.state_bytes, 4 * kStatePerSeq);  // 263,454,720
   EXPECT_EQ(p4.kv_bytes, kKvF16);
+
+  // Speculative decoding with --spec-draft-n-max 3: each sequence's rollback journal keeps
+  // 4 more copies of the DeltaNet state (30 × 2,195,456 B × 4 = 263,454,720 B per sequence),
+  // on the layers' device: with -ngl 99 on the GPU, where an 8 GB card feels them.
+  const Plan spec = plan({.n_ctx = 65536, .n_seq = 2, .journal_tokens = 4});
+  EXPECT_EQ(spec.state_bytes, 2 * 5 * kStatePerSeq);
+  const Plan spec_gpu = plan({.n_ctx = 65536, .journal_tokens = 4, .n_gpu_layers = 99, .cpu_moe = true});
+  ASSERT_NE(spec_gpu.device(kGpuDevice), nullptr);
+  EXPECT_EQ(spec_gpu.device(kGpuDevice)->state_bytes, 5 * kStatePerSeq);
+  EXPECT_FALSE(make_plan(hp, arch, tensors, {.journal_tokens = -1}).is_ok());
+}
+
+TEST_F(PlanQwen36, MtpBlockRunsOnTheCpuWithItsKvCacheWhenDrafting) {
+  HParams with_mtp = hp;
+  with_mtp.n_layer_mtp = 1;
+  const std::vector<PlanTensor> t = ud_mix_tensors(with_mtp);
+  auto off = make_plan(with_mtp, arch, t, {.n_ctx = 65536, .n_gpu_layers = 99});
+  auto on = make_plan(with_mtp, arch, t, {.n_ctx = 65536, .mtp = true, .n_gpu_layers = 99});
+  ASSERT_TRUE(off.is_ok() && on.is_ok());
+  const LayerPlan& mtp_off = off->layers.back();
+  const LayerPlan& mtp_on = on->layers.back();
+  EXPECT_TRUE(mtp_off.mtp && mtp_on.mtp);
+  EXPECT_EQ(mtp_on.dense, kCpuDevice);  // -ngl 99 notwithstanding: the head runs on the CPU
+  EXPECT_EQ(mtp_on.experts, kCpuDevice);
+  EXPECT_EQ(mtp_off.kv_bytes, 0);
+  EXPECT_EQ(mtp_on.kv_bytes, kKvF16PerLayer);
+  EXPECT_EQ(on->kv_bytes, off->kv_bytes + kKvF16PerLayer);
 }
 
 TEST_F(PlanQwen36, AllLayersOnGpuWithAllExpertsOnCpu) {

@@ -130,11 +130,26 @@ void VulkanBackend::delta_net(const DeltaNetWeights& w, const DeltaNetShape& s, 
   project_input(w.gate, z, vd);
   project_input(w.beta, small_a_, nv);
   project_input(w.alpha, small_b_, nv);
+  // A verify batch under a rollback journal (speculative decoding) runs token by token, and
+  // the state after each token is copied into its journal slot; otherwise one dispatch per
+  // sequence. Token by token gives the same bits: the recurrence is sequential either way.
+  const auto journal_slot = [](const SeqRows& sr) { return sr.seq->journal_slot(sr.seq->n_past()); };
   for (const SeqRows& sr : seqs_) {
     GpuSequenceState* st = state_of(sr);
     if (!st) return;
+    const GpuSequenceState::Layer& ls = st->layer(layer);
+    if (const int64_t slot0 = journal_slot(sr); slot0 >= 0) {
+      for (int64_t r = 0; r < sr.n_rows; ++r) {
+        fail(ssm_conv(*dev_, {.n_rows = 1, .channels = ch, .taps = s.d_conv, .row_begin = sr.row_begin + r}, qkv,
+                      conv_w, ls.conv, conv_out));
+        if (sr.seq->journal_slot(sr.seq->n_past() + r) >= 0) {
+          dev_->stream().copy(ls.conv, st->journal_conv(layer, slot0 + r), ls.conv.size);
+        }
+      }
+      continue;
+    }
     fail(ssm_conv(*dev_, {.n_rows = sr.n_rows, .channels = ch, .taps = s.d_conv, .row_begin = sr.row_begin}, qkv,
-                  conv_w, st->layer(layer).conv, conv_out));
+                  conv_w, ls.conv, conv_out));
   }
   fail(l2_norm(*dev_,
                {.n = dk, .n_rows = n_, .n_heads = 2 * s.n_k_heads, .head_stride = dk, .row_stride = ch,
@@ -147,10 +162,27 @@ void VulkanBackend::delta_net(const DeltaNetWeights& w, const DeltaNetShape& s, 
                                      .n_k_heads = s.n_k_heads, .n_v_heads = nv, .channels = ch,
                                      .key_dim = s.key_dim(), .value_dim = vd,
                                      .q_scale = 1.0f / std::sqrt(static_cast<float>(dk)), .eps = s.rms_eps};
-    if (kernels_ == KernelSet::kFast) {
-      fail(delta_rule_fast(*dev_, dispatch, conv_out, small_a_, small_b_, params, st->layer(layer).ssm, z, y));
-    } else {
-      fail(delta_rule(*dev_, dispatch, conv_out, small_a_, small_b_, params, st->layer(layer).ssm, z, y));
+    const BufferRef& ssm = st->layer(layer).ssm;
+    const auto run = [&](const DeltaRuleDispatch& dd) {
+      if (kernels_ == KernelSet::kFast) {
+        fail(delta_rule_fast(*dev_, dd, conv_out, small_a_, small_b_, params, ssm, z, y));
+      } else {
+        fail(delta_rule(*dev_, dd, conv_out, small_a_, small_b_, params, ssm, z, y));
+      }
+    };
+    const int64_t slot0 = journal_slot(sr);
+    if (slot0 < 0) {
+      run(dispatch);
+      continue;
+    }
+    for (int64_t r = 0; r < sr.n_rows; ++r) {
+      DeltaRuleDispatch one = dispatch;
+      one.n_rows = 1;
+      one.row_begin = sr.row_begin + r;
+      run(one);
+      if (sr.seq->journal_slot(sr.seq->n_past() + r) >= 0) {
+        dev_->stream().copy(ssm, st->journal_ssm(layer, slot0 + r), ssm.size);
+      }
     }
   }
   defer_projection(w.out, y, vd, out);

@@ -41,6 +41,43 @@ void GpuSequenceState::clear() {
   (void)dev_.stream().finish();
 }
 
+Status GpuSequenceState::reserve_journal(int64_t max_tokens) {
+  if (max_tokens <= journal_capacity_) return Status::ok();
+  // The allocator does not free: a larger journal replaces the old one (a speculator asks for
+  // its largest size once, up front).
+  Allocator& a = dev_.allocator();
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const Layer& l = layers_[il];
+    if (!l.conv.valid()) continue;
+    ASSIGN_OR_RETURN(journal_[il].conv, a.allocate(l.conv.size * static_cast<uint64_t>(max_tokens), MemoryUse::kState));
+    ASSIGN_OR_RETURN(journal_[il].ssm, a.allocate(l.ssm.size * static_cast<uint64_t>(max_tokens), MemoryUse::kState));
+    bytes_ += (l.conv.size + l.ssm.size) * static_cast<uint64_t>(max_tokens);
+  }
+  journal_capacity_ = max_tokens;
+  return Status::ok();
+}
+
+Status GpuSequenceState::restore_journal(int64_t slot) {
+  if (slot < 0 || slot >= journal_capacity_) return Status::runtime("journal slot out of range (a bug)");
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    const Layer& l = layers_[il];
+    if (!l.conv.valid()) continue;
+    dev_.stream().copy(journal_conv(static_cast<int>(il), slot), l.conv, l.conv.size);
+    dev_.stream().copy(journal_ssm(static_cast<int>(il), slot), l.ssm, l.ssm.size);
+  }
+  return Status::ok();
+}
+
+BufferRef GpuSequenceState::journal_conv(int il, int64_t slot) const {
+  const uint64_t n = layers_[static_cast<size_t>(il)].conv.size;
+  return journal_[static_cast<size_t>(il)].conv.slice(static_cast<uint64_t>(slot) * n, n);
+}
+
+BufferRef GpuSequenceState::journal_ssm(int il, int64_t slot) const {
+  const uint64_t n = layers_[static_cast<size_t>(il)].ssm.size;
+  return journal_[static_cast<size_t>(il)].ssm.slice(static_cast<uint64_t>(slot) * n, n);
+}
+
 Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(const HParams& hp, const GpuBackendOptions& options) {
   std::unique_ptr<VulkanBackend> b(new VulkanBackend(hp, options));
   ASSIGN_OR_RETURN(b->dev_, Device::open(options.device));

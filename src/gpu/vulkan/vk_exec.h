@@ -27,15 +27,25 @@ class GpuSequenceState final : public DeviceState {
     BufferRef conv, ssm;   // DeltaNet: [(d_conv − 1)][channels], [n_v][d_k][d_v] (f32)
   };
   GpuSequenceState(Device& dev, std::vector<Layer> layers, uint64_t bytes)
-      : dev_(dev), layers_(std::move(layers)), bytes_(bytes) {}
+      : dev_(dev), layers_(std::move(layers)), bytes_(bytes), journal_(layers_.size()) {}
   void clear() override;
   uint64_t bytes() const override { return bytes_; }
   const Layer& layer(int il) const { return layers_[static_cast<size_t>(il)]; }
+
+  // The rollback journal (speculative decoding): per DeltaNet layer, the conv and SSM state
+  // after each of `capacity` tokens, in GPU memory (allocated on first use, kept).
+  Status reserve_journal(int64_t max_tokens) override;
+  Status restore_journal(int64_t slot) override;
+  // Where the block records the state after the token of journal slot `slot`.
+  BufferRef journal_conv(int il, int64_t slot) const;
+  BufferRef journal_ssm(int il, int64_t slot) const;
 
  private:
   Device& dev_;
   std::vector<Layer> layers_;
   uint64_t bytes_;
+  std::vector<Layer> journal_;  // conv, ssm: [capacity][state]
+  int64_t journal_capacity_ = 0;
 };
 
 class VulkanBackend final : public GpuBackend, public LayerExec {
