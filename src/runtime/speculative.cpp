@@ -84,7 +84,7 @@ void ReplayDrafter::draft(std::span<const int32_t> history, int64_t max_tokens, 
 
 Speculator::Speculator(const SpecParams& params, std::unique_ptr<Drafter> drafter)
     : params_(params), drafter_(std::move(drafter)), seconds_(static_cast<size_t>(params.n_max + 2), 0.0),
-      chosen_(params.n_max) {}
+      chosen_(drafter_->bytes_per_token() > 0 ? std::max(1, params.n_min) : params.n_max) {}
 
 double Speculator::estimated_acceptance() const { return (accepted_ewma_ + 1) / (drafted_ewma_ + 2); }
 
@@ -113,10 +113,12 @@ void Speculator::propose(std::span<const int32_t> history, int64_t max_tokens, s
   if (params_.adaptive && seconds_[1] <= 0 && stats_.n_steps > 0) {
     return;  // one plain step first: the rule compares against t(1), which must be measured
   }
+  probing_ = false;
   if (k == 0) {
-    if (++tokens_since_probe_ < kProbeInterval) return;
+    if (++tokens_since_probe_ < probe_interval_) return;
     tokens_since_probe_ = 0;
     k = std::max(1, params_.n_min);  // probe: is the drafter agreeing now?
+    probing_ = true;
   }
   k = std::min(k, max_tokens);
   if (k <= 0) return;
@@ -140,6 +142,12 @@ void Speculator::record(int64_t drafted, int64_t accepted, int64_t batch_tokens,
     constexpr double kDecay = 0.95;
     drafted_ewma_ = kDecay * drafted_ewma_ + static_cast<double>(accepted + (accepted < drafted ? 1 : 0));
     accepted_ewma_ = kDecay * accepted_ewma_ + static_cast<double>(accepted);
+    if (accepted > 0) {
+      probe_interval_ = kProbeInterval;
+    } else if (probing_) {
+      probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
+    }
+    probing_ = false;
   }
   if (batch_tokens >= 1 && batch_tokens < static_cast<int64_t>(seconds_.size()) && seconds > 0) {
     double& s = seconds_[static_cast<size_t>(batch_tokens)];

@@ -22,8 +22,10 @@
 // tokens per second, E(k)/(t(k + 1) + k·c) with E(k) = (1 − α^(k+1))/(1 − α) and c the
 // drafter's own measured time per drafted token (an MTP head's forward), and drafts nothing
 // when k = 0 (plain decoding, 1/t(1)) is best. It starts with n_max, then runs one plain
-// step to measure t(1). While off it re-tries one short draft every kProbeInterval tokens so
-// a drafter that starts to agree is noticed.
+// step to measure t(1) — except for drafters that read weights (an MTP head), whose cost is
+// unknown until tried: they start with one token. While off it re-tries one short draft every
+// kProbeInterval tokens, backing off (doubling the interval) while probes fail, so a drafter
+// that starts to agree is noticed and one that never does costs little.
 #pragma once
 
 #include <cstdint>
@@ -155,7 +157,11 @@ class Speculator {
   double draft_seconds_per_token() const { return draft_seconds_; }
   Drafter& drafter() { return *drafter_; }
 
-  static constexpr int64_t kProbeInterval = 16;  // tokens between retries while off
+  // Tokens between retries while off: kProbeInterval, doubled after each probe that got
+  // nothing accepted (up to kMaxProbeInterval), back to kProbeInterval once a draft is kept.
+  static constexpr int64_t kProbeInterval = 16;
+  static constexpr int64_t kMaxProbeInterval = 256;
+  int64_t probe_interval() const { return probe_interval_; }
 
  private:
   SpecParams params_;
@@ -166,6 +172,8 @@ class Speculator {
   double draft_seconds_ = 0;                      // running mean per drafted token
   int64_t chosen_ = 0;
   int64_t tokens_since_probe_ = 0;
+  int64_t probe_interval_ = kProbeInterval;
+  bool probing_ = false;  // the current step's draft is a probe
 };
 
 }  // namespace moetier

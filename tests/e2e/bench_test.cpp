@@ -257,6 +257,32 @@ TEST(CliBench, SpecReplayAddsGreedyAndSpeculativeRecords) {
   EXPECT_NE(md.out.find("tg4 spec a=0.8 k=3"), std::string::npos) << md.out;
 }
 
+// --spec-type draft-mtp: greedy baseline plus one record per draft length with the MTP head
+// drafting (a synth file with an MTP block), carrying the head's time per drafted token.
+TEST(CliBench, SpecTypeDraftMtpRecordsTheHeadsCost) {
+  const std::string path = testing::temp_file("mtp.gguf");
+  const auto synth = run_moetier("synth --preset tiny --mtp-layers 1 -q -o '" + path + "'");
+  ASSERT_EQ(synth.rc, 0) << synth.err;
+  const auto r = run_moetier("bench -m '" + path + "' -p 0 -n 8 -r 1 -t 2 --spec-type draft-mtp --spec-draft-n-max 1,2 -o jsonl");
+  std::filesystem::remove(path);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;  // plain tg, greedy, k = 1 and 2
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["spec_type"], "none");
+  for (size_t i = 2; i < 4; ++i) {
+    const auto rec = nlohmann::json::parse(lines[i]);
+    EXPECT_EQ(rec["spec_type"], "draft-mtp");
+    EXPECT_EQ(rec["spec_draft_max"], static_cast<int>(i) - 1);
+    EXPECT_TRUE(rec["spec_acceptance_target"].is_null());
+    EXPECT_GT(rec["spec_n_drafted"].get<int64_t>(), 0) << lines[i];
+    EXPECT_GT(rec["spec_draft_ms_per_token"].get<double>(), 0) << lines[i];
+  }
+  // A file without an MTP block: one clear error.
+  const auto none = run_moetier("bench -m " + kModel + " -p 0 -n 4 -r 1 --spec-type draft-mtp");
+  EXPECT_EQ(none.rc, 2) << none.err;
+  EXPECT_NE(none.err.find("MTP"), std::string::npos) << none.err;
+}
+
 TEST(CliBench, BadInputExitsTwoWithOneLine) {
   const std::vector<std::string> bad = {"bench -m " + kModel + " --bogus", "bench -m " + kModel + " -p 1-x",
                                        "bench -m " + kModel + " -p 0 -n 0",  "bench -p 8",
@@ -264,6 +290,7 @@ TEST(CliBench, BadInputExitsTwoWithOneLine) {
                                        "bench -m " + kModel + " --spec-replay 1.5",
                                        "bench -m " + kModel + " --spec-replay 0.8 --spec-draft-n-max 0",
                                        "bench -m " + kModel + " --spec-adaptive maybe",
+                                       "bench -m " + kModel + " --spec-type ngram-simple",
                                        "bench -m " + kModel + " --spec-draft-n-max 2"};  // without --spec-replay
   for (const std::string& args : bad) {
     const auto r = run_moetier(args);

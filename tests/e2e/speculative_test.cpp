@@ -273,6 +273,38 @@ TEST(Speculator, SwitchesOffWhenNothingIsAcceptedAndProbesAgain) {
   }
   EXPECT_EQ(out.size(), 1u);  // a one-token probe
   EXPECT_LE(plain_steps, Speculator::kProbeInterval);
+  // The probe fails: the next one comes after twice as many tokens, and so on up to the cap.
+  spec.record(1, 0, 2, 1.3);
+  EXPECT_EQ(spec.probe_interval(), 2 * Speculator::kProbeInterval);
+  for (int i = 0; i < 10; ++i) {
+    do {
+      spec.record(0, 0, 1, 1.0);
+      spec.propose(history, 10, out);
+    } while (out.empty());
+    spec.record(1, 0, 2, 1.3);
+  }
+  EXPECT_EQ(spec.probe_interval(), Speculator::kMaxProbeInterval);
+  // A probe that is accepted resets the interval.
+  do {
+    spec.record(0, 0, 1, 1.0);
+    spec.propose(history, 10, out);
+  } while (out.empty());
+  spec.record(1, 1, 2, 1.3);
+  EXPECT_EQ(spec.probe_interval(), Speculator::kProbeInterval);
+}
+
+TEST(Speculator, DraftersThatReadWeightsStartWithOneToken) {
+  class Costly final : public Drafter {
+   public:
+    void draft(std::span<const int32_t>, int64_t max_tokens, std::vector<int32_t>& out) override {
+      out.assign(static_cast<size_t>(max_tokens), 1);
+    }
+    uint64_t bytes_per_token() const override { return 1 << 20; }
+  };
+  Speculator spec(SpecParams{.n_max = 4}, std::make_unique<Costly>());
+  std::vector<int32_t> out;
+  spec.propose(std::vector<int32_t>{1, 2}, 10, out);
+  EXPECT_EQ(out.size(), 1u);
 }
 
 TEST(SequenceStateJournal, TruncatesRecurrentStateToJournaledPositions) {

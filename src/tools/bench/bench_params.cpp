@@ -219,7 +219,19 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              }
              return Status::ok();
            });
-  p.option({"--spec-draft-n-max", "--draft-max"}, "N", "with --spec-replay: draft lengths to measure (default 3)",
+  p.option({"--spec-type"}, "none|draft-mtp",
+           "draft-mtp: also run each tg test with the model's MTP layer drafting (greedy baseline included); on a "
+           "random-weight model its drafts are rarely accepted, so this measures what the head costs",
+           [&b](std::string_view v) -> Status {
+             if (v != "none" && v != "draft-mtp") {
+               return Status::bad_input(fmt::format("flag '--spec-type': '{}' is not one of none, draft-mtp (bench "
+                                                    "measures n-gram drafts through --spec-replay)", v));
+             }
+             b.spec_mtp = v == "draft-mtp";
+             return Status::ok();
+           });
+  p.option({"--spec-draft-n-max", "--draft-max"}, "N",
+           "with --spec-replay or --spec-type: draft lengths to measure (default 3)",
            int_list(&b.spec_draft_max, "--spec-draft-n-max", 1));
   p.option({"--spec-adaptive"}, "on|off",
            "with --spec-replay: let the controller choose the draft length up to N (default off: always N)",
@@ -371,8 +383,8 @@ Status finalize(BenchParams& b, int64_t default_threads) {
   if (b.models.empty()) return Status::bad_input("no model given (-m FILE)");
   default_if_empty<int64_t>(b.n_prompt, 512);
   default_if_empty<int64_t>(b.n_gen, 128);
-  if (b.spec_replay.empty() && (!b.spec_draft_max.empty() || b.spec_adaptive)) {
-    return Status::bad_input("--spec-draft-n-max and --spec-adaptive only apply with --spec-replay");
+  if (b.spec_replay.empty() && !b.spec_mtp && (!b.spec_draft_max.empty() || b.spec_adaptive)) {
+    return Status::bad_input("--spec-draft-n-max and --spec-adaptive only apply with --spec-replay or --spec-type");
   }
   default_if_empty<int64_t>(b.spec_draft_max, 3);
   for (int64_t k : b.spec_draft_max) {
@@ -441,10 +453,19 @@ std::vector<TestSpec> expand_tests(const BenchParams& b) {
       TestSpec t = base;
       t.n_gen = tg;
       tests.push_back(t);
-      if (b.spec_replay.empty()) continue;
+      if (b.spec_replay.empty() && !b.spec_mtp) continue;
       TestSpec plain = t;  // the generation loop without drafts: the speculative runs' baseline
       plain.spec = true;
       tests.push_back(plain);
+      if (b.spec_mtp) {
+        for (int64_t k : b.spec_draft_max) {
+          TestSpec s = plain;
+          s.spec_mtp = true;
+          s.spec_draft_max = k;
+          s.spec_adaptive = b.spec_adaptive;
+          tests.push_back(s);
+        }
+      }
       for (double alpha : b.spec_replay) {
         for (int64_t k : b.spec_draft_max) {
           TestSpec s = plain;
@@ -473,9 +494,13 @@ std::string test_name(const TestSpec& t) {
   else name = fmt::format("pp{}+tg{}", t.n_prompt, t.n_gen);
   if (t.n_depth > 0) name += fmt::format(" @ d{}", t.n_depth);
   if (t.spec) {
-    name += t.spec_draft_max == 0 ? std::string(" greedy")
-                                  : fmt::format(" spec a={:g} k={}{}", t.spec_acceptance, t.spec_draft_max,
-                                                t.spec_adaptive ? " adaptive" : "");
+    if (t.spec_draft_max == 0) {
+      name += " greedy";
+    } else if (t.spec_mtp) {
+      name += fmt::format(" spec mtp k={}{}", t.spec_draft_max, t.spec_adaptive ? " adaptive" : "");
+    } else {
+      name += fmt::format(" spec a={:g} k={}{}", t.spec_acceptance, t.spec_draft_max, t.spec_adaptive ? " adaptive" : "");
+    }
   }
   return name;
 }

@@ -63,6 +63,10 @@ struct BenchParams {
   std::vector<double> spec_replay;           // --spec-replay A[,A...], in [0, 1]; empty = off
   std::vector<int64_t> spec_draft_max;       // --spec-draft-n-max, default 3
   bool spec_adaptive = false;                // --spec-adaptive on: the controller picks the length
+  // --spec-type draft-mtp: each tg test also runs with the model's MTP head as the drafter
+  // (real drafts: on a random-weight model they are rarely accepted, so this measures the
+  // head's cost), once per --spec-draft-n-max.
+  bool spec_mtp = false;
 };
 
 // Registers every bench flag on `parser`, writing into `params`.
@@ -100,6 +104,7 @@ struct TestSpec {
   double spec_acceptance = 0;
   int64_t spec_draft_max = 0;
   bool spec_adaptive = false;
+  bool spec_mtp = false;  // drafts from the MTP head instead of the replay
 };
 
 // The tests in llama-bench's order: the outer loops run over model, n_gpu_layers, n_cpu_moe,

@@ -134,9 +134,11 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       opt_num("vram_used_delta_bytes", r.vram_used_delta_bytes),
       r.gpu_backend.empty() ? Field{"gpu_backend", Kind::kNull, ""} : str("gpu_backend", r.gpu_backend),
       // --spec-replay tests (null otherwise): "none" is the greedy loop without drafts.
-      t.spec ? str("spec_type", t.spec_draft_max > 0 ? "replay" : "none") : Field{"spec_type", Kind::kNull, ""},
-      opt_real("spec_acceptance_target", t.spec && t.spec_draft_max > 0 ? std::optional<double>(t.spec_acceptance)
-                                                                        : std::nullopt),
+      t.spec ? str("spec_type", t.spec_draft_max == 0 ? "none" : t.spec_mtp ? "draft-mtp" : "replay")
+             : Field{"spec_type", Kind::kNull, ""},
+      opt_real("spec_acceptance_target", t.spec && t.spec_draft_max > 0 && !t.spec_mtp
+                                             ? std::optional<double>(t.spec_acceptance)
+                                             : std::nullopt),
       opt_num("spec_draft_max", t.spec ? std::optional<int64_t>(t.spec_draft_max) : std::nullopt),
       opt_num("spec_n_drafted", t.spec ? std::optional<int64_t>(r.spec_n_drafted) : std::nullopt),
       opt_num("spec_n_accepted", t.spec ? std::optional<int64_t>(r.spec_n_accepted) : std::nullopt),
@@ -144,6 +146,9 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
                                       ? std::optional<double>(static_cast<double>(r.spec_n_accepted) /
                                                               static_cast<double>(r.spec_n_drafted))
                                       : std::nullopt),
+      // draft-mtp: the head's own time per drafted token (catch-up rows included).
+      opt_real("spec_draft_ms_per_token", t.spec && t.spec_mtp ? std::optional<double>(r.spec_draft_ms_per_token)
+                                                               : std::nullopt),
   };
 }
 

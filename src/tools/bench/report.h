@@ -69,6 +69,7 @@ struct TestResult {
   int64_t census_tokens = 0;                // tokens those repetitions processed (the census' "per token")
   // --spec-replay tests: the timed repetitions' drafted / accepted counts.
   int64_t spec_n_drafted = 0, spec_n_accepted = 0;
+  double spec_draft_ms_per_token = 0;  // the drafter's own time per drafted token (draft-mtp)
 
   // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns;
   // averages are plain means, deviations are sample standard deviations (n - 1; 0 for one sample).

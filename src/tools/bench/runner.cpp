@@ -18,6 +18,7 @@
 #include "core/profiler.h"
 #include "core/thread_pool.h"
 #include "runtime/generate.h"
+#include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
 #include "tools/inspect/summary.h"
 
@@ -145,9 +146,15 @@ Result<GenerationStats> greedy_generation(LoadedModel& loaded, const TestSpec& t
 // One timed repetition; returns the generation's nanoseconds (the prompt is not timed).
 Result<int64_t> speculative_repetition(LoadedModel& loaded, const TestSpec& test, Workspace& w,
                                        const std::vector<int32_t>& prompt, const std::vector<int32_t>& expected,
-                                       int64_t rep, SpecStats& spec_stats) {
+                                       int64_t rep, SpecStats& spec_stats, double& draft_seconds) {
   std::unique_ptr<Speculator> speculator;
-  if (test.spec_draft_max > 0) {
+  if (test.spec_mtp) {
+    const SpecParams sp{.type = SpecType::kDraftMtp,
+                        .n_max = static_cast<int32_t>(test.spec_draft_max),
+                        .adaptive = test.spec_adaptive};
+    ASSIGN_OR_RETURN(auto drafter, MtpDrafter::create(w.model, w.seq.options(), 0.0, w.pool));
+    speculator = std::make_unique<Speculator>(sp, std::move(drafter));
+  } else if (test.spec_draft_max > 0) {
     const SpecParams sp{.type = SpecType::kReplay,
                         .n_max = static_cast<int32_t>(test.spec_draft_max),
                         .adaptive = test.spec_adaptive,
@@ -161,6 +168,7 @@ Result<int64_t> speculative_repetition(LoadedModel& loaded, const TestSpec& test
   ASSIGN_OR_RETURN(GenerationStats stats, greedy_generation(loaded, test, w, prompt, speculator.get(), nullptr));
   spec_stats.n_drafted += stats.spec.n_drafted;
   spec_stats.n_accepted += stats.spec.n_accepted;
+  if (speculator) draft_seconds += speculator->draft_seconds_per_token();
   return static_cast<int64_t>(stats.generation_seconds * 1e9);
 }
 
@@ -370,17 +378,19 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
   const bool gpu_part = !model.gpu_backend_name().empty();
   model.set_gpu_timestamps(options.profile && gpu_part);
   SpecStats spec_stats;
+  double draft_seconds = 0;  // summed over repetitions
   std::vector<int32_t> spec_prompt, spec_expected;
   if (test.spec) {
     tokens.fill(spec_prompt, std::max<int64_t>(1, test.n_depth), true);
-    if (test.spec_draft_max > 0) {
+    if (test.spec_draft_max > 0 && !test.spec_mtp) {
       RETURN_IF_ERROR(greedy_generation(loaded, test, w, spec_prompt, nullptr, &spec_expected).status());
     }
   }
   for (int64_t rep = 0; rep < options.repetitions; ++rep) {
     if (test.spec) {
       ASSIGN_OR_RETURN(const int64_t ns,
-                       speculative_repetition(loaded, test, w, spec_prompt, spec_expected, rep, spec_stats));
+                       speculative_repetition(loaded, test, w, spec_prompt, spec_expected, rep, spec_stats,
+                                              draft_seconds));
       result.samples_ns.push_back(ns);
       total_ns += ns;
       progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options.repetitions,
@@ -409,6 +419,7 @@ Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const Run
   model.set_gpu_timestamps(false);
   result.spec_n_drafted = spec_stats.n_drafted;
   result.spec_n_accepted = spec_stats.n_accepted;
+  result.spec_draft_ms_per_token = 1e3 * draft_seconds / static_cast<double>(std::max<int64_t>(1, options.repetitions));
   result.peak_rss_bytes = peak_rss_bytes();
   result.gpu = model.gpu_memory();
   if (gpu_part) {
