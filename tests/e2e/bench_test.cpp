@@ -39,7 +39,7 @@ const std::vector<std::string> kFields = {
     "cpu_isa", "machine_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts", "gpu_device",
     "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
-    "spec_acceptance"};
+    "spec_acceptance", "spec_draft_ms_per_token"};
 
 // Weight bytes per generated token counted from the file alone: every tensor but the
 // routed experts ("*_exps"), of which a token uses n_expert_used of n_expert, and of the
