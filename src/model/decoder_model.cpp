@@ -83,6 +83,18 @@ Status DecoderModel::forward_layer_placed(int layer, float* x, int64_t n, Sequen
   return gpu_->finish();
 }
 
+Status DecoderModel::lm_head_rows(const float* x, int64_t n, const float* norm, float* logits, ThreadPool& pool) {
+  if (gpu_ && placement_.output_on_gpu) {
+    RETURN_IF_ERROR(gpu_->upload_x(x, n));
+    lm_head_rows_.resize(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) lm_head_rows_[static_cast<size_t>(r)] = r;
+    RETURN_IF_ERROR(gpu_->lm_head(output_, norm, lm_head_rows_, logits, false));
+    return gpu_->finish();
+  }
+  lm_head(output_, norm, hp_.rms_eps, x, n, logits, mtp_lm_head_scratch_, pool);
+  return Status::ok();
+}
+
 std::optional<GpuMemoryReport> DecoderModel::gpu_memory() const {
   if (!gpu_) return std::nullopt;
   return gpu_->memory();

@@ -34,6 +34,11 @@ class DecoderModel : public Model {
   // Binds token_embd.weight, output.weight and output_norm.weight.
   void bind_embeddings(WeightBinder& binder);
 
+  // logits [n][n_vocab] = output · rmsnorm(x[r]) · norm for host rows x [n][n_embd] (n ≤
+  // n_ubatch), on the device the placement gives the LM head: the MTP head's logits, on the
+  // GPU when the output layer is there (its 0.4 GB read dominates a drafted token).
+  Status lm_head_rows(const float* x, int64_t n, const float* norm, float* logits, ThreadPool& pool);
+
   Status forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
                         std::span<const int64_t> logit_rows, float* logits_out, float* hidden_out,
                         ThreadPool& pool) override;
@@ -50,6 +55,8 @@ class DecoderModel : public Model {
   GpuPlacement placement_;
   std::vector<float> logit_x_;  // [logit rows][n_embd]: the rows the LM head reads, gathered
   LmHeadScratch lm_head_scratch_;
+  LmHeadScratch mtp_lm_head_scratch_;
+  std::vector<int64_t> lm_head_rows_;
 };
 
 // create_model for a DecoderModel subclass M with

@@ -7,17 +7,22 @@
 // batch and a one-token step (as in llama.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "support/gpu.h"
+#include "support/cli.h"
 #include "support/ref_model.h"
 
 #include "core/thread_pool.h"
 #include "runtime/generate.h"
+#include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
+#include "tools/synth/synth_model.h"
 
 namespace moetier {
 namespace {
@@ -79,6 +84,68 @@ TEST(GpuSpeculative, HybridPlacementRollsBackDeltaNetStateOnTheGpu) {
           << what << ": the GPU state after the rollbacks differs";
     }
   }
+}
+
+// draft-mtp on the hybrid placement: the MTP head's LM head runs where the output layer is
+// (here the GPU), its logits agree with the CPU head's (the F32 tiny model: GPU and CPU sum
+// in different orders, ~1e-5; bound 1e-3), and the output equals plain decoding.
+TEST(GpuSpeculative, DraftMtpUsesTheGpuLmHead) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  ThreadPool pool(2);
+  const std::string path = testing::temp_file("mtp-gpu.gguf");
+  ASSERT_TRUE(synth::synthesize({.preset = "tiny", .n_layer_mtp = 1, .out_path = path, .progress = false}).is_ok());
+  auto gpu = testing::load_with_tokenizer(path);
+  auto cpu = testing::load_with_tokenizer(path);
+  ASSERT_TRUE(gpu.model && cpu.model);
+  const int64_t n_layer = gpu.model->hparams().n_layer;
+  GpuPlacement placement{.progress = false, .exact_kernels = true};
+  placement.layer_on_gpu.assign(static_cast<size_t>(n_layer), true);
+  placement.experts_on_gpu.assign(static_cast<size_t>(n_layer), false);
+  placement.output_on_gpu = true;
+  ASSERT_TRUE(gpu.model->place_on_gpu(placement).is_ok());
+  const std::vector<int32_t> prompt = gpu.tokenizer->encode("The head's logits on the GPU", {});
+  const auto run = [&](testing::LoadedWithTokenizer& l, bool speculate, std::vector<float>* head_logits) {
+    std::vector<int32_t> out;
+    auto seq = l.model->new_sequence({.n_ctx = 128});
+    EXPECT_TRUE(seq.is_ok());
+    std::unique_ptr<Speculator> spec;
+    MtpDrafter* mtp = nullptr;
+    if (speculate) {
+      auto d = MtpDrafter::create(*l.model, {.n_ctx = 128}, 0.0, pool);
+      EXPECT_TRUE(d.is_ok()) << d.status().message();
+      mtp = d->get();
+      mtp->set_keep_logits(true);
+      spec = std::make_unique<Speculator>(SpecParams{.type = SpecType::kDraftMtp, .n_max = 2, .adaptive = false},
+                                          std::move(*d));
+      EXPECT_TRUE(seq->begin_journal(3).is_ok());
+      seq->end_journal();
+    }
+    auto sampler = Sampler::create({.temperature = 0.0f});
+    EXPECT_TRUE(generate(*l.model, *seq, *l.tokenizer, *sampler, prompt,
+                         {.n_predict = 12, .stop_at_eog = false, .speculator = spec.get()}, pool,
+                         [](std::string_view) {}, [&](int32_t t) { out.push_back(t); })
+                    .is_ok());
+    if (head_logits && mtp) {
+      std::vector<int32_t> history = prompt;
+      history.insert(history.end(), out.begin(), out.end());
+      if (static_cast<int64_t>(history.size()) == seq->n_past()) history.push_back(5);
+      std::vector<int32_t> draft;
+      mtp->draft(history, 1, draft);
+      *head_logits = mtp->last_draft_logits();
+    }
+    return out;
+  };
+  std::vector<float> on_gpu, on_cpu;
+  const auto plain = run(gpu, false, nullptr);
+  EXPECT_EQ(run(gpu, true, &on_gpu), plain);
+  EXPECT_EQ(run(cpu, true, &on_cpu), run(cpu, false, nullptr));
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  ASSERT_FALSE(on_gpu.empty());
+  double worst = 0;
+  for (size_t i = 0; i < on_gpu.size(); ++i) worst = std::max(worst, std::abs(double{on_gpu[i]} - on_cpu[i]));
+  EXPECT_LE(worst, 1e-3);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

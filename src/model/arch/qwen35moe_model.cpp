@@ -11,6 +11,7 @@
 // The trailing MTP ("nextn") block, when the file has one, is not part of this pass; it is
 // the drafter of --spec-type draft-mtp (Qwen35MoeMtpHead below, model.h's MtpHead).
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -67,6 +68,9 @@ class Qwen35MoeMtpHead final : public MtpHead {
     // An MTP-only file: the head owns it and the f32 copies of its small tensors.
     std::shared_ptr<const gguf::ModelFile> file;
     std::shared_ptr<std::deque<std::vector<float>>> converted;
+    // The model's LM head wherever the placement put it (DecoderModel::lm_head_rows); empty:
+    // `output` on the CPU.
+    std::function<Status(const float* x, int64_t n, const float* norm, float* logits, ThreadPool& pool)> lm_head;
   };
   explicit Qwen35MoeMtpHead(Params p) : p_(std::move(p)), exec_(p_.attention_shape.n_embd, p_.rms_eps) {}
 
@@ -114,7 +118,12 @@ class Qwen35MoeMtpHead final : public MtpHead {
         }
       }
       if (logits_last && begin + c == n) {
-        lm_head(p_.output, w.head_norm, p_.rms_eps, x_.data() + (c - 1) * d, 1, logits_last, lm_head_scratch_, pool);
+        const float* last = x_.data() + (c - 1) * d;
+        if (p_.lm_head) {
+          RETURN_IF_ERROR(p_.lm_head(last, 1, w.head_norm, logits_last, pool));
+        } else {
+          lm_head(p_.output, w.head_norm, p_.rms_eps, last, 1, logits_last, lm_head_scratch_, pool);
+        }
       }
     }
     return Status::ok();
@@ -279,7 +288,11 @@ class Qwen35MoeModel final : public DecoderModel {
                                                           .moe_shape = moe_shape_,
                                                           .rms_eps = hp_.rms_eps,
                                                           .n_ubatch = n_ubatch(),
-                                                          .flash_attention = flash_attention()}));
+                                                          .flash_attention = flash_attention(),
+                                                          .lm_head = [this](const float* x, int64_t n, const float* norm,
+                                                                            float* logits, ThreadPool& pool) {
+                                                            return lm_head_rows(x, n, norm, logits, pool);
+                                                          }}));
   }
 
   void forward_layer(int il, LayerExec& e) override {
