@@ -14,6 +14,7 @@ std::string_view spec_type_name(SpecType type) {
     case SpecType::kNgramSimple: return "ngram-simple";
     case SpecType::kReplay: return "replay";
     case SpecType::kDraftMtp: return "draft-mtp";
+    case SpecType::kDraftSimple: return "draft-simple";
   }
   return "none";
 }
@@ -22,15 +23,16 @@ Result<SpecType> parse_spec_type(std::string_view name) {
   if (name == "none") return SpecType::kNone;
   if (name == "ngram-simple") return SpecType::kNgramSimple;
   if (name == "draft-mtp") return SpecType::kDraftMtp;
+  if (name == "draft-simple") return SpecType::kDraftSimple;
   // llama.cpp's other types: named, so the error says what is missing rather than "unknown".
-  for (std::string_view later : {"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark",
+  for (std::string_view later : {"draft-eagle3", "draft-dflash", "draft-dspark",
                                   "ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache"}) {
     if (name == later) {
       return Status::bad_input(fmt::format(
-          "--spec-type {}: not supported yet (supported: none, ngram-simple, draft-mtp; bench also has --spec-replay)", name));
+          "--spec-type {}: not supported yet (supported: none, ngram-simple, draft-mtp, draft-simple; bench also has --spec-replay)", name));
     }
   }
-  return Status::bad_input(fmt::format("--spec-type: unknown type '{}' (supported: none, ngram-simple, draft-mtp)", name));
+  return Status::bad_input(fmt::format("--spec-type: unknown type '{}' (supported: none, ngram-simple, draft-mtp, draft-simple)", name));
 }
 
 Status validate(const SpecParams& p) {

@@ -45,6 +45,7 @@ enum class SpecType {
   kNgramSimple,  // --spec-type ngram-simple: continue an earlier occurrence of the last n tokens
   kReplay,       // bench --spec-replay: the target's own greedy continuation, corrupted at a set rate
   kDraftMtp,     // --spec-type draft-mtp: the model's own MTP head (runtime/mtp_drafter.h)
+  kDraftSimple,  // --spec-type draft-simple: a separate draft model (runtime/draft_model_drafter.h)
 };
 
 // The names --spec-type takes (llama.cpp's spelling) and their parse; unknown or not yet

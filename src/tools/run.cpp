@@ -95,7 +95,7 @@ int cmd_run(int argc, char** argv) {
                  static_cast<long long>(sp.n_accepted), 100.0 * sp.acceptance_rate(), static_cast<long long>(sp.n_steps),
                  sp.mean_draft_length(), 1e3 * (*speculator)->draft_seconds_per_token());
     if (const uint64_t b = (*speculator)->drafter().bytes_per_token(); b > 0) {
-      std::fprintf(stderr, "moetier: the drafter reads %.1f MiB of weights per drafted token\n",
+      std::fprintf(stderr, "moetier: the drafter reads at most %.1f MiB of weights per drafted token\n",
                    static_cast<double>(b) / (1 << 20));
     }
   }

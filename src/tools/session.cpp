@@ -8,6 +8,7 @@
 #include "core/cpu_features.h"
 #include "core/progress.h"
 #include "model/gpu_backend.h"
+#include "runtime/draft_model_drafter.h"
 #include "runtime/mtp_drafter.h"
 
 namespace moetier {
@@ -105,7 +106,8 @@ void add_sampling_flags(ArgParser& p, SamplerParams& s) {
 void add_spec_flags(ArgParser& p, SpecFlags& f) {
   p.section("speculative decoding (the output is the same as without it; docs/speculative.md)");
   p.option({"--spec-type"}, "TYPE",
-           "none | ngram-simple | draft-mtp (default none); draft-mtp drafts with the model's own MTP layer",
+           "none | ngram-simple | draft-mtp | draft-simple (default none; -md sets it from the file): draft-mtp "
+           "drafts with the model's own MTP layer, draft-simple with a draft model (-md)",
            &f.type);
   const auto int_flag = [&p](std::vector<std::string> names, const char* meta, const char* help, int32_t* out) {
     const std::string name = names.front();
@@ -135,11 +137,13 @@ void add_spec_flags(ArgParser& p, SpecFlags& f) {
   int_flag({"--spec-ngram-simple-min-hits"}, "N", "ngram-simple: occurrences needed to propose (default 1)",
            &f.params.ngram_min_hits);
   p.option({"-md", "--spec-draft-model", "--model-draft"}, "FILE",
-           "an MTP-only GGUF (llama.cpp's converter with --mtp) as the draft-mtp head; implies --spec-type draft-mtp "
-           "(separate draft models are not supported yet)",
+           "a draft model of the same vocabulary (draft-simple), or an MTP-only GGUF (llama.cpp's converter with "
+           "--mtp) as the draft-mtp head; the type follows from the file when --spec-type is not given",
            &f.draft_model);
+  int_flag({"-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N",
+           "draft model layers on the GPU: 0 only (the draft model runs on the CPU)", &f.draft_gpu_layers);
   p.option({"--spec-draft-p-min", "--draft-p-min"}, "P",
-           "draft-mtp: stop a draft at a token the MTP head gives less than P (default 0)",
+           "draft-mtp / draft-simple: stop a draft at a token the drafter gives less than P (default 0)",
            [&f](std::string_view v) {
              auto r = parse_double(v, "flag '--spec-draft-p-min'");
              if (!r) return r.status();
@@ -150,20 +154,25 @@ void add_spec_flags(ArgParser& p, SpecFlags& f) {
 }
 
 Status check_spec_flags(SpecFlags& f) {
+  if (f.draft_gpu_layers != 0) {
+    return Status::bad_input("-ngld: the draft model runs on the CPU in this version; give -ngld 0 or leave it out");
+  }
   if (!f.draft_model.empty()) {
-    // llama.cpp infers the type from the draft file's metadata when none is given; the
-    // draft files moetier runs are MTP-only GGUFs (a separate draft model is not built yet).
+    // llama.cpp infers the type from the draft file's metadata when none is given: an
+    // MTP-only GGUF drafts with draft-mtp, any other model with draft-simple.
     ASSIGN_OR_RETURN(auto header, gguf::ModelFile::open(f.draft_model, {.mode = gguf::LoadMode::kMmap, .verbose = false}));
     ASSIGN_OR_RETURN(const HParams hp, read_hparams(header->header()));
-    if (hp.n_layer_mtp == 0) {
-      return Status::bad_input(fmt::format(
-          "-md {}: separate draft models (draft-simple) are not supported yet; -md takes an MTP-only GGUF for "
-          "--spec-type draft-mtp",
-          f.draft_model));
+    const bool mtp_only = hp.n_layer_mtp > 0 && header->header().find_tensor("blk.0.attn_norm.weight") == nullptr;
+    if (f.type == "none") f.type = mtp_only ? "draft-mtp" : "draft-simple";
+    if (f.type == "draft-mtp" && hp.n_layer_mtp == 0) {
+      return Status::bad_input(fmt::format("-md {} has no MTP layer: use it with --spec-type draft-simple", f.draft_model));
     }
-    if (f.type == "none") f.type = "draft-mtp";
-    if (f.type != "draft-mtp") {
-      return Status::bad_input(fmt::format("-md {} is an MTP draft: it needs --spec-type draft-mtp", f.draft_model));
+    if (f.type == "draft-simple" && mtp_only) {
+      return Status::bad_input(fmt::format("-md {} is an MTP-only draft: it needs --spec-type draft-mtp", f.draft_model));
+    }
+    if (f.type != "draft-mtp" && f.type != "draft-simple") {
+      return Status::bad_input(
+          fmt::format("-md {}: a draft file needs --spec-type draft-simple or draft-mtp, not {}", f.draft_model, f.type));
     }
   }
   auto type = parse_spec_type(f.type);
@@ -179,40 +188,52 @@ Status check_spec_flags(SpecFlags& f) {
       return Status::bad_input("speculative-decoding settings were given without --spec-type (e.g. draft-mtp)");
     }
   }
-  if (f.p_min_given && *type != SpecType::kDraftMtp) {
-    return Status::bad_input("--spec-draft-p-min applies to --spec-type draft-mtp (an n-gram draft has no probability)");
+  if (*type == SpecType::kDraftSimple && f.draft_model.empty()) {
+    return Status::bad_input("--spec-type draft-simple needs a draft model: -md FILE");
+  }
+  if (f.p_min_given && *type != SpecType::kDraftMtp && *type != SpecType::kDraftSimple) {
+    return Status::bad_input(
+        "--spec-draft-p-min applies to --spec-type draft-mtp and draft-simple (an n-gram draft has no probability)");
   }
   return Status::ok();
 }
 
 namespace {
 
-// The MTP head of the -md file, checked against the target: same architecture, widths and
-// vocabulary (token strings, when both files carry them).
-Result<std::unique_ptr<MtpHead>> draft_mtp_head(SpecFlags& f, Session& session) {
+Status draft_mismatch(const SpecFlags& f, const char* what, const auto& draft, const auto& model) {
+  return Status::bad_input(
+      fmt::format("-md {}: the draft's {} ({}) differs from the model's ({})", f.draft_model, what, draft, model));
+}
+
+// Opens the -md file once (the server's slots share it) and checks that it speaks the
+// target's vocabulary: the same size and, when both files carry them, the same token strings.
+Result<HParams> open_draft(SpecFlags& f, Session& session) {
   if (!f.draft_file) {
     ASSIGN_OR_RETURN(auto file, gguf::ModelFile::open(f.draft_model, {.mode = gguf::LoadMode::kMmap, .verbose = false}));
     f.draft_file = std::move(file);
   }
   const gguf::GgufFile& draft = f.draft_file->header();
-  ASSIGN_OR_RETURN(const HParams hp, read_hparams(draft));
+  ASSIGN_OR_RETURN(HParams hp, read_hparams(draft));
   const HParams& target = session.model->hparams();
-  const auto mismatch = [&](const char* what, auto a, auto b) {
-    return Status::bad_input(fmt::format("-md {}: the draft's {} ({}) differs from the model's ({})", f.draft_model,
-                                         what, a, b));
-  };
-  if (hp.arch != target.arch) return mismatch("architecture", hp.arch, target.arch);
-  if (hp.n_embd != target.n_embd) return mismatch("embedding width", hp.n_embd, target.n_embd);
-  if (hp.n_vocab != target.n_vocab) return mismatch("vocabulary size", hp.n_vocab, target.n_vocab);
-  if (hp.n_head != target.n_head || hp.n_head_kv != target.n_head_kv || hp.head_dim_k != target.head_dim_k) {
-    return mismatch("attention shape", fmt::format("{}/{}x{}", hp.n_head, hp.n_head_kv, hp.head_dim_k),
-                    fmt::format("{}/{}x{}", target.n_head, target.n_head_kv, target.head_dim_k));
-  }
+  if (hp.n_vocab != target.n_vocab) return draft_mismatch(f, "vocabulary size", hp.n_vocab, target.n_vocab);
   const gguf::Value* a = draft.find("tokenizer.ggml.tokens");
   const gguf::Value* b = session.file->header().find("tokenizer.ggml.tokens");
   if (a && b && a->arr_s != b->arr_s) {
     return Status::bad_input(fmt::format("-md {}: the draft's vocabulary differs from the model's (token strings)",
                                          f.draft_model));
+  }
+  return hp;
+}
+
+// The MTP head of the -md file, checked against the target: same architecture and widths too.
+Result<std::unique_ptr<MtpHead>> draft_mtp_head(SpecFlags& f, Session& session) {
+  ASSIGN_OR_RETURN(const HParams hp, open_draft(f, session));
+  const HParams& target = session.model->hparams();
+  if (hp.arch != target.arch) return draft_mismatch(f, "architecture", hp.arch, target.arch);
+  if (hp.n_embd != target.n_embd) return draft_mismatch(f, "embedding width", hp.n_embd, target.n_embd);
+  if (hp.n_head != target.n_head || hp.n_head_kv != target.n_head_kv || hp.head_dim_k != target.head_dim_k) {
+    return draft_mismatch(f, "attention shape", fmt::format("{}/{}x{}", hp.n_head, hp.n_head_kv, hp.head_dim_k),
+                          fmt::format("{}/{}x{}", target.n_head, target.n_head_kv, target.head_dim_k));
   }
   const ArchInfo* arch = find_arch(hp.arch);
   if (!arch || !arch->create_mtp_head) {
@@ -237,6 +258,18 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f, Session& sessi
     case SpecType::kReplay: return std::unique_ptr<Speculator>{};
     case SpecType::kNgramSimple:
       return std::make_unique<Speculator>(f.params, std::make_unique<NgramSimpleDrafter>(f.params));
+    case SpecType::kDraftSimple: {
+      RETURN_IF_ERROR(open_draft(f, session).status());
+      if (!f.draft) {
+        ASSIGN_OR_RETURN(auto loaded, load_model(*f.draft_file, {.n_ubatch = model.n_ubatch(),
+                                                               .flash_attention = model.flash_attention()}));
+        f.draft = std::move(loaded);
+      }
+      uint64_t bytes = 0;
+      for (const auto& t : f.draft_file->header().tensors) bytes += t.n_bytes;
+      ASSIGN_OR_RETURN(auto drafter, DraftModelDrafter::create(f.draft, cache, f.params.p_min, bytes, pool));
+      return std::make_unique<Speculator>(f.params, std::move(drafter));
+    }
     case SpecType::kDraftMtp: {
       if (!f.draft_model.empty()) {
         ASSIGN_OR_RETURN(auto head, draft_mtp_head(f, session));

@@ -61,13 +61,15 @@ void add_sampling_flags(ArgParser& parser, SamplerParams& params);
 // Speculative decoding flags in llama.cpp's spelling (--spec-type, --spec-draft-n-max/-min,
 // --spec-draft-p-min, --spec-ngram-simple-*), plus --draft-max/--draft-min/--draft-p-min as
 // aliases (llama.cpp's older names, which ik_llama.cpp still uses) and --spec-adaptive.
-// Flags of what is not built yet (draft models) are recognised and rejected with a clear
-// error by check_spec_flags.
+// -md FILE: a draft model (draft-simple) or an MTP-only GGUF (draft-mtp); -ngld is accepted
+// as 0 only (the draft runs on the CPU).
 struct SpecFlags {
   SpecParams params;
   std::string type = "none";
   std::string draft_model;   // -md / --spec-draft-model: an MTP-only GGUF for draft-mtp
   std::shared_ptr<const gguf::ModelFile> draft_file;  // opened by make_speculator, shared by slots
+  std::shared_ptr<Model> draft;  // draft-simple: the loaded draft model (shared by slots)
+  int32_t draft_gpu_layers = 0;  // -ngld: only 0 (the draft runs on the CPU)
   bool p_min_given = false;  // --spec-draft-p-min / --draft-p-min (value in params.p_min)
 };
 void add_spec_flags(ArgParser& parser, SpecFlags& flags);

@@ -393,13 +393,13 @@ TEST(MtpOnlyFile, HeadEqualsTheFullFilesAndRunsAsDraft) {
   ASSERT_EQ(no_block.rc, 0) << no_block.err;
   EXPECT_EQ(no_block.out, in_file.out);  // same weights but the MTP block: the same text
   // Errors: the MTP-only file as the model; a draft of another shape; -md with ngram-simple;
-  // a full model without MTP as -md.
+  // draft-mtp from a file without an MTP layer.
   const std::string small_only = mtp_model("small", synth::QuantMix::kF32, MtpPart::kMtpOnly);
   const std::pair<std::string, std::string> errors[] = {
       {fmt::format("run -m '{}' -p hi -n 2", only), "MTP-only GGUF"},
       {fmt::format("run -m '{}' -md '{}' -p hi -n 2", full, small_only), "differs from the model's"},
-      {fmt::format("run -m '{}' -md '{}' --spec-type ngram-simple -p hi -n 2", full, only), "needs --spec-type draft-mtp"},
-      {fmt::format("run -m '{}' -md '{}' -p hi -n 2", full, plain_model), "separate draft models"},
+      {fmt::format("run -m '{}' -md '{}' --spec-type ngram-simple -p hi -n 2", full, only), "a draft file needs --spec-type"},
+      {fmt::format("run -m '{}' -md '{}' --spec-type draft-mtp -p hi -n 2", full, plain_model), "has no MTP layer"},
   };
   for (const auto& [args, message] : errors) {
     const auto r = run_moetier(args);
@@ -417,6 +417,14 @@ TEST(MtpCli, RunWithDraftMtpPrintsTheSameTextAndItsStats) {
   ASSERT_EQ(spec.rc, 0) << spec.err;
   EXPECT_EQ(plain.out, spec.out);
   EXPECT_NE(spec.err.find("speculative (draft-mtp)"), std::string::npos) << spec.err;
+  // Drafts longer than the room left in the context are cut to it: generation runs until the
+  // context is full, as without speculation.
+  const std::string tight = fmt::format("run -m '{}' -p 'Once upon a time' -n 64 -c 24 --temp 0 -t 2", path);
+  const auto tight_plain = moetier::testing::run_moetier(tight);
+  const auto tight_spec = moetier::testing::run_moetier(tight + " --spec-type draft-mtp --draft-max 16 --spec-adaptive off");
+  ASSERT_EQ(tight_plain.rc, 0) << tight_plain.err;
+  ASSERT_EQ(tight_spec.rc, 0) << tight_spec.err;
+  EXPECT_EQ(tight_plain.out, tight_spec.out);
 }
 
 }  // namespace
