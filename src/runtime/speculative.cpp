@@ -15,6 +15,7 @@ std::string_view spec_type_name(SpecType type) {
     case SpecType::kReplay: return "replay";
     case SpecType::kDraftMtp: return "draft-mtp";
     case SpecType::kDraftSimple: return "draft-simple";
+    case SpecType::kNgramMod: return "ngram-mod";
   }
   return "none";
 }
@@ -24,15 +25,16 @@ Result<SpecType> parse_spec_type(std::string_view name) {
   if (name == "ngram-simple") return SpecType::kNgramSimple;
   if (name == "draft-mtp") return SpecType::kDraftMtp;
   if (name == "draft-simple") return SpecType::kDraftSimple;
+  if (name == "ngram-mod") return SpecType::kNgramMod;
   // llama.cpp's other types: named, so the error says what is missing rather than "unknown".
   for (std::string_view later : {"draft-eagle3", "draft-dflash", "draft-dspark",
-                                  "ngram-mod", "ngram-map-k", "ngram-map-k4v", "ngram-cache"}) {
+                                  "ngram-map-k", "ngram-map-k4v", "ngram-cache"}) {
     if (name == later) {
       return Status::bad_input(fmt::format(
-          "--spec-type {}: not supported yet (supported: none, ngram-simple, draft-mtp, draft-simple; bench also has --spec-replay)", name));
+          "--spec-type {}: not supported yet (supported: none, ngram-simple, ngram-mod, draft-mtp, draft-simple; bench also has --spec-replay)", name));
     }
   }
-  return Status::bad_input(fmt::format("--spec-type: unknown type '{}' (supported: none, ngram-simple, draft-mtp, draft-simple)", name));
+  return Status::bad_input(fmt::format("--spec-type: unknown type '{}' (supported: none, ngram-simple, ngram-mod, draft-mtp, draft-simple)", name));
 }
 
 Status validate(const SpecParams& p) {
@@ -40,6 +42,13 @@ Status validate(const SpecParams& p) {
   if (p.n_min < 0 || p.n_min > p.n_max) return Status::bad_input("--spec-draft-n-min must be in [0, --spec-draft-n-max]");
   if (p.ngram_size_n < 1 || p.ngram_size_n > 1024) return Status::bad_input("--spec-ngram-simple-size-n must be in [1, 1024]");
   if (p.ngram_size_m < 1 || p.ngram_size_m > 1024) return Status::bad_input("--spec-ngram-simple-size-m must be in [1, 1024]");
+  if (p.ngram_mod_n_match < 1 || p.ngram_mod_n_match > 1024) {
+    return Status::bad_input("--spec-ngram-mod-n-match must be in [1, 1024]");
+  }
+  if (p.ngram_mod_n_max < 1 || p.ngram_mod_n_max > 64) return Status::bad_input("--spec-ngram-mod-n-max must be in [1, 64]");
+  if (p.ngram_mod_n_min < 0 || p.ngram_mod_n_min > p.ngram_mod_n_max) {
+    return Status::bad_input("--spec-ngram-mod-n-min must be in [0, --spec-ngram-mod-n-max]");
+  }
   if (p.ngram_min_hits < 1) return Status::bad_input("--spec-ngram-simple-min-hits must be at least 1");
   if (!(p.p_min >= 0 && p.p_min <= 1)) return Status::bad_input("--spec-draft-p-min must be in [0, 1]");
   if (!(p.replay_acceptance >= 0 && p.replay_acceptance <= 1)) return Status::bad_input("--spec-replay must be in [0, 1]");
@@ -64,6 +73,45 @@ void NgramSimpleDrafter::draft(std::span<const int32_t> history, int64_t max_tok
   const int64_t from = latest + n;
   const int64_t count = std::min({max_tokens, static_cast<int64_t>(params_.ngram_size_m), len - from});
   out.assign(history.begin() + from, history.begin() + from + count);
+}
+
+size_t NgramModDrafter::slot(const int32_t* window) const {
+  // A multiply-xorshift mix of the window's tokens.
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  for (int32_t i = 0; i < params_.ngram_mod_n_match; ++i) {
+    h ^= static_cast<uint32_t>(window[i]);
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 31;
+  }
+  return static_cast<size_t>(h % kSlots);
+}
+
+void NgramModDrafter::draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) {
+  out.clear();
+  const auto n = static_cast<size_t>(params_.ngram_mod_n_match);
+  if (history.size() <= n || max_tokens <= 0) return;
+  if (added_until_ > history.size()) added_until_ = 0;  // a new sequence: its n-grams go in anew
+  // Windows whose next token is known: starting at i with i + n < history.size().
+  for (size_t i = added_until_; i + n < history.size(); ++i) {
+    int32_t& e = table_[slot(history.data() + i)];
+    if (e == kEmpty) ++used_;
+    e = history[i + n];
+  }
+  added_until_ = history.size() - n;
+  if (used_ > kSlots / 4) {  // mostly stale: start over from this history
+    std::fill(table_.begin(), table_.end(), kEmpty);
+    used_ = 0;
+    added_until_ = 0;
+  }
+  const int64_t want = std::min<int64_t>(max_tokens, params_.ngram_mod_n_max);
+  window_.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+  while (static_cast<int64_t>(out.size()) < want) {
+    const int32_t next = table_[slot(window_.data() + out.size())];
+    if (next == kEmpty) break;
+    out.push_back(next);
+    window_.push_back(next);
+  }
+  if (static_cast<int64_t>(out.size()) < std::min<int64_t>(params_.ngram_mod_n_min, want)) out.clear();
 }
 
 ReplayDrafter::ReplayDrafter(std::vector<int32_t> expected, int64_t prompt_tokens, int32_t n_vocab, double acceptance,

@@ -46,6 +46,7 @@ enum class SpecType {
   kReplay,       // bench --spec-replay: the target's own greedy continuation, corrupted at a set rate
   kDraftMtp,     // --spec-type draft-mtp: the model's own MTP head (runtime/mtp_drafter.h)
   kDraftSimple,  // --spec-type draft-simple: a separate draft model (runtime/draft_model_drafter.h)
+  kNgramMod,     // --spec-type ngram-mod: chains next tokens from a hashed table of the history's n-grams
 };
 
 // The names --spec-type takes (llama.cpp's spelling) and their parse; unknown or not yet
@@ -65,6 +66,10 @@ struct SpecParams {
   int32_t ngram_size_n = 12;   // --spec-ngram-simple-size-n: length of the looked-up n-gram
   int32_t ngram_size_m = 48;   // --spec-ngram-simple-size-m: tokens proposed after a match, at most
   int32_t ngram_min_hits = 1;  // --spec-ngram-simple-min-hits: occurrences needed to propose
+  // ngram-mod (llama.cpp's defaults): drafts of n_min..n_max tokens or none
+  int32_t ngram_mod_n_match = 24;  // --spec-ngram-mod-n-match: the hashed n-gram's length
+  int32_t ngram_mod_n_min = 48;    // --spec-ngram-mod-n-min
+  int32_t ngram_mod_n_max = 64;    // --spec-ngram-mod-n-max
   // replay (bench only)
   double replay_acceptance = 0.8;  // --spec-replay: the probability each drafted token is the target's
   uint32_t replay_seed = 1;
@@ -101,6 +106,28 @@ class NgramSimpleDrafter final : public Drafter {
 
  private:
   SpecParams params_;
+};
+
+// ngram-mod: a fixed-size hash table (kSlots entries) maps each n_match-token window of the
+// history to the token that followed it (a later occurrence overwrites, colliding windows
+// share a slot: lossy by design, so memory stays fixed however long the history). A draft
+// starts from the history's last n_match tokens and follows the table one token at a time;
+// fewer than ngram_mod_n_min tokens found is no draft. The table is emptied when a quarter of
+// it is in use, so stale entries do not pile up.
+class NgramModDrafter final : public Drafter {
+ public:
+  static constexpr size_t kSlots = size_t{1} << 22;  // 16 MiB of int32 entries
+  explicit NgramModDrafter(const SpecParams& params) : params_(params), table_(kSlots, kEmpty) {}
+  void draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) override;
+
+ private:
+  static constexpr int32_t kEmpty = -1;
+  size_t slot(const int32_t* window) const;
+  SpecParams params_;
+  std::vector<int32_t> table_;
+  size_t used_ = 0;
+  size_t added_until_ = 0;  // windows starting before this history index are in the table
+  std::vector<int32_t> window_;
 };
 
 // Replay (benchmarks on random-weight models, whose drafters agree only by chance): proposes

@@ -106,8 +106,9 @@ void add_sampling_flags(ArgParser& p, SamplerParams& s) {
 void add_spec_flags(ArgParser& p, SpecFlags& f) {
   p.section("speculative decoding (the output is the same as without it; docs/speculative.md)");
   p.option({"--spec-type"}, "TYPE",
-           "none | ngram-simple | draft-mtp | draft-simple (default none; -md sets it from the file): draft-mtp "
-           "drafts with the model's own MTP layer, draft-simple with a draft model (-md)",
+           "none | ngram-simple | ngram-mod | draft-mtp | draft-simple (default none; -md sets it from the file): "
+           "draft-mtp drafts with the model's own MTP layer, draft-simple with a draft model (-md), the n-gram types "
+           "by continuing earlier text",
            &f.type);
   const auto int_flag = [&p](std::vector<std::string> names, const char* meta, const char* help, int32_t* out) {
     const std::string name = names.front();
@@ -136,6 +137,12 @@ void add_spec_flags(ArgParser& p, SpecFlags& f) {
            &f.params.ngram_size_m);
   int_flag({"--spec-ngram-simple-min-hits"}, "N", "ngram-simple: occurrences needed to propose (default 1)",
            &f.params.ngram_min_hits);
+  int_flag({"--spec-ngram-mod-n-match"}, "N", "ngram-mod: length of the hashed n-gram (default 24)",
+           &f.params.ngram_mod_n_match);
+  int_flag({"--spec-ngram-mod-n-min"}, "N", "ngram-mod: draft at least N tokens or none (default 48)",
+           &f.params.ngram_mod_n_min);
+  int_flag({"--spec-ngram-mod-n-max"}, "N", "ngram-mod: draft at most N tokens (default 64)",
+           &f.params.ngram_mod_n_max);
   p.option({"-md", "--spec-draft-model", "--model-draft"}, "FILE",
            "a draft model of the same vocabulary (draft-simple), or an MTP-only GGUF (llama.cpp's converter with "
            "--mtp) as the draft-mtp head; the type follows from the file when --spec-type is not given",
@@ -154,6 +161,7 @@ void add_spec_flags(ArgParser& p, SpecFlags& f) {
 }
 
 Status check_spec_flags(SpecFlags& f) {
+  if (f.checked) return Status::ok();  // resolved already (the type and ngram-mod's lengths are set)
   if (f.draft_gpu_layers != 0) {
     return Status::bad_input("-ngld: the draft model runs on the CPU in this version; give -ngld 0 or leave it out");
   }
@@ -184,9 +192,22 @@ Status check_spec_flags(SpecFlags& f) {
     const SpecParams d;
     const SpecParams& p = f.params;
     if (p.n_max != d.n_max || p.n_min != d.n_min || p.adaptive != d.adaptive || p.ngram_size_n != d.ngram_size_n ||
-        p.ngram_size_m != d.ngram_size_m || p.ngram_min_hits != d.ngram_min_hits || f.p_min_given) {
+        p.ngram_size_m != d.ngram_size_m || p.ngram_min_hits != d.ngram_min_hits || f.p_min_given ||
+        p.ngram_mod_n_match != d.ngram_mod_n_match || p.ngram_mod_n_min != d.ngram_mod_n_min ||
+        p.ngram_mod_n_max != d.ngram_mod_n_max) {
       return Status::bad_input("speculative-decoding settings were given without --spec-type (e.g. draft-mtp)");
     }
+  }
+  if (*type == SpecType::kNgramMod) {
+    // ngram-mod drafts n_min..n_max tokens of its own (llama.cpp's 48..64), not the general
+    // draft length: say so rather than ignore --spec-draft-n-max/-n-min.
+    const SpecParams d;
+    if (f.params.n_max != d.n_max || f.params.n_min != d.n_min) {
+      return Status::bad_input(
+          "--spec-type ngram-mod sets its draft length with --spec-ngram-mod-n-min/-n-max, not --spec-draft-n-max/-n-min");
+    }
+    f.params.n_max = f.params.ngram_mod_n_max;
+    f.params.n_min = f.params.ngram_mod_n_min;
   }
   if (*type == SpecType::kDraftSimple && f.draft_model.empty()) {
     return Status::bad_input("--spec-type draft-simple needs a draft model: -md FILE");
@@ -195,6 +216,7 @@ Status check_spec_flags(SpecFlags& f) {
     return Status::bad_input(
         "--spec-draft-p-min applies to --spec-type draft-mtp and draft-simple (an n-gram draft has no probability)");
   }
+  f.checked = true;
   return Status::ok();
 }
 
@@ -258,6 +280,8 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f, Session& sessi
     case SpecType::kReplay: return std::unique_ptr<Speculator>{};
     case SpecType::kNgramSimple:
       return std::make_unique<Speculator>(f.params, std::make_unique<NgramSimpleDrafter>(f.params));
+    case SpecType::kNgramMod:
+      return std::make_unique<Speculator>(f.params, std::make_unique<NgramModDrafter>(f.params));
     case SpecType::kDraftSimple: {
       RETURN_IF_ERROR(open_draft(f, session).status());
       if (!f.draft) {

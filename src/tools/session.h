@@ -70,6 +70,7 @@ struct SpecFlags {
   std::shared_ptr<const gguf::ModelFile> draft_file;  // opened by make_speculator, shared by slots
   std::shared_ptr<Model> draft;  // draft-simple: the loaded draft model (shared by slots)
   int32_t draft_gpu_layers = 0;  // -ngld: only 0 (the draft runs on the CPU)
+  bool checked = false;          // check_spec_flags succeeded (it resolves the type once)
   bool p_min_given = false;  // --spec-draft-p-min / --draft-p-min (value in params.p_min)
 };
 void add_spec_flags(ArgParser& parser, SpecFlags& flags);

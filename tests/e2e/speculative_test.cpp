@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "support/cli.h"
 #include "support/ref_data.h"
 #include "support/ref_model.h"
 
@@ -229,6 +230,30 @@ TEST(NgramSimpleDrafter, ProposesWhatFollowedTheLatestEarlierOccurrence) {
   EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 3}));  // two hits: still the latest's continuation
 }
 
+TEST(NgramModDrafter, ChainsTheTableFromTheLastWindowAndNeedsNMinTokens) {
+  // n_match 2: the history "1 2 3 4 5 6 … 1 2" continues with 3 4 5 6 from the table.
+  const SpecParams p{.ngram_mod_n_match = 2, .ngram_mod_n_min = 3, .ngram_mod_n_max = 5};
+  NgramModDrafter d(p);
+  std::vector<int32_t> out;
+  const std::vector<int32_t> h = {1, 2, 3, 4, 5, 6, 7, 9, 1, 2};
+  d.draft(h, 10, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 4, 5, 6, 7}));  // n_max 5
+  d.draft(h, 4, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 4, 5, 6}));  // the speculator's cap
+  // The last window never seen before: no draft.
+  NgramModDrafter unseen(p);
+  unseen.draft(std::vector<int32_t>{1, 2, 3, 4}, 10, out);
+  EXPECT_TRUE(out.empty());
+  // Fewer than n_min tokens allowed (the speculator's cap of 2 < n_min 3 is fine: n_min is
+  // capped by it), and n_min above what a draft may hold.
+  d.draft(h, 2, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{3, 4}));
+  // A later occurrence overwrites: "1 2 → 3" then "1 2 → 7".
+  NgramModDrafter later(SpecParams{.ngram_mod_n_match = 2, .ngram_mod_n_min = 1, .ngram_mod_n_max = 1});
+  later.draft(std::vector<int32_t>{1, 2, 3, 0, 1, 2, 7, 0, 1, 2}, 10, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{7}));
+}
+
 TEST(Speculator, DraftLengthMaximisesMeasuredTokensPerSecond) {
   // Flat verify cost: drafting pays for any acceptance; the longest draft wins when α is high.
   const std::vector<double> flat = {0, 1.0, 1.0, 1.0, 1.0, 1.0};
@@ -340,6 +365,24 @@ TEST(SequenceStateJournal, TruncatesRecurrentStateToJournaledPositions) {
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("GPU"), std::string::npos) << st.message();
   EXPECT_FALSE(gpu->journal_active());
+}
+
+// ngram-mod through `run`: the same text as without, on a prompt that repeats; its own
+// lengths (--spec-ngram-mod-*) and not the general ones.
+TEST(SpeculativeCli, NgramModRunsAndKeepsTheOutput) {
+  const std::string model = kRef + "/models/qwen3moe-tiny-f32.gguf";
+  const std::string base = "run -m '" + model + "' -p 'a b c a b c a b c a b c' -n 48 --temp 0 -t 2";
+  const auto plain = moetier::testing::run_moetier(base);
+  const auto mod = moetier::testing::run_moetier(
+      base + " --spec-type ngram-mod --spec-ngram-mod-n-match 2 --spec-ngram-mod-n-min 1 --spec-ngram-mod-n-max 4 "
+             "--spec-adaptive off");
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  ASSERT_EQ(mod.rc, 0) << mod.err;
+  EXPECT_EQ(mod.out, plain.out);
+  EXPECT_NE(mod.err.find("speculative (ngram-mod)"), std::string::npos) << mod.err;
+  const auto wrong = moetier::testing::run_moetier(base + " --spec-type ngram-mod --spec-draft-n-max 8");
+  EXPECT_EQ(wrong.rc, 2);
+  EXPECT_NE(wrong.err.find("--spec-ngram-mod-n-min/-n-max"), std::string::npos) << wrong.err;
 }
 
 // The CLI rejects what it cannot honour, with one clear line and exit status 2.
