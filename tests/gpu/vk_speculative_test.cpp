@@ -27,6 +27,17 @@
 namespace moetier {
 namespace {
 
+// The users' hybrid placement: every layer's dense part and the LM head on the GPU, the
+// routed experts on the CPU; the exact kernels.
+void place_hybrid(Model& model) {
+  const auto n_layer = static_cast<size_t>(model.hparams().n_layer);
+  GpuPlacement placement{.progress = false, .exact_kernels = true};
+  placement.layer_on_gpu.assign(n_layer, true);
+  placement.experts_on_gpu.assign(n_layer, false);
+  placement.output_on_gpu = true;
+  ASSERT_TRUE(model.place_on_gpu(placement).is_ok());
+}
+
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<float> next_logits;
@@ -39,12 +50,7 @@ TEST(GpuSpeculative, HybridPlacementRollsBackDeltaNetStateOnTheGpu) {
   ThreadPool pool(2);
   auto l = testing::load_with_tokenizer(std::string(testing::kRefDir) + "/models/qwen35moe-small-ud_mix.gguf");
   ASSERT_TRUE(l.model && l.tokenizer);
-  const int64_t n_layer = l.model->hparams().n_layer;
-  GpuPlacement placement{.progress = false, .exact_kernels = true};
-  placement.layer_on_gpu.assign(static_cast<size_t>(n_layer), true);
-  placement.experts_on_gpu.assign(static_cast<size_t>(n_layer), false);
-  placement.output_on_gpu = true;
-  ASSERT_TRUE(l.model->place_on_gpu(placement).is_ok());
+  place_hybrid(*l.model);
   const std::vector<int32_t> prompt = l.tokenizer->encode("Rolling back on the GPU. 1 2 3", {});
   const int32_t n_vocab = static_cast<int32_t>(l.model->hparams().n_vocab);
   constexpr int64_t kTokens = 16;
@@ -98,12 +104,7 @@ TEST(GpuSpeculative, DraftMtpUsesTheGpuLmHead) {
   auto gpu = testing::load_with_tokenizer(path);
   auto cpu = testing::load_with_tokenizer(path);
   ASSERT_TRUE(gpu.model && cpu.model);
-  const int64_t n_layer = gpu.model->hparams().n_layer;
-  GpuPlacement placement{.progress = false, .exact_kernels = true};
-  placement.layer_on_gpu.assign(static_cast<size_t>(n_layer), true);
-  placement.experts_on_gpu.assign(static_cast<size_t>(n_layer), false);
-  placement.output_on_gpu = true;
-  ASSERT_TRUE(gpu.model->place_on_gpu(placement).is_ok());
+  place_hybrid(*gpu.model);
   const std::vector<int32_t> prompt = gpu.tokenizer->encode("The head's logits on the GPU", {});
   const auto run = [&](testing::LoadedWithTokenizer& l, bool speculate, std::vector<float>* head_logits) {
     std::vector<int32_t> out;

@@ -67,7 +67,8 @@ inline RealShapeData load_real_shape() {
     // Written under a temporary name and renamed, so parallel tests never read half a file.
     const std::string tmp = d.model_path + ".tmp" + std::to_string(::getpid());
     auto s = synth::synthesize({.preset = "qwen3.6-35b-a3b", .n_layer = 2, .mix = synth::QuantMix::kQ4_K_M, .seed = 0,
-                                .n_expert = 16, .n_vocab = 4096, .full_attention_interval = 2, .out_path = tmp,
+                                .n_expert = 16, .n_vocab = 4096, .full_attention_interval = 2, .n_layer_mtp = 0,
+                                .out_path = tmp,
                                 .progress = false});
     EXPECT_TRUE(s.is_ok()) << s.status().message();
     std::filesystem::rename(tmp, d.model_path);

@@ -457,24 +457,19 @@ std::vector<TestSpec> expand_tests(const BenchParams& b) {
       TestSpec plain = t;  // the generation loop without drafts: the speculative runs' baseline
       plain.spec = true;
       tests.push_back(plain);
-      if (b.spec_mtp) {
+      // One test per draft length: the MTP head's drafts, then each replayed acceptance.
+      const auto add_lengths = [&](bool mtp, double alpha) {
         for (int64_t k : b.spec_draft_max) {
           TestSpec s = plain;
-          s.spec_mtp = true;
-          s.spec_draft_max = k;
-          s.spec_adaptive = b.spec_adaptive;
-          tests.push_back(s);
-        }
-      }
-      for (double alpha : b.spec_replay) {
-        for (int64_t k : b.spec_draft_max) {
-          TestSpec s = plain;
+          s.spec_mtp = mtp;
           s.spec_acceptance = alpha;
           s.spec_draft_max = k;
           s.spec_adaptive = b.spec_adaptive;
           tests.push_back(s);
         }
-      }
+      };
+      if (b.spec_mtp) add_lengths(true, 0.0);
+      for (double alpha : b.spec_replay) add_lengths(false, alpha);
     }
     for (const PromptGen& pg : b.prompt_gen) {
       if (pg.n_prompt == 0 && pg.n_gen == 0) continue;
