@@ -35,9 +35,13 @@ Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
   p.layer_on_gpu.resize(static_cast<size_t>(hp_.n_layer), false);
   p.experts_on_gpu.resize(static_cast<size_t>(hp_.n_layer), false);
   for (size_t il = 0; il < p.experts_on_gpu.size(); ++il) p.experts_on_gpu[il] = p.experts_on_gpu[il] && p.layer_on_gpu[il];
+  p.mtp_on_gpu = p.mtp_on_gpu && has_mtp_block();
+  // The MTP block runs as layer n_layer of the backend.
+  p.layer_on_gpu.push_back(p.mtp_on_gpu);
+  p.experts_on_gpu.push_back(p.mtp_on_gpu && p.mtp_experts_on_gpu);
   ASSIGN_OR_RETURN(auto backend, create_gpu_backend(hp_, {.device = p.device,
                                                           .n_ubatch = n_ubatch(),
-                                                          .n_layer = hp_.n_layer,
+                                                          .n_layer = hp_.n_layer + 1,
                                                           .layer_on_gpu = p.layer_on_gpu,
                                                           .experts_on_gpu = p.experts_on_gpu,
                                                           .output_on_gpu = p.output_on_gpu,
@@ -60,6 +64,11 @@ Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
     forward_layer(il, backend->begin_layer(il, std::span<const SeqRows>(&rows, 1), pool, nullptr, true));
     RETURN_IF_ERROR(backend->finish());
     progress.add(1);
+  }
+  if (p.mtp_on_gpu) {
+    forward_mtp_block(backend->begin_layer(static_cast<int>(hp_.n_layer), std::span<const SeqRows>(&rows, 1), pool,
+                                           nullptr, true));
+    RETURN_IF_ERROR(backend->finish());
   }
   if (p.output_on_gpu) {
     RETURN_IF_ERROR(backend->lm_head(output_, output_norm_, {}, nullptr, true));
@@ -93,6 +102,39 @@ Status DecoderModel::lm_head_rows(const float* x, int64_t n, const float* norm, 
   }
   lm_head(output_, norm, hp_.rms_eps, x, n, logits, mtp_lm_head_scratch_, pool);
   return Status::ok();
+}
+
+Result<SequenceState> DecoderModel::new_mtp_sequence(const LayerStateSpec& spec, const KvCacheOptions& options) const {
+  LayerStateSpec s = spec;
+  s.on_device = mtp_on_gpu();
+  ASSIGN_OR_RETURN(SequenceState seq, SequenceState::create({s}, options));
+  if (s.on_device) {
+    ASSIGN_OR_RETURN(auto device_state, gpu_->new_state({s}, options));
+    seq.set_device_state(std::move(device_state));
+  }
+  return seq;
+}
+
+Status DecoderModel::run_mtp_block_on_gpu(float* x, int64_t n, SequenceState& seq, const float* head_norm,
+                                          float* hidden_out, float* logits_last, ThreadPool& pool) {
+  CHECK(mtp_on_gpu());
+  const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = n};
+  RETURN_IF_ERROR(gpu_->upload_x(x, n));
+  forward_mtp_block(gpu_->begin_layer(static_cast<int>(hp_.n_layer), std::span<const SeqRows>(&rows, 1), pool,
+                                      profiler(), false));
+  RETURN_IF_ERROR(gpu_->download_x(x, n));
+  if (hidden_out) {
+    for (int64_t r = 0; r < n; ++r) cpu::rms_norm(x + r * hp_.n_embd, head_norm, hp_.n_embd, hp_.rms_eps, hidden_out + r * hp_.n_embd);
+  }
+  if (logits_last) {
+    if (placement_.output_on_gpu) {
+      const int64_t last = n - 1;
+      RETURN_IF_ERROR(gpu_->lm_head(output_, head_norm, {&last, 1}, logits_last, false));
+    } else {
+      lm_head(output_, head_norm, hp_.rms_eps, x + (n - 1) * hp_.n_embd, 1, logits_last, mtp_lm_head_scratch_, pool);
+    }
+  }
+  return gpu_->finish();
 }
 
 std::optional<GpuMemoryReport> DecoderModel::gpu_memory() const {

@@ -39,6 +39,18 @@ class DecoderModel : public Model {
   // GPU when the output layer is there (its 0.4 GB read dominates a drafted token).
   Status lm_head_rows(const float* x, int64_t n, const float* norm, float* logits, ThreadPool& pool);
 
+  // The MTP block (draft-mtp) on the GPU, when the placement put it there: an architecture
+  // with one overrides has_mtp_block() and writes the block in forward_mtp_block() (the KV
+  // cache is layer 0 of the head's own sequence). run_mtp_block_on_gpu runs it on rows x
+  // [n][n_embd] (host, updated in place), then the head's final norm into hidden_out and the
+  // last row's logits, the LM head wherever the output layer is.
+  virtual bool has_mtp_block() const { return false; }
+  virtual void forward_mtp_block(LayerExec& /*exec*/) {}
+  bool mtp_on_gpu() const { return gpu_ && placement_.mtp_on_gpu; }
+  Result<SequenceState> new_mtp_sequence(const LayerStateSpec& spec, const KvCacheOptions& options) const;
+  Status run_mtp_block_on_gpu(float* x, int64_t n, SequenceState& seq, const float* head_norm, float* hidden_out,
+                              float* logits_last, ThreadPool& pool);
+
   Status forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
                         std::span<const int64_t> logit_rows, float* logits_out, float* hidden_out,
                         ThreadPool& pool) override;

@@ -41,6 +41,10 @@ struct GpuPlacement {
   std::vector<bool> layer_on_gpu;    // [n_layer]
   std::vector<bool> experts_on_gpu;  // [n_layer]; only where layer_on_gpu
   bool output_on_gpu = false;
+  // The MTP block (--spec-type draft-mtp): its dense part, and its routed experts where
+  // mtp_experts_on_gpu, on the GPU (the plan's choice; its KV cache lives there too).
+  bool mtp_on_gpu = false;
+  bool mtp_experts_on_gpu = false;
   bool progress = true;              // progress bar while uploading
   uint64_t memory_limit_bytes = 0;   // --vram-budget: allocate no more than this on the GPU (0: no limit)
   // Prompt batches of at least op_offload_min_tokens: stream a GPU layer's CPU-resident

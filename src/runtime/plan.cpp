@@ -184,8 +184,9 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
     if (!dense_override[static_cast<size_t>(il)].empty()) lp.dense = dense_override[static_cast<size_t>(il)];
     lp.experts = (params.cpu_moe || il < params.n_cpu_moe) ? kCpuDevice : lp.dense;
     if (!expert_override[static_cast<size_t>(il)].empty()) lp.experts = expert_override[static_cast<size_t>(il)];
-    // The MTP head (--spec-type draft-mtp) runs on the CPU whatever -ngl says.
-    if (lp.mtp) lp.dense = lp.experts = kCpuDevice;
+    // An MTP block runs only as draft-mtp's head; otherwise its weights stay in the file on
+    // the CPU side and nothing of it is uploaded.
+    if (lp.mtp && !params.mtp) lp.dense = lp.experts = kCpuDevice;
     // Experts on the GPU need their block's router there too.
     if (lp.dense == kCpuDevice) lp.experts = kCpuDevice;
     if (lp.mtp) {

@@ -80,8 +80,9 @@ struct DevicePlan {
 struct LayerPlan {
   int layer = 0;
   LayerKind kind = LayerKind::kAttention;
-  bool mtp = false;            // a trailing MTP (nextn) block: always on the CPU (the drafter's head
-                               // runs there), with a KV cache only under PlanParams::mtp
+  bool mtp = false;            // a trailing MTP (nextn) block: placed like any block (-ngl counts it,
+                               // as llama.cpp does) under PlanParams::mtp, with its KV cache; on the
+                               // CPU and not run otherwise
   std::string dense;           // device of everything but the routed experts (+ KV/state)
   std::string experts;         // device of the routed experts
   int64_t dense_bytes = 0;

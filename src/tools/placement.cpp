@@ -128,6 +128,11 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
     d.gpu.experts_on_gpu.push_back(lp.experts == kGpuDevice);
   }
   d.gpu.output_on_gpu = d.gpu_part && d.plan.output_device == kGpuDevice;
+  if (d.gpu_part && hp.n_layer_mtp > 0 && d.plan.layers.size() > static_cast<size_t>(hp.n_layer)) {
+    const LayerPlan& mtp = d.plan.layers[static_cast<size_t>(hp.n_layer)];
+    d.gpu.mtp_on_gpu = mtp.dense == kGpuDevice;
+    d.gpu.mtp_experts_on_gpu = mtp.experts == kGpuDevice;
+  }
   // Keep the CPU-only fallback plan at hand for callers whose GPU placement fails.
   ASSIGN_OR_RETURN(d.cpu_plan, make_plan(hp, *arch, tensors, cpu_only(params)));
   return d;

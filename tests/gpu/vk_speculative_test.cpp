@@ -29,12 +29,13 @@ namespace {
 
 // The users' hybrid placement: every layer's dense part and the LM head on the GPU, the
 // routed experts on the CPU; the exact kernels.
-void place_hybrid(Model& model) {
+void place_hybrid(Model& model, bool mtp_on_gpu = false) {
   const auto n_layer = static_cast<size_t>(model.hparams().n_layer);
   GpuPlacement placement{.progress = false, .exact_kernels = true};
   placement.layer_on_gpu.assign(n_layer, true);
   placement.experts_on_gpu.assign(n_layer, false);
   placement.output_on_gpu = true;
+  placement.mtp_on_gpu = mtp_on_gpu;
   ASSERT_TRUE(model.place_on_gpu(placement).is_ok());
 }
 
@@ -93,9 +94,12 @@ TEST(GpuSpeculative, HybridPlacementRollsBackDeltaNetStateOnTheGpu) {
 }
 
 // draft-mtp on the hybrid placement: the MTP head's LM head runs where the output layer is
-// (here the GPU), its logits agree with the CPU head's (the F32 tiny model: GPU and CPU sum
-// in different orders, ~1e-5; bound 1e-3), and the output equals plain decoding.
-TEST(GpuSpeculative, DraftMtpUsesTheGpuLmHead) {
+// (here the GPU), and with mtp_on_gpu its block too (KV cache on the GPU, experts on the
+// CPU); its logits agree with the CPU head's (the F32 tiny model: GPU and CPU sum in
+// different orders, ~1e-5; bound 1e-3), and the output equals plain decoding.
+class GpuDraftMtp : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GpuDraftMtp, HeadOnTheGpuMatchesTheCpuHead) {
   GPU_OR_SKIP(probe);
   probe.reset();
   ThreadPool pool(2);
@@ -104,7 +108,7 @@ TEST(GpuSpeculative, DraftMtpUsesTheGpuLmHead) {
   auto gpu = testing::load_with_tokenizer(path);
   auto cpu = testing::load_with_tokenizer(path);
   ASSERT_TRUE(gpu.model && cpu.model);
-  place_hybrid(*gpu.model);
+  place_hybrid(*gpu.model, /*mtp_on_gpu=*/GetParam());
   const std::vector<int32_t> prompt = gpu.tokenizer->encode("The head's logits on the GPU", {});
   const auto run = [&](testing::LoadedWithTokenizer& l, bool speculate, std::vector<float>* head_logits) {
     std::vector<int32_t> out;
@@ -148,6 +152,9 @@ TEST(GpuSpeculative, DraftMtpUsesTheGpuLmHead) {
   EXPECT_LE(worst, 1e-3);
   std::filesystem::remove(path);
 }
+
+INSTANTIATE_TEST_SUITE_P(Placement, GpuDraftMtp, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "block_on_gpu" : "lm_head_on_gpu"; });
 
 }  // namespace
 }  // namespace moetier

@@ -213,7 +213,7 @@ TEST_F(PlanQwen36, KvCacheAndStateSizes) {
   EXPECT_FALSE(make_plan(hp, arch, tensors, {.journal_tokens = -1}).is_ok());
 }
 
-TEST_F(PlanQwen36, MtpBlockRunsOnTheCpuWithItsKvCacheWhenDrafting) {
+TEST_F(PlanQwen36, MtpBlockIsPlacedLikeABlockWithItsKvCacheOnlyWhenDrafting) {
   HParams with_mtp = hp;
   with_mtp.n_layer_mtp = 1;
   const std::vector<PlanTensor> t = ud_mix_tensors(with_mtp);
@@ -223,8 +223,14 @@ TEST_F(PlanQwen36, MtpBlockRunsOnTheCpuWithItsKvCacheWhenDrafting) {
   const LayerPlan& mtp_off = off->layers.back();
   const LayerPlan& mtp_on = on->layers.back();
   EXPECT_TRUE(mtp_off.mtp && mtp_on.mtp);
-  EXPECT_EQ(mtp_on.dense, kCpuDevice);  // -ngl 99 notwithstanding: the head runs on the CPU
-  EXPECT_EQ(mtp_on.experts, kCpuDevice);
+  EXPECT_EQ(mtp_off.dense, kCpuDevice);  // not drafting: not run, nothing uploaded
+  EXPECT_EQ(mtp_on.dense, kGpuDevice);   // -ngl 99 counts the MTP block, as in llama.cpp
+  EXPECT_EQ(mtp_on.experts, kGpuDevice);
+  auto cmoe = make_plan(with_mtp, arch, t, {.n_ctx = 65536, .mtp = true, .n_gpu_layers = 99, .cpu_moe = true});
+  ASSERT_TRUE(cmoe.is_ok());
+  EXPECT_EQ(cmoe->layers.back().dense, kGpuDevice);
+  EXPECT_EQ(cmoe->layers.back().experts, kCpuDevice);  // -cmoe: its experts stay on the CPU too
+  EXPECT_EQ(cmoe->device(kGpuDevice)->kv_bytes, on->device(kGpuDevice)->kv_bytes);
   EXPECT_EQ(mtp_off.kv_bytes, 0);
   EXPECT_EQ(mtp_on.kv_bytes, kKvF16PerLayer);
   EXPECT_EQ(on->kv_bytes, off->kv_bytes + kKvF16PerLayer);

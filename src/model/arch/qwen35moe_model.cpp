@@ -52,6 +52,17 @@ struct MtpWeights {
   MoeWeights moe;
 };
 
+// The MTP block after its input projection, on whichever executor runs it; its KV cache is
+// layer 0 of the head's own sequence.
+void run_mtp_block(LayerExec& e, const MtpWeights& w, const AttentionShape& attention, const MoeShape& moe) {
+  e.rms_norm(Act::kX, w.attn_norm, Act::kH);
+  e.attention(w.attention, attention, Act::kH, /*layer=*/0, Act::kMix);
+  e.add(Act::kX, Act::kMix);
+  e.rms_norm(Act::kX, w.post_attention_norm, Act::kH);
+  e.moe(w.moe, moe, Act::kH, Act::kMix);
+  e.add(Act::kX, Act::kMix);
+}
+
 uint64_t matrix_bytes(const cpu::WeightMatrix& m) { return static_cast<uint64_t>(m.row_bytes * m.n_out * m.n_mat); }
 
 class Qwen35MoeMtpHead final : public MtpHead {
@@ -71,13 +82,20 @@ class Qwen35MoeMtpHead final : public MtpHead {
     // The model's LM head wherever the placement put it (DecoderModel::lm_head_rows); empty:
     // `output` on the CPU.
     std::function<Status(const float* x, int64_t n, const float* norm, float* logits, ThreadPool& pool)> lm_head;
+    // The block, final norm and LM head on the GPU (DecoderModel::run_mtp_block_on_gpu) and
+    // the matching sequence; empty: on the CPU.
+    std::function<Status(float* x, int64_t n, SequenceState& seq, const float* head_norm, float* hidden_out,
+                         float* logits_last, ThreadPool& pool)>
+        gpu_block;
+    std::function<Result<SequenceState>(const LayerStateSpec& spec, const KvCacheOptions& options)> new_gpu_sequence;
   };
   explicit Qwen35MoeMtpHead(Params p) : p_(std::move(p)), exec_(p_.attention_shape.n_embd, p_.rms_eps) {}
 
   Result<SequenceState> new_sequence(const KvCacheOptions& options) const override {
     const AttentionShape& a = p_.attention_shape;
-    return SequenceState::create({{.k_row_elems = a.n_head_kv * a.head_dim, .v_row_elems = a.n_head_kv * a.head_dim}},
-                                 options);
+    const LayerStateSpec spec{.k_row_elems = a.n_head_kv * a.head_dim, .v_row_elems = a.n_head_kv * a.head_dim};
+    if (p_.new_gpu_sequence) return p_.new_gpu_sequence(spec, options);
+    return SequenceState::create({spec}, options);
   }
 
   Status forward(std::span<const int32_t> tokens, const float* hidden, SequenceState& seq, float* hidden_out,
@@ -103,21 +121,23 @@ class Qwen35MoeMtpHead final : public MtpHead {
       }
       x_.resize(static_cast<size_t>(c * d));
       cpu::matmul_f32(w.eh_proj, 0, concat_.data(), c, x_.data(), act_, pool);
+      const bool last_chunk = begin + c == n;
+      if (p_.gpu_block) {
+        RETURN_IF_ERROR(p_.gpu_block(x_.data(), c, seq, w.head_norm, hidden_out ? hidden_out + begin * d : nullptr,
+                                     last_chunk ? logits_last : nullptr, pool));
+        seq.set_n_past(seq.n_past() + c);
+        continue;
+      }
       const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = c};
       exec_.begin(x_.data(), std::span<const SeqRows>(&rows, 1), pool, nullptr);
-      exec_.rms_norm(Act::kX, w.attn_norm, Act::kH);
-      exec_.attention(w.attention, p_.attention_shape, Act::kH, /*layer=*/0, Act::kMix);
-      exec_.add(Act::kX, Act::kMix);
-      exec_.rms_norm(Act::kX, w.post_attention_norm, Act::kH);
-      exec_.moe(w.moe, p_.moe_shape, Act::kH, Act::kMix);
-      exec_.add(Act::kX, Act::kMix);
+      run_mtp_block(exec_, w, p_.attention_shape, p_.moe_shape);
       seq.set_n_past(seq.n_past() + c);
       if (hidden_out) {
         for (int64_t r = 0; r < c; ++r) {
           cpu::rms_norm(x_.data() + r * d, w.head_norm, d, p_.rms_eps, hidden_out + (begin + r) * d);
         }
       }
-      if (logits_last && begin + c == n) {
+      if (logits_last && last_chunk) {
         const float* last = x_.data() + (c - 1) * d;
         if (p_.lm_head) {
           RETURN_IF_ERROR(p_.lm_head(last, 1, w.head_norm, logits_last, pool));
@@ -292,7 +312,25 @@ class Qwen35MoeModel final : public DecoderModel {
                                                           .lm_head = [this](const float* x, int64_t n, const float* norm,
                                                                             float* logits, ThreadPool& pool) {
                                                             return lm_head_rows(x, n, norm, logits, pool);
-                                                          }}));
+                                                          },
+                                                          .gpu_block = gpu_block(),
+                                                          .new_gpu_sequence = new_gpu_sequence()}));
+  }
+
+  bool has_mtp_block() const override { return mtp_status_.is_ok(); }
+  void forward_mtp_block(LayerExec& e) override { run_mtp_block(e, mtp_, attention_shape_, moe_shape_); }
+
+  // The MTP head's GPU hooks, when the placement put the block there.
+  decltype(Qwen35MoeMtpHead::Params::gpu_block) gpu_block() {
+    if (!mtp_on_gpu()) return {};
+    return [this](float* x, int64_t n, SequenceState& seq, const float* head_norm, float* hidden_out,
+                  float* logits_last, ThreadPool& pool) {
+      return run_mtp_block_on_gpu(x, n, seq, head_norm, hidden_out, logits_last, pool);
+    };
+  }
+  decltype(Qwen35MoeMtpHead::Params::new_gpu_sequence) new_gpu_sequence() const {
+    if (!mtp_on_gpu()) return {};
+    return [this](const LayerStateSpec& spec, const KvCacheOptions& options) { return new_mtp_sequence(spec, options); };
   }
 
   void forward_layer(int il, LayerExec& e) override {
