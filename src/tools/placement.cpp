@@ -190,7 +190,10 @@ Status place_model(Session& s, PlacementDecision d, const SessionOptions& option
     if (Status st = s.model->place_on_gpu(d.gpu); !st) {
       std::fprintf(stderr, "moetier: GPU: %s; running everything on the CPU\n", st.message().c_str());
       d.plan = d.cpu_plan;
-    } else if (!options.quiet) {
+    } else {
+      s.gpu_device = d.gpu.device;
+    }
+    if (s.gpu_device >= 0 && !options.quiet) {
       const auto m = s.model->gpu_memory();
       std::fprintf(stderr, "moetier: GPU %s: weights %s, scratch %s (KV cache and state as sequences are made)\n",
                    m->device.c_str(), mib(m->weight_bytes).c_str(), mib(m->scratch_bytes).c_str());

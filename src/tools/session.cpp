@@ -148,7 +148,9 @@ void add_spec_flags(ArgParser& p, SpecFlags& f) {
            "--mtp) as the draft-mtp head; the type follows from the file when --spec-type is not given",
            &f.draft_model);
   int_flag({"-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N",
-           "draft model layers on the GPU: 0 only (the draft model runs on the CPU)", &f.draft_gpu_layers);
+           "draft-simple: the draft model's last N layers on the model's GPU, counting its LM head as one "
+           "(llama.cpp's numbering; -1: all; default 0)",
+           &f.draft_gpu_layers);
   p.option({"--spec-draft-p-min", "--draft-p-min"}, "P",
            "draft-mtp / draft-simple: stop a draft at a token the drafter gives less than P (default 0)",
            [&f](std::string_view v) {
@@ -162,9 +164,7 @@ void add_spec_flags(ArgParser& p, SpecFlags& f) {
 
 Status check_spec_flags(SpecFlags& f) {
   if (f.checked) return Status::ok();  // resolved already (the type and ngram-mod's lengths are set)
-  if (f.draft_gpu_layers != 0) {
-    return Status::bad_input("-ngld: the draft model runs on the CPU in this version; give -ngld 0 or leave it out");
-  }
+  if (f.draft_gpu_layers < -1) return Status::bad_input("-ngld must be -1 (all), 0 or more");
   if (!f.draft_model.empty()) {
     // llama.cpp infers the type from the draft file's metadata when none is given: an
     // MTP-only GGUF drafts with draft-mtp, any other model with draft-simple.
@@ -247,6 +247,26 @@ Result<HParams> open_draft(SpecFlags& f, Session& session) {
   return hp;
 }
 
+// -ngld N: the draft's last N of its n_layer + 1 layers (the LM head counted first, as -ngl
+// does) on the model's GPU, experts included; an error when the model has no GPU part.
+Status place_draft_on_gpu(SpecFlags& f, Session& session) {
+  if (session.gpu_device < 0) {
+    return Status::bad_input("-ngld: the model runs on the CPU here (no GPU part), so the draft cannot go to a GPU");
+  }
+  const int64_t n_layer = f.draft->hparams().n_layer;
+  const int64_t n_gpu = f.draft_gpu_layers < 0 ? n_layer + 1 : std::min<int64_t>(f.draft_gpu_layers, n_layer + 1);
+  GpuPlacement p{.device = session.gpu_device, .progress = false};
+  for (int64_t il = 0; il < n_layer; ++il) p.layer_on_gpu.push_back(il >= n_layer + 1 - n_gpu);
+  p.experts_on_gpu = p.layer_on_gpu;
+  p.output_on_gpu = n_gpu > 0;
+  RETURN_IF_ERROR(f.draft->place_on_gpu(p).with_context("-ngld: placing the draft model on the GPU"));
+  const auto m = f.draft->gpu_memory();
+  std::fprintf(stderr, "moetier: draft model: %lld of %lld layers on the GPU (%s of weights)\n",
+               static_cast<long long>(n_gpu), static_cast<long long>(n_layer + 1),
+               m ? format_bytes(m->weight_bytes).c_str() : "?");
+  return Status::ok();
+}
+
 // The MTP head of the -md file, checked against the target: same architecture and widths too.
 Result<std::unique_ptr<MtpHead>> draft_mtp_head(SpecFlags& f, Session& session) {
   ASSIGN_OR_RETURN(const HParams hp, open_draft(f, session));
@@ -288,6 +308,7 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecFlags& f, Session& sessi
         ASSIGN_OR_RETURN(auto loaded, load_model(*f.draft_file, {.n_ubatch = model.n_ubatch(),
                                                                .flash_attention = model.flash_attention()}));
         f.draft = std::move(loaded);
+        if (f.draft_gpu_layers != 0) RETURN_IF_ERROR(place_draft_on_gpu(f, session));
       }
       uint64_t bytes = 0;
       for (const auto& t : f.draft_file->header().tensors) bytes += t.n_bytes;

@@ -61,15 +61,15 @@ void add_sampling_flags(ArgParser& parser, SamplerParams& params);
 // Speculative decoding flags in llama.cpp's spelling (--spec-type, --spec-draft-n-max/-min,
 // --spec-draft-p-min, --spec-ngram-simple-*), plus --draft-max/--draft-min/--draft-p-min as
 // aliases (llama.cpp's older names, which ik_llama.cpp still uses) and --spec-adaptive.
-// -md FILE: a draft model (draft-simple) or an MTP-only GGUF (draft-mtp); -ngld is accepted
-// as 0 only (the draft runs on the CPU).
+// -md FILE: a draft model (draft-simple) or an MTP-only GGUF (draft-mtp); -ngld N puts the
+// draft model's last N layers on the model's GPU (llama.cpp's numbering, the LM head first).
 struct SpecFlags {
   SpecParams params;
   std::string type = "none";
   std::string draft_model;   // -md / --spec-draft-model: an MTP-only GGUF for draft-mtp
   std::shared_ptr<const gguf::ModelFile> draft_file;  // opened by make_speculator, shared by slots
   std::shared_ptr<Model> draft;  // draft-simple: the loaded draft model (shared by slots)
-  int32_t draft_gpu_layers = 0;  // -ngld: only 0 (the draft runs on the CPU)
+  int32_t draft_gpu_layers = 0;  // -ngld: the draft model's last N layers (and its LM head) on the model's GPU; -1: all
   bool checked = false;          // check_spec_flags succeeded (it resolves the type once)
   bool p_min_given = false;  // --spec-draft-p-min / --draft-p-min (value in params.p_min)
 };
@@ -99,6 +99,7 @@ struct Session {
   int64_t n_ctx = 0;           // -c resolved (0 → the model's training context)
   KvCacheOptions kv;           // -c, -ctk, -ctv resolved
   std::optional<Plan> plan;    // the placement used (also when everything runs on the CPU)
+  int gpu_device = -1;         // the Vulkan device the model's GPU part is on (-1: none)
 };
 
 struct SessionOptions {

@@ -125,7 +125,7 @@ TEST(DraftSimpleCli, InfersTheTypeAndRefusesWhatItCannotHonour) {
   const std::pair<std::string, std::string> errors[] = {
       {fmt::format("run -m '{}' -md '{}' -p hi -n 2", target, kModels + "qwen35moe-small-q4_k_m.gguf"),
        "vocabulary size"},
-      {fmt::format("run -m '{}' -md '{}' -ngld 5 -p hi -n 2", target, draft), "-ngld"},
+      {fmt::format("run -m '{}' -md '{}' -ngl 0 -ngld 5 -p hi -n 2", target, draft), "no GPU part"},
       {fmt::format("run -m '{}' --spec-type draft-simple -p hi -n 2", target), "needs a draft model"},
       {fmt::format("run -m '{}' -md '{}' --spec-type draft-mtp -p hi -n 2", target, draft), "has no MTP layer"},
   };
