@@ -209,6 +209,9 @@ Status check_spec_flags(SpecFlags& f) {
     f.params.n_max = f.params.ngram_mod_n_max;
     f.params.n_min = f.params.ngram_mod_n_min;
   }
+  if (f.draft_gpu_layers != 0 && *type != SpecType::kDraftSimple) {
+    return Status::bad_input("-ngld places a draft model (--spec-type draft-simple with -md); it has nothing to place here");
+  }
   if (*type == SpecType::kDraftSimple && f.draft_model.empty()) {
     return Status::bad_input("--spec-type draft-simple needs a draft model: -md FILE");
   }

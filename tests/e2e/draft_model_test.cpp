@@ -127,6 +127,7 @@ TEST(DraftSimpleCli, InfersTheTypeAndRefusesWhatItCannotHonour) {
        "vocabulary size"},
       {fmt::format("run -m '{}' -md '{}' -ngl 0 -ngld 5 -p hi -n 2", target, draft), "no GPU part"},
       {fmt::format("run -m '{}' --spec-type draft-simple -p hi -n 2", target), "needs a draft model"},
+      {fmt::format("run -m '{}' --spec-type ngram-simple -ngld 3 -p hi -n 2", target), "nothing to place"},
       {fmt::format("run -m '{}' -md '{}' --spec-type draft-mtp -p hi -n 2", target, draft), "has no MTP layer"},
   };
   for (const auto& [args, message] : errors) {
