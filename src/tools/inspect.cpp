@@ -7,6 +7,7 @@
 #include "core/args.h"
 #include "gguf/gguf.h"
 #include "runtime/plan.h"
+#include "runtime/speculative.h"
 #include "model/gpu_backend.h"
 #include "tools/commands.h"
 #include "tools/file_sha256.h"
@@ -114,8 +115,32 @@ int cmd_inspect(int argc, char** argv) {
     ASSIGN_OR_RETURN(plan_params.ram_budget_bytes, parse_mib(v, "--ram-budget"));
     return Status::ok();
   });
+  // Speculative decoding's memory: the MTP block (draft-mtp) and the rollback journal.
+  std::string spec_type;
+  int64_t spec_draft_max = 0;
+  p.option({"--spec-type"}, "TYPE",
+           "plan for speculative decoding of this type (draft-mtp runs the MTP block; every type keeps a rollback "
+           "journal of --spec-draft-n-max + 1 recurrent-state copies per sequence)",
+           &spec_type);
+  p.option({"--spec-draft-n-max", "--draft-max"}, "N", "with --spec-type: draft length (default 3; ngram-mod 64)",
+           &spec_draft_max);
   p.epilog(epilog());
   if (auto st = p.parse(argc, argv); !st) return report_error(st);
+  if (!spec_type.empty() || spec_draft_max != 0) {
+    if (!want_plan) return report_error(Status::bad_input("--spec-type and --spec-draft-n-max apply to --plan"));
+    auto type = parse_spec_type(spec_type.empty() ? "none" : spec_type);
+    if (!type) return report_error(type.status());
+    if (*type == SpecType::kNone) {
+      return report_error(Status::bad_input("--spec-draft-n-max needs --spec-type (e.g. draft-mtp)"));
+    }
+    const SpecParams defaults;
+    const int64_t n_max = spec_draft_max > 0 ? spec_draft_max
+                          : *type == SpecType::kNgramMod ? defaults.ngram_mod_n_max
+                                                         : defaults.n_max;
+    if (n_max < 1 || n_max > 64) return report_error(Status::bad_input("--spec-draft-n-max must be in [1, 64]"));
+    plan_params.mtp = *type == SpecType::kDraftMtp;
+    plan_params.journal_tokens = n_max + 1;
+  }
   if (p.help_requested()) {
     std::fputs(p.help_text().c_str(), stdout);
     return 0;

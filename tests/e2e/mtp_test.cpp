@@ -408,6 +408,32 @@ TEST(MtpOnlyFile, HeadEqualsTheFullFilesAndRunsAsDraft) {
   }
 }
 
+// inspect --plan knows speculation's memory before anything is loaded: with draft-mtp the MTP
+// block is placed (GPU under -ngl all) with its KV cache, and every type's rollback journal
+// multiplies the DeltaNet state per sequence by n_max + 2 (the state plus n_max + 1 copies).
+TEST(MtpCli, InspectPlanCountsSpeculationMemory) {
+  const std::string path = mtp_model("tiny", synth::QuantMix::kF32);
+  const auto plan_of = [&](const std::string& flags) {
+    const auto r = moetier::testing::run_moetier(
+        fmt::format("inspect '{}' --plan -c 512 -ngl all --vram-budget 4096 --json {}", path, flags));
+    EXPECT_EQ(r.rc, 0) << flags << ": " << r.err;
+    return nlohmann::json::parse(r.out, nullptr, false)["plan"];
+  };
+  const auto plain = plan_of(""), spec = plan_of("--spec-type draft-mtp --spec-draft-n-max 3");
+  ASSERT_TRUE(plain.is_object() && spec.is_object());
+  const auto& mtp_plain = plain["layers"].back();
+  const auto& mtp_spec = spec["layers"].back();
+  EXPECT_TRUE(mtp_spec["mtp"].get<bool>());
+  EXPECT_EQ(mtp_plain["dense"], "CPU");
+  EXPECT_EQ(mtp_plain["kv_bytes"], 0);
+  EXPECT_EQ(mtp_spec["dense"], "GPU0");
+  EXPECT_GT(mtp_spec["kv_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(spec["params"]["journal_tokens"], 4);
+  EXPECT_EQ(spec["state_bytes"].get<int64_t>(), 5 * plain["state_bytes"].get<int64_t>());
+  const auto bad = moetier::testing::run_moetier(fmt::format("inspect '{}' --spec-type draft-mtp", path));
+  EXPECT_EQ(bad.rc, 2);  // --spec-type without --plan
+}
+
 TEST(MtpCli, RunWithDraftMtpPrintsTheSameTextAndItsStats) {
   const std::string path = mtp_model("tiny", synth::QuantMix::kF32);
   const std::string base = fmt::format("run -m '{}' -p 'Once upon a time' -n 24 --temp 0 -t 2", path);

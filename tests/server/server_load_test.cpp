@@ -105,7 +105,7 @@ TEST(ServerConcurrency, ParallelRequestsEqualSequentialOnes) {
   }
   // 4 clients × 3 requests at once; each request is one of the jobs above.
   std::vector<std::string> got(12);
-  std::vector<bool> oks(12, false);
+  std::vector<char> oks(12, 0);  // not vector<bool>: its bits share words, and the clients write concurrently
   std::vector<std::thread> clients;
   for (int t = 0; t < 4; ++t) {
     clients.emplace_back([&, t] {

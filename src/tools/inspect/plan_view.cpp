@@ -158,6 +158,8 @@ nlohmann::ordered_json render_plan_json(const Plan& plan, const PlanParams& para
         {"type_k", std::string(dtype_name(params.type_k))},
         {"type_v", std::string(dtype_name(params.type_v))},
         {"n_seq", params.n_seq},
+        {"mtp", params.mtp},
+        {"journal_tokens", params.journal_tokens},
         {"n_gpu_layers", params.n_gpu_layers},
         {"n_cpu_moe", params.n_cpu_moe},
         {"cpu_moe", params.cpu_moe},
