@@ -53,14 +53,11 @@ void DraftModelDrafter::draft(std::span<const int32_t> history, int64_t max_toke
   }
   status_ = model_->forward(rest, seq_, {}, logits_, pool_);
   if (status_.is_ok()) fed_.insert(fed_.end(), rest.begin(), rest.end());
-  const auto n_vocab = static_cast<int64_t>(logits_.size());
-  while (status_.is_ok()) {
-    const auto best = std::max_element(logits_.begin(), logits_.end());
-    double sum = 0;
-    for (float l : logits_) sum += std::exp(static_cast<double>(l - *best));
-    if (1.0 / sum < p_min_) break;  // the draft's probability of its greedy token
-    out.push_back(static_cast<int32_t>(best - logits_.begin()));
-    if (static_cast<int64_t>(out.size()) >= max_tokens || n_vocab == 0) break;
+  while (status_.is_ok() && !logits_.empty()) {
+    const GreedyPick pick = greedy_pick(logits_, p_min_);
+    if (pick.p < p_min_) break;
+    out.push_back(pick.token);
+    if (static_cast<int64_t>(out.size()) >= max_tokens) break;
     const int32_t next = out.back();
     status_ = model_->forward({&next, 1}, seq_, {}, logits_, pool_);
   }

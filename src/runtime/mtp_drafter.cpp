@@ -109,12 +109,9 @@ void MtpDrafter::draft(std::span<const int32_t> history, int64_t max_tokens, std
   rows_h_.assign(out_h_.end() - n_embd_, out_h_.end());  // ĥ_P
 
   for (;;) {
-    const auto best = std::max_element(logits_.begin(), logits_.end());
-    double sum = 0;
-    for (float l : logits_) sum += std::exp(static_cast<double>(l - *best));
-    const double p = 1.0 / sum;  // the head's probability of its greedy token
-    if (p < p_min_) break;
-    out.push_back(static_cast<int32_t>(best - logits_.begin()));
+    const GreedyPick pick = greedy_pick(logits_, p_min_);
+    if (pick.p < p_min_) break;
+    out.push_back(pick.token);
     if (keep_logits_) draft_logits_.insert(draft_logits_.end(), logits_.begin(), logits_.end());
     if (static_cast<int64_t>(out.size()) >= max_tokens) break;
     const int32_t next = out.back();

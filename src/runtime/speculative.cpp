@@ -55,6 +55,17 @@ Status validate(const SpecParams& p) {
   return Status::ok();
 }
 
+GreedyPick greedy_pick(std::span<const float> logits, double p_min) {
+  const auto best = std::max_element(logits.begin(), logits.end());
+  GreedyPick pick{.token = static_cast<int32_t>(best - logits.begin())};
+  if (p_min > 0) {
+    double sum = 0;
+    for (float l : logits) sum += std::exp(static_cast<double>(l - *best));
+    pick.p = 1.0 / sum;
+  }
+  return pick;
+}
+
 void NgramSimpleDrafter::draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) {
   out.clear();
   const auto n = static_cast<int64_t>(params_.ngram_size_n);

@@ -78,6 +78,15 @@ struct SpecParams {
 // kBadInput naming the flag when a value is out of range.
 Status validate(const SpecParams& params);
 
+// A model drafter's pick from its logits: the greedy token and, when a draft must stop below
+// a probability (p_min > 0), that token's softmax probability; without p_min the sum over
+// the vocabulary (248K exps per drafted token on Qwen3.6) is skipped and p is 1.
+struct GreedyPick {
+  int32_t token = 0;
+  double p = 1.0;
+};
+GreedyPick greedy_pick(std::span<const float> logits, double p_min);
+
 // Proposes up to max_tokens tokens to follow `history` (every token of the sequence so far,
 // prompt and generated, the last one included). May propose fewer, or none.
 class Drafter {

@@ -75,7 +75,7 @@ struct Scheduler::Slot {
   std::unique_ptr<Speculator> spec;
   HiddenSink hidden_sink;
   const HiddenSink* on_hidden = nullptr;
-  std::vector<int32_t> draft, batch, history;
+  std::vector<int32_t> draft, batch;
   SpecStats spec_at_start;
   bool journal = false;         // a rollback journal is open for this step's verify batch
 
@@ -306,9 +306,10 @@ bool Scheduler::step() {
       int64_t room = std::min(s->seq.n_ctx() - s->seq.n_past() - 1, budget - 1);
       if (spec.max_tokens >= 0) room = std::min(room, spec.max_tokens - s->timings.n_generated);
       if (room > 0) {
-        s->history.assign(s->cached.begin(), s->cached.end());
-        s->history.push_back(s->pending);
-        s->spec->propose(s->history, room, s->draft);
+        // The drafter's history is the slot's tokens and the pending one, without a copy.
+        s->cached.push_back(s->pending);
+        s->spec->propose(s->cached, room, s->draft);
+        s->cached.pop_back();
         if (const Status st = s->spec->drafter().status(); !st.is_ok()) {
           finish(*s, FinishReason::kError, st.message());
           continue;

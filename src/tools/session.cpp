@@ -168,9 +168,12 @@ Status check_spec_flags(SpecFlags& f) {
   if (!f.draft_model.empty()) {
     // llama.cpp infers the type from the draft file's metadata when none is given: an
     // MTP-only GGUF drafts with draft-mtp, any other model with draft-simple.
-    ASSIGN_OR_RETURN(auto header, gguf::ModelFile::open(f.draft_model, {.mode = gguf::LoadMode::kMmap, .verbose = false}));
-    ASSIGN_OR_RETURN(const HParams hp, read_hparams(header->header()));
-    const bool mtp_only = hp.n_layer_mtp > 0 && header->header().find_tensor("blk.0.attn_norm.weight") == nullptr;
+    // Opened once here (mapped, nothing read but the header) and kept for the drafter.
+    ASSIGN_OR_RETURN(auto file, gguf::ModelFile::open(f.draft_model, {.mode = gguf::LoadMode::kMmap, .verbose = false}));
+    f.draft_file = std::move(file);
+    const gguf::GgufFile& header = f.draft_file->header();
+    ASSIGN_OR_RETURN(const HParams hp, read_hparams(header));
+    const bool mtp_only = hp.n_layer_mtp > 0 && header.find_tensor("blk.0.attn_norm.weight") == nullptr;
     if (f.type == "none") f.type = mtp_only ? "draft-mtp" : "draft-simple";
     if (f.type == "draft-mtp" && hp.n_layer_mtp == 0) {
       return Status::bad_input(fmt::format("-md {} has no MTP layer: use it with --spec-type draft-simple", f.draft_model));
@@ -230,13 +233,10 @@ Status draft_mismatch(const SpecFlags& f, const char* what, const auto& draft, c
       fmt::format("-md {}: the draft's {} ({}) differs from the model's ({})", f.draft_model, what, draft, model));
 }
 
-// Opens the -md file once (the server's slots share it) and checks that it speaks the
-// target's vocabulary: the same size and, when both files carry them, the same token strings.
+// Checks that the -md file (opened once by check_spec_flags; the server's slots share it)
+// speaks the target's vocabulary: the same size and, when both files carry them, the same token strings.
 Result<HParams> open_draft(SpecFlags& f, Session& session) {
-  if (!f.draft_file) {
-    ASSIGN_OR_RETURN(auto file, gguf::ModelFile::open(f.draft_model, {.mode = gguf::LoadMode::kMmap, .verbose = false}));
-    f.draft_file = std::move(file);
-  }
+  CHECK_MSG(f.draft_file != nullptr, "-md {} was not opened by check_spec_flags", f.draft_model);
   const gguf::GgufFile& draft = f.draft_file->header();
   ASSIGN_OR_RETURN(HParams hp, read_hparams(draft));
   const HParams& target = session.model->hparams();

@@ -206,16 +206,6 @@ MtpWeights bind_mtp(WeightBinder& b, const HParams& hp, const float* output_norm
   return w;
 }
 
-AttentionShape attention_shape_of(const HParams& hp) {
-  return AttentionShape{.n_embd = hp.n_embd,
-                        .n_head = hp.n_head,
-                        .n_head_kv = hp.n_head_kv,
-                        .head_dim = hp.head_dim_k,
-                        .n_rot = hp.n_rot,
-                        .rope_base = hp.rope_base,
-                        .rms_eps = hp.rms_eps,
-                        .output_gate = true};
-}
 
 MoeShape moe_shape_of(const HParams& hp) {
   return MoeShape{.n_embd = hp.n_embd,
@@ -275,7 +265,7 @@ class Qwen35MoeModel final : public DecoderModel {
           "--spec-type draft-mtp: this model file has no MTP block (qwen35moe.nextn_predict_layers is 0); use a "
           "GGUF converted with its MTP layer");
     }
-    m->attention_shape_ = attention_shape_of(hp);
+    m->attention_shape_ = AttentionShape::of(hp);
     m->delta_net_shape_ = DeltaNetShape{.n_embd = hp.n_embd,
                                         .d_conv = hp.ssm_d_conv,
                                         .d_state = hp.ssm_d_state,
@@ -378,7 +368,7 @@ Result<std::unique_ptr<MtpHead>> create_qwen35moe_mtp_head(std::shared_ptr<const
   WeightBinder b(*file, specs, *converted);
   Qwen35MoeMtpHead::Params p{.token_embd = b.matrix("token_embd.weight"),
                              .output = b.matrix("output.weight"),
-                             .attention_shape = attention_shape_of(hp),
+                             .attention_shape = AttentionShape::of(hp),
                              .moe_shape = moe_shape_of(hp),
                              .rms_eps = hp.rms_eps,
                              .n_ubatch = options.n_ubatch,

@@ -53,14 +53,7 @@ class Qwen3MoeModel final : public DecoderModel {
                   .down_exps = b.matrix(p + "ffn_down_exps.weight")}});
     }
     if (!b.status().is_ok()) return b.status();
-    m->attention_shape_ = AttentionShape{.n_embd = hp.n_embd,
-                                         .n_head = hp.n_head,
-                                         .n_head_kv = hp.n_head_kv,
-                                         .head_dim = hp.head_dim_k,
-                                         .n_rot = hp.n_rot,
-                                         .rope_base = hp.rope_base,
-                                         .rms_eps = hp.rms_eps,
-                                         .output_gate = false};
+    m->attention_shape_ = AttentionShape::of(hp);  // qwen3moe: no output gate
     m->moe_shape_ = MoeShape{.n_embd = hp.n_embd,
                              .n_expert = hp.n_expert,
                              .n_expert_used = hp.n_expert_used,

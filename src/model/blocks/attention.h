@@ -33,6 +33,18 @@ struct AttentionShape {
   float rope_base = 10000.0f;
   float rms_eps = 1e-6f;
   bool output_gate = false;   // q projection holds [query | gate] per head
+
+  // The shape the hyper-parameters give (attn_output_gate: qwen35moe's gated attention).
+  static AttentionShape of(const HParams& hp) {
+    return {.n_embd = hp.n_embd,
+            .n_head = hp.n_head,
+            .n_head_kv = hp.n_head_kv,
+            .head_dim = hp.head_dim_k,
+            .n_rot = hp.n_rot,
+            .rope_base = hp.rope_base,
+            .rms_eps = hp.rms_eps,
+            .output_gate = hp.attn_output_gate};
+  }
 };
 
 // How the softmax attention is computed (-fa; the model passes it down, see
