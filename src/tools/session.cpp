@@ -201,6 +201,21 @@ Status check_spec_flags(SpecFlags& f) {
       return Status::bad_input("speculative-decoding settings were given without --spec-type (e.g. draft-mtp)");
     }
   }
+  {
+    // A drafter's own settings given for another drafter would be accepted and ignored.
+    const SpecParams d;
+    const SpecParams& p = f.params;
+    const bool simple_set = p.ngram_size_n != d.ngram_size_n || p.ngram_size_m != d.ngram_size_m ||
+                            p.ngram_min_hits != d.ngram_min_hits;
+    const bool mod_set = p.ngram_mod_n_match != d.ngram_mod_n_match || p.ngram_mod_n_min != d.ngram_mod_n_min ||
+                         p.ngram_mod_n_max != d.ngram_mod_n_max;
+    if (simple_set && *type != SpecType::kNgramSimple) {
+      return Status::bad_input("--spec-ngram-simple-* settings apply to --spec-type ngram-simple");
+    }
+    if (mod_set && *type != SpecType::kNgramMod) {
+      return Status::bad_input("--spec-ngram-mod-* settings apply to --spec-type ngram-mod");
+    }
+  }
   if (*type == SpecType::kNgramMod) {
     // ngram-mod drafts n_min..n_max tokens of its own (llama.cpp's 48..64), not the general
     // draft length: say so rather than ignore --spec-draft-n-max/-n-min.

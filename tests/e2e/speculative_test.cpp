@@ -383,6 +383,13 @@ TEST(SpeculativeCli, NgramModRunsAndKeepsTheOutput) {
   const auto wrong = moetier::testing::run_moetier(base + " --spec-type ngram-mod --spec-draft-n-max 8");
   EXPECT_EQ(wrong.rc, 2);
   EXPECT_NE(wrong.err.find("--spec-ngram-mod-n-min/-n-max"), std::string::npos) << wrong.err;
+  // One drafter's settings with another drafter: an error, not ignored.
+  const auto crossed = moetier::testing::run_moetier(base + " --spec-type ngram-mod --spec-ngram-simple-size-n 4");
+  EXPECT_EQ(crossed.rc, 2);
+  EXPECT_NE(crossed.err.find("apply to --spec-type ngram-simple"), std::string::npos) << crossed.err;
+  const auto crossed2 = moetier::testing::run_moetier(base + " --spec-type ngram-simple --spec-ngram-mod-n-match 8");
+  EXPECT_EQ(crossed2.rc, 2);
+  EXPECT_NE(crossed2.err.find("apply to --spec-type ngram-mod"), std::string::npos) << crossed2.err;
 }
 
 // The CLI rejects what it cannot honour, with one clear line and exit status 2.
