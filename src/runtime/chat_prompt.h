@@ -43,6 +43,9 @@ class ChatPrompt {
   const std::string& origin() const { return origin_; }
   // True when neither a file nor the model gave a template (ChatML is used).
   bool is_fallback() const { return fallback_; }
+  // The template reads `enable_thinking` (Qwen3's and Qwen3.5/3.6's do): llama-server then
+  // always defines it, so the thinking switch works in either direction.
+  bool supports_thinking() const { return source_.find("enable_thinking") != std::string::npos; }
 
  private:
   ChatPrompt(text::ChatTemplate tmpl, std::string source, std::string origin)

@@ -14,6 +14,7 @@ struct ApiError {
   std::string message;
   std::string param;  // the offending request field; "" = null
   std::string code;   // a machine-readable code ("context_length_exceeded"); "" = null
+  nlohmann::json extra = nullptr;  // more fields of the error object (llama-server's n_ctx, …)
 
   static ApiError bad_request(std::string message, std::string param = {}) {
     return {.http_status = 400, .message = std::move(message), .param = std::move(param)};

@@ -1,12 +1,15 @@
 #include "server/generation_endpoint.h"
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "server/constraint_builder.h"
 #include "server/http_util.h"
+#include "server/infill.h"
 #include "server/text_stream.h"
 #include "text/utf8.h"
 
@@ -25,22 +28,41 @@ constexpr auto kPollInterval = std::chrono::milliseconds(100);
 // that went away is then noticed within about two intervals.
 constexpr auto kHeartbeatInterval = std::chrono::milliseconds(200);
 
+bool native(Endpoint e) { return e == Endpoint::kNative || e == Endpoint::kInfill; }
+
+// One choice of a request (OpenAI `n`): its task and what it produced so far.
+struct Choice {
+  std::shared_ptr<GenerationTask> task;
+  ChoiceOutput out;
+  std::vector<int32_t> tokens;           // native non-streamed: every token (return_tokens)
+  std::unique_ptr<ChatOutputParser> parser;  // chat with tools: tool calls out of the text
+  bool finished = false;
+  TaskEvent final_event;
+};
+
 // Everything the response writer needs once the handler has returned.
 struct Stream {
   ServerState* state = nullptr;
-  std::shared_ptr<GenerationTask> task;
+  std::vector<Choice> choices;
   ResponseMeta meta;
-  bool stream = false;
-  bool include_usage = false;
-  std::string echo_prefix;  // /v1/completions with echo: the prompt text, sent first
-  bool finished = false;    // the final event was written
-  // Non-streamed: collected output.
-  std::string content, reasoning;
-  std::vector<PositionLogprobs> logprobs;
+  GenerationRequest request;  // the parsed request (flags for the response's shape)
+  ordered_json generation_settings;  // native: echoed in the final object
+  std::string prompt_text;    // native: the prompt as text, echoed in the final object
+  bool truncated = false;     // /infill dropped context to fit
+  std::string echo_prefix;    // /v1/completions with echo: the prompt text, sent first
+  bool finished = false;      // the response is complete
 
   ~Stream() {
-    if (!finished) task->cancel();  // the client went away or the connection broke
+    for (auto& c : choices) {
+      if (!c.finished) c.task->cancel();  // the client went away or the connection broke
+    }
     state->counters.generations_in_flight.fetch_sub(1);
+  }
+  bool all_finished() const {
+    for (const auto& c : choices) {
+      if (!c.finished) return false;
+    }
+    return true;
   }
 };
 
@@ -54,67 +76,207 @@ ApiError shutdown_error() {
   return {.http_status = 503, .type = "unavailable_error", .message = "the server is shutting down"};
 }
 
-// Writes the events to the client; returns false when the client is gone.
-bool write_events(Stream& s, std::vector<TaskEvent>& events, httplib::DataSink& sink) {
-  for (TaskEvent& e : events) {
-    if (s.stream) {
-      if (!e.content.empty() || !e.reasoning.empty() || (s.meta.logprobs && !e.logprobs.empty())) {
-        if (!write_sse(sink, delta_chunk(s.meta, e.content, e.reasoning, e.logprobs))) return false;
-      }
-    } else {
-      s.content += e.content;
-      s.reasoning += e.reasoning;
-      for (auto& lp : e.logprobs) s.logprobs.push_back(std::move(lp));
+// Usage over all choices: the prompt once, the completions summed (as OpenAI counts `n`).
+TaskTimings summed_usage(const Stream& s) {
+  TaskTimings u = s.choices.front().final_event.timings;
+  u.n_generated = 0;
+  for (const auto& c : s.choices) u.n_generated += c.final_event.timings.n_generated;
+  return u;
+}
+
+// llama-server's native chunk / final object for /completion and /infill.
+ordered_json native_object(const Stream& s, int index, const TaskEvent& e, const std::string& content,
+                           const std::vector<int32_t>& tokens, const std::vector<PositionLogprobs>& lps, bool final) {
+  const GenerationRequest& r = s.request;
+  ordered_json j = {{"index", index},
+                    {"content", content},
+                    {"tokens", r.return_tokens ? ordered_json(tokens) : ordered_json::array()},
+                    {"id_slot", final ? e.slot : -1},
+                    {"stop", final}};
+  if (final) {
+    j["model"] = s.meta.model;
+    j["tokens_predicted"] = e.timings.n_generated;
+    j["tokens_evaluated"] = e.timings.n_prompt;
+    j["generation_settings"] = s.generation_settings;
+    j["prompt"] = s.prompt_text;
+    j["has_new_line"] = content.find('\n') != std::string::npos;
+    j["truncated"] = s.truncated;
+    j["stop_type"] = stop_type_name(e.stop_type);
+    j["stopping_word"] = e.stopping_word;
+    j["tokens_cached"] = e.timings.n_prompt + e.timings.n_generated;
+    j["timings"] = timings_json(e.timings);
+  } else {
+    j["tokens_predicted"] = e.timings.n_generated;
+    j["tokens_evaluated"] = e.timings.n_prompt;
+    if (r.timings_per_token) j["timings"] = timings_json(e.timings);
+  }
+  if (r.n_logprobs > 0 && !lps.empty()) {
+    j["completion_probabilities"] = completion_probabilities(*s.meta.tokenizer, lps, r.post_sampling_probs);
+  }
+  return j;
+}
+
+ordered_json progress_json(const PromptProgress& p) {
+  return {{"total", p.total}, {"cache", p.cache}, {"processed", p.processed}, {"time_ms", p.time_ms}};
+}
+
+bool write_error(Stream& s, httplib::DataSink& sink, const TaskEvent& e) {
+  const ApiError err = s.state->shutting_down ? shutdown_error()
+                                              : ApiError{.http_status = 500, .type = "server_error", .message = e.error};
+  if (s.request.stream) {
+    write_sse(sink, err.to_json());
+  } else {
+    const std::string body = dump_json(err.to_json());
+    sink.write(body.data(), body.size());
+  }
+  sink.done();
+  s.finished = true;
+  return true;
+}
+
+// A streamed event of one choice.
+bool write_stream_event(Stream& s, int index, TaskEvent& e, httplib::DataSink& sink) {
+  Choice& c = s.choices[static_cast<size_t>(index)];
+  const Endpoint ep = s.meta.endpoint;
+  if (e.progress) {
+    if (!s.request.return_progress) return true;
+    if (native(ep)) {
+      ordered_json j = {{"index", index}, {"content", ""}, {"tokens", ordered_json::array()}, {"stop", false},
+                        {"id_slot", -1}, {"prompt_progress", progress_json(*e.progress)}};
+      return write_sse(sink, j);
     }
-    if (!e.final) continue;
-    s.finished = true;
-    if (e.finish == FinishReason::kError) {
-      const ApiError err = s.state->shutting_down ? shutdown_error()
-                                                  : ApiError{.http_status = 500, .type = "server_error", .message = e.error};
-      if (s.stream) {
-        write_sse(sink, err.to_json());
-      } else {
-        const std::string body = dump_json(err.to_json());
-        sink.write(body.data(), body.size());
-      }
-      sink.done();
-      return true;
-    }
-    if (s.stream) {
-      if (!write_sse(sink, finish_chunk(s.meta, e))) return false;
-      if (s.include_usage && !write_sse(sink, usage_chunk(s.meta, e.timings))) return false;
-      static constexpr char kDone[] = "data: [DONE]\n\n";
-      if (!sink.write(kDone, sizeof(kDone) - 1)) return false;
-    } else {
-      const std::string body = dump_json(full_response(s.meta, s.echo_prefix + s.content, s.reasoning, s.logprobs, e));
-      if (!sink.write(body.data(), body.size())) return false;
-    }
-    sink.done();
-    return true;
+    ordered_json j = first_chat_chunk(s.meta, index);
+    if (ep != Endpoint::kChat) j = delta_chunk(s.meta, index, "", "", {});
+    j["prompt_progress"] = progress_json(*e.progress);
+    return write_sse(sink, j);
+  }
+  std::string content = std::move(e.content);
+  ordered_json tool_deltas = nullptr;
+  if (c.parser) {
+    auto d = e.final ? c.parser->finish(content) : c.parser->push(content);
+    content = std::move(d.content);
+    tool_deltas = std::move(d.tool_call_deltas);
+  }
+  if (native(ep)) {
+    if (e.final) return true;  // the final object is written by the caller
+    if (content.empty() && e.tokens.empty() && e.logprobs.empty()) return true;
+    return write_sse(sink, native_object(s, index, e, content, e.tokens, e.logprobs, false));
+  }
+  const bool has_text = !content.empty() || !e.reasoning.empty() || !tool_deltas.is_null();
+  if (has_text || (s.meta.logprobs && !e.logprobs.empty())) {
+    ordered_json j = delta_chunk(s.meta, index, content, e.reasoning, e.logprobs, tool_deltas);
+    if (s.request.timings_per_token) j["timings"] = timings_json(e.timings);
+    if (!write_sse(sink, j)) return false;
   }
   return true;
 }
 
+// Writes the events of one choice; returns false when the client is gone.
+bool write_events(Stream& s, int index, std::vector<TaskEvent>& events, httplib::DataSink& sink) {
+  Choice& c = s.choices[static_cast<size_t>(index)];
+  for (TaskEvent& e : events) {
+    if (e.final && e.finish == FinishReason::kError) return write_error(s, sink, e);
+    if (s.request.stream) {
+      const std::string final_content = e.final && native(s.meta.endpoint) ? e.content : std::string();
+      const std::vector<int32_t> final_tokens = e.final ? e.tokens : std::vector<int32_t>{};
+      const std::vector<PositionLogprobs> final_lps = e.final ? e.logprobs : std::vector<PositionLogprobs>{};
+      if (!write_stream_event(s, index, e, sink)) return false;
+      if (e.final) {
+        c.finished = true;
+        c.final_event = e;
+        if (native(s.meta.endpoint)) {
+          if (!write_sse(sink, native_object(s, index, e, final_content, final_tokens, final_lps, true))) return false;
+        } else if (!write_sse(sink, finish_chunk(s.meta, index, e, c.parser && c.parser->saw_tool_calls()))) {
+          return false;
+        }
+      }
+    } else {
+      if (e.progress) continue;
+      c.out.content += e.content;
+      c.out.reasoning += e.reasoning;
+      c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+      for (auto& lp : e.logprobs) c.out.logprobs.push_back(std::move(lp));
+      if (e.final) {
+        c.finished = true;
+        c.final_event = std::move(e);
+      }
+    }
+    if (c.finished) break;
+  }
+  if (!s.all_finished()) return true;
+  // Every choice is done: close the response.
+  s.finished = true;
+  if (s.request.stream) {
+    if (!native(s.meta.endpoint)) {
+      if (s.request.include_usage && !write_sse(sink, usage_chunk(s.meta, summed_usage(s), s.choices[0].final_event.timings))) {
+        return false;
+      }
+      static constexpr char kDone[] = "data: [DONE]\n\n";
+      if (!sink.write(kDone, sizeof(kDone) - 1)) return false;
+    }
+  } else {
+    ordered_json body;
+    if (native(s.meta.endpoint)) {
+      // One object for one choice, an array for several (as llama-server's n_cmpl).
+      ordered_json items = ordered_json::array();
+      for (size_t i = 0; i < s.choices.size(); ++i) {
+        const Choice& ch = s.choices[i];
+        items.push_back(native_object(s, static_cast<int>(i), ch.final_event, ch.out.content, ch.tokens,
+                                      ch.out.logprobs, true));
+      }
+      body = items.size() == 1 ? items[0] : items;
+    } else {
+      ordered_json choices = ordered_json::array();
+      for (size_t i = 0; i < s.choices.size(); ++i) {
+        Choice& ch = s.choices[i];
+        if (ch.parser) {
+          ChatOutputParser::Parsed parsed = ch.parser->parse_full(ch.out.content);
+          ch.out.content = std::move(parsed.content);
+          ch.out.tool_calls = std::move(parsed.tool_calls);
+        }
+        if (i == 0 && !s.echo_prefix.empty()) ch.out.content = s.echo_prefix + ch.out.content;
+        choices.push_back(choice_json(s.meta, static_cast<int>(i), ch.out, ch.final_event));
+      }
+      body = full_response(s.meta, std::move(choices), summed_usage(s), s.choices[0].final_event.timings);
+    }
+    const std::string text = dump_json(body);
+    if (!sink.write(text.data(), text.size())) return false;
+  }
+  sink.done();
+  return true;
+}
+
 bool provide(Stream& s, httplib::DataSink& sink) {
-  if (s.stream) {
-    if (s.meta.endpoint == Endpoint::kChat && !write_sse(sink, first_chat_chunk(s.meta))) return false;
-    if (!s.echo_prefix.empty() && !write_sse(sink, delta_chunk(s.meta, s.echo_prefix, "", {}))) return false;
+  if (s.request.stream && s.meta.endpoint == Endpoint::kChat) {
+    for (size_t i = 0; i < s.choices.size(); ++i) {
+      if (!write_sse(sink, first_chat_chunk(s.meta, static_cast<int>(i)))) return false;
+    }
+  }
+  if (s.request.stream && !s.echo_prefix.empty() && !write_sse(sink, delta_chunk(s.meta, 0, s.echo_prefix, "", {}))) {
+    return false;
   }
   std::vector<TaskEvent> events;
   auto last_write = std::chrono::steady_clock::now();
   while (!s.finished) {
-    events.clear();
-    const bool got = s.task->wait(events, kPollInterval);
-    if (!sink.is_writable()) return false;  // the client closed the connection
-    if (got) {
-      if (!write_events(s, events, sink)) return false;
-      if (s.stream && !events.empty()) last_write = std::chrono::steady_clock::now();
+    bool wrote = false;
+    for (size_t i = 0; i < s.choices.size() && !s.finished; ++i) {
+      if (s.choices[i].finished) continue;
+      events.clear();
+      // Several choices: poll each briefly; one: wait for it.
+      const auto wait = s.choices.size() == 1 ? kPollInterval : std::chrono::milliseconds(5);
+      const bool got = s.choices[i].task->wait(events, wait);
+      if (!sink.is_writable()) return false;  // the client closed the connection
+      if (got) {
+        if (!write_events(s, static_cast<int>(i), events, sink)) return false;
+        wrote = wrote || s.request.stream;
+      }
     }
     if (s.finished) break;
     const auto now = std::chrono::steady_clock::now();
+    if (wrote) last_write = now;
     if (now - last_write >= kHeartbeatInterval) {
       static constexpr char kSseComment[] = ":\n\n";
-      const bool ok = s.stream ? sink.write(kSseComment, sizeof(kSseComment) - 1) : sink.write(" ", 1);
+      const bool ok = s.request.stream ? sink.write(kSseComment, sizeof(kSseComment) - 1) : sink.write(" ", 1);
       if (!ok) return false;
       last_write = now;
     }
@@ -122,26 +284,118 @@ bool provide(Stream& s, httplib::DataSink& sink) {
   return true;
 }
 
+// llama-server's exceed_context_size_error, with OpenAI's code for clients that look for it.
 ApiError context_error(const ServerState& st, size_t n_prompt) {
   return {.http_status = 400,
-          .message = fmt::format("the prompt has {} tokens, but a slot's context is {} tokens (-c {} shared by -np {})",
+          .type = "exceed_context_size_error",
+          .message = fmt::format("the request ({} prompt tokens) exceeds the available context size ({} tokens per "
+                                 "slot: -c {} shared by -np {}); give a larger -c or a shorter prompt",
                                  n_prompt, st.scheduler.n_ctx_slot(), st.scheduler.n_ctx_slot() * st.scheduler.n_slots(),
                                  st.scheduler.n_slots()),
-          .param = "messages",
-          .code = "context_length_exceeded"};
+          .code = "context_length_exceeded",
+          .extra = {{"n_prompt_tokens", n_prompt}, {"n_ctx", st.scheduler.n_ctx_slot()}}};
+}
+
+// Token ids of a /completion prompt given as a mix of ids and strings.
+std::optional<ApiError> mixed_prompt_tokens(const ServerState& st, const ordered_json& items, std::vector<int32_t>& out) {
+  bool first = true;
+  for (const auto& item : items) {
+    if (item.is_string()) {
+      auto ids = st.tokenizer.encode(item.get<std::string>(), {.parse_special = true, .add_special = first});
+      out.insert(out.end(), ids.begin(), ids.end());
+    } else {
+      const int64_t id = item.get<int64_t>();
+      if (id >= st.tokenizer.n_vocab()) {
+        return ApiError::bad_request(
+            fmt::format("'prompt' token id {} is out of range (vocabulary has {} tokens)", id, st.tokenizer.n_vocab()),
+            "prompt");
+      }
+      out.push_back(static_cast<int32_t>(id));
+    }
+    first = false;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> resolve_logit_bias(const ServerState& st, const GenerationRequest& r, std::vector<LogitBias>& out) {
+  for (const LogitBiasEntry& e : r.logit_bias) {
+    if (e.token) {
+      if (*e.token < 0 || *e.token >= st.tokenizer.n_vocab()) {
+        return ApiError::bad_request(fmt::format("'logit_bias' token id {} is out of range (vocabulary has {} tokens)",
+                                                 *e.token, st.tokenizer.n_vocab()),
+                                     "logit_bias");
+      }
+      out.push_back({.token = static_cast<int32_t>(*e.token), .bias = e.bias});
+    } else {
+      for (int32_t id : st.tokenizer.encode(e.text, {.parse_special = false, .add_special = false})) {
+        out.push_back({.token = id, .bias = e.bias});
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+ordered_json generation_settings_json(const ServerState& st, const GenerationRequest& r) {
+  const SamplerParams& s = r.sampling;
+  ordered_json stop = r.stop;
+  return {{"n_predict", r.max_tokens},
+          {"seed", s.seed == kRandomSeed ? -1 : static_cast<int64_t>(s.seed)},
+          {"temperature", s.temperature},
+          {"top_k", s.top_k},
+          {"top_p", s.top_p},
+          {"min_p", s.min_p},
+          {"repeat_last_n", s.repeat_last_n},
+          {"repeat_penalty", s.repeat_penalty},
+          {"presence_penalty", s.presence_penalty},
+          {"frequency_penalty", s.frequency_penalty},
+          {"stop", stop},
+          {"max_tokens", r.max_tokens},
+          {"ignore_eos", r.ignore_eos},
+          {"stream", r.stream},
+          {"n_probs", std::max(r.n_logprobs, 0)},
+          {"min_keep", s.min_keep},
+          {"post_sampling_probs", r.post_sampling_probs},
+          {"timings_per_token", r.timings_per_token},
+          {"n_ctx", st.scheduler.n_ctx_slot()},
+          {"model", st.config.model_name}};
 }
 
 }  // namespace
 
 std::optional<ApiError> render_chat_prompt(const ServerState& st, const GenerationRequest& r, std::string& prompt) {
-  ChatRenderParams params{.messages = r.messages, .tools = r.tools};
+  ChatRenderParams params{.messages = r.messages, .tools = r.tool_choice == "none" ? ordered_json(nullptr) : r.tools};
+  params.add_generation_prompt = r.add_generation_prompt;
+  // --reasoning auto: as llama-server, enable_thinking is set when the template knows it
+  // (true unless the output is constrained, which a think block would break).
+  if (st.chat_prompt.supports_thinking()) params.enable_thinking = !output_constrained(r);
   if (st.config.reasoning == "on") params.enable_thinking = true;
   if (st.config.reasoning == "off" || st.config.reasoning_budget == 0) params.enable_thinking = false;
   params.kwargs = st.config.chat_template_kwargs;
   for (const auto& [k, v] : r.chat_template_kwargs.items()) params.kwargs[k] = v;
+  std::string continued;
+  if (r.continue_final_message) {
+    // Prefill: render the conversation before the assistant's unfinished message with the
+    // generation prompt, then append that message's text; the model continues it.
+    if (!r.messages.is_array() || r.messages.empty() || r.messages.back().value("role", "") != "assistant") {
+      return ApiError::bad_request("'continue_final_message' needs a last message with role assistant", "messages");
+    }
+    const ordered_json& last = r.messages.back();
+    if (auto c = last.find("content"); c != last.end()) {
+      if (c->is_string()) {
+        continued = c->get<std::string>();
+      } else if (c->is_array()) {
+        for (const auto& part : *c) {
+          if (part.is_object() && part.value("type", "") == "text") continued += part.value("text", "");
+        }
+      }
+    }
+    params.messages = r.messages;
+    params.messages.erase(params.messages.size() - 1);
+    params.add_generation_prompt = true;
+  }
   auto rendered = st.chat_prompt.render(params);
   if (!rendered) return ApiError::bad_request("chat template: " + rendered.status().message(), "messages");
-  prompt = std::move(rendered).value();
+  prompt = std::move(rendered).value() + continued;
   return std::nullopt;
 }
 
@@ -149,84 +403,134 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   ordered_json body;
   if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
   GenerationRequest r;
-  auto error = endpoint == Endpoint::kChat ? parse_chat_request(body, st.config.defaults, r)
-                                           : parse_completion_request(body, st.config.defaults, r);
-  if (error) return send_error(res, *error);
-  if (!st.accepts_model_name(r.model)) {
-    return send_error(res, {.http_status = 404,
-                            .message = fmt::format("the model '{}' does not exist; this server serves '{}'", r.model,
-                                                   st.config.model_name),
-                            .param = "model",
-                            .code = "model_not_found"});
+  std::optional<ApiError> error;
+  switch (endpoint) {
+    case Endpoint::kChat: error = parse_chat_request(body, st.config.defaults, r); break;
+    case Endpoint::kCompletion: error = parse_completion_request(body, st.config.defaults, r); break;
+    case Endpoint::kNative: error = parse_native_completion_request(body, st.config.defaults, false, r); break;
+    case Endpoint::kInfill: error = parse_native_completion_request(body, st.config.defaults, true, r); break;
   }
+  if (error) return send_error(res, *error);
+  // As llama-server serving one model: any "model" name is this model (clients send their
+  // own defaults, e.g. "gpt-3.5-turbo"); responses name the served model.
 
   GenerationSpec spec;
   std::string prompt_text;
+  bool truncated = false;
   if (endpoint == Endpoint::kChat) {
     if (auto e = render_chat_prompt(st, r, prompt_text)) return send_error(res, *e);
     spec.prompt = st.tokenizer.encode(prompt_text, {.parse_special = true, .add_special = true});
     spec.prompt_opens_reasoning = prompt_opens_reasoning(prompt_text);
     spec.split_reasoning = r.reasoning_format == ReasoningFormat::kAuto;
     spec.reasoning_budget = st.config.reasoning_budget;
+  } else if (endpoint == Endpoint::kInfill) {
+    const auto fim = find_fim_tokens(st.tokenizer);
+    if (!fim) {
+      return send_error(res, {.http_status = 501,
+                              .type = "not_supported_error",
+                              .message = "this model's vocabulary has no fill-in-the-middle tokens (<|fim_prefix|>, "
+                                         "<|fim_suffix|>, <|fim_middle|>), so /infill cannot be served"});
+    }
+    InfillInput in{.prefix = r.input_prefix, .suffix = r.input_suffix, .prompt = r.prompt_text.value_or("")};
+    if (r.input_extra.is_array()) {
+      for (const auto& chunk : r.input_extra) in.extra.push_back({chunk.value("filename", ""), chunk.value("text", "")});
+    }
+    // Leave room to generate: a quarter of the slot, or what n_predict asks for.
+    const int64_t n_ctx = st.scheduler.n_ctx_slot();
+    const int64_t reserve = r.max_tokens > 0 ? std::min(r.max_tokens, n_ctx / 2) : n_ctx / 4;
+    InfillPrompt built = build_infill_prompt(st.tokenizer, *fim, in, n_ctx - 1 - reserve);
+    spec.prompt = std::move(built.tokens);
+    truncated = built.truncated;
+    prompt_text = st.tokenizer.detokenize(spec.prompt, true);
+    spec.split_reasoning = false;
   } else if (r.prompt_text) {
     prompt_text = *r.prompt_text;
     spec.prompt = st.tokenizer.encode(prompt_text, {.parse_special = true, .add_special = true});
     spec.split_reasoning = false;
   } else {
-    for (int32_t t : r.prompt_tokens) {
-      if (t >= st.tokenizer.n_vocab()) {
-        return send_error(res, ApiError::bad_request(fmt::format("'prompt' token id {} is out of range (vocabulary "
-                                                                 "has {} tokens)",
-                                                                 t, st.tokenizer.n_vocab()),
-                                                     "prompt"));
-      }
-    }
-    spec.prompt = r.prompt_tokens;
-    if (r.echo) prompt_text = st.tokenizer.detokenize(spec.prompt, false);
+    const ordered_json items = r.prompt_mixed.is_array() ? r.prompt_mixed : ordered_json(r.prompt_tokens);
+    if (auto e = mixed_prompt_tokens(st, items, spec.prompt)) return send_error(res, *e);
+    prompt_text = st.tokenizer.detokenize(spec.prompt, false);
     spec.split_reasoning = false;
   }
   if (spec.prompt.empty()) return send_error(res, ApiError::bad_request("the prompt has no tokens", "prompt"));
   if (static_cast<int64_t>(spec.prompt.size()) >= st.scheduler.n_ctx_slot()) {
     return send_error(res, context_error(st, spec.prompt.size()));
   }
+  if (auto e = resolve_logit_bias(st, r, spec.logit_bias)) return send_error(res, *e);
   spec.sampling = r.sampling;
   spec.max_tokens = r.max_tokens;
   spec.stop = r.stop;
   spec.ignore_eos = r.ignore_eos;
   spec.n_logprobs = r.n_logprobs;
+  spec.post_sampling_probs = r.post_sampling_probs;
   spec.cache_prompt = r.cache_prompt;
-
-  auto task = std::make_shared<GenerationTask>(std::move(spec));
-  if (st.shutting_down) return send_error(res, shutdown_error());
-  if (Status s = st.scheduler.submit(task); !s) {
-    if (s.kind() == ErrorKind::kBadInput) return send_error(res, ApiError::bad_request(s.message()));
-    return send_error(res, shutdown_error());
+  spec.id_slot = r.id_slot;
+  spec.report_progress = r.return_progress;
+  if (r.id_slot >= st.scheduler.n_slots()) {
+    return send_error(res, ApiError::bad_request(fmt::format("'id_slot' {} does not exist: the server has {} slot(s)",
+                                                             r.id_slot, st.scheduler.n_slots()),
+                                                 "id_slot"));
   }
-  st.counters.generations_in_flight.fetch_add(1);
+  if (r.n_choices > 1 && r.id_slot >= 0) {
+    return send_error(res, ApiError::bad_request("'id_slot' and 'n' > 1 cannot be combined (each choice needs a slot)", "n"));
+  }
+
+  // The output constraint (grammar, JSON schema, forced tool calls) is compiled once and
+  // instantiated per choice.
+  std::shared_ptr<const ConstraintFactory> constraint;
+  if (auto e = build_constraint(st, r, constraint)) return send_error(res, *e);
+
   auto stream = std::make_shared<Stream>();
   stream->state = &st;
-  stream->task = task;
+  st.counters.generations_in_flight.fetch_add(1);  // the Stream's destructor takes it back
   stream->meta = {.endpoint = endpoint,
                   .id = new_response_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-"),
                   .created = static_cast<int64_t>(std::time(nullptr)),
                   .model = st.config.model_name,
                   .logprobs = r.n_logprobs >= 0,
                   .tokenizer = &st.tokenizer};
-  stream->stream = r.stream;
-  stream->include_usage = r.include_usage;
+  stream->truncated = truncated;
+  if (native(endpoint)) {
+    stream->generation_settings = generation_settings_json(st, r);
+    text::append_utf8_sanitized(prompt_text, stream->prompt_text);
+  }
   if (endpoint == Endpoint::kCompletion && r.echo) {
     std::string valid;
     text::append_utf8_sanitized(prompt_text, valid);
     stream->echo_prefix = std::move(valid);
   }
+  if (st.shutting_down) return send_error(res, shutdown_error());
+  for (int i = 0; i < r.n_choices; ++i) {
+    GenerationSpec choice_spec = spec;
+    // Several choices with one seed would all be the same: choice i uses seed + i.
+    if (i > 0 && spec.sampling.seed != kRandomSeed) choice_spec.sampling.seed = spec.sampling.seed + static_cast<uint32_t>(i);
+    if (constraint) choice_spec.constraint = constraint->make();
+    Choice c;
+    c.task = std::make_shared<GenerationTask>(std::move(choice_spec));
+    if (endpoint == Endpoint::kChat) c.parser = make_chat_output_parser(st, r);
+    if (Status s = st.scheduler.submit(c.task); !s) {
+      for (auto& earlier : stream->choices) earlier.task->cancel();
+      stream->choices.clear();
+      if (s.kind() == ErrorKind::kBadInput) return send_error(res, ApiError::bad_request(s.message()));
+      return send_error(res, shutdown_error());
+    }
+    stream->choices.push_back(std::move(c));
+  }
+  stream->request = std::move(r);
+  const bool streamed = stream->request.stream;
   res.status = 200;
-  if (r.stream) {
+  if (streamed) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
   }
-  res.set_chunked_content_provider(r.stream ? "text/event-stream" : "application/json; charset=utf-8",
+  res.set_chunked_content_provider(streamed ? "text/event-stream" : "application/json; charset=utf-8",
                                    [stream](size_t, httplib::DataSink& sink) { return provide(*stream, sink); },
-                                   [stream](bool) { if (!stream->finished) stream->task->cancel(); });
+                                   [stream](bool) {
+                                     for (auto& c : stream->choices) {
+                                       if (!c.finished) c.task->cancel();
+                                     }
+                                   });
 }
 
 }  // namespace moetier::server

@@ -18,10 +18,39 @@ namespace moetier::server {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-bool ServerState::accepts_model_name(const std::string& name) const {
-  if (name.empty() || name == config.model_name || name == config.model_path) return true;
-  const std::filesystem::path p(config.model_path);
-  return name == p.filename().string() || name == p.stem().string();
+bool cors_origin_allowed(const std::string& allowed, const std::string& origin) {
+  if (origin.empty()) return false;
+  if (allowed == "*") return true;
+  if (allowed == "localhost") {
+    // scheme://host[:port], host one of the loopback names.
+    const size_t scheme_end = origin.find("://");
+    if (scheme_end == std::string::npos) return false;
+    const std::string scheme = origin.substr(0, scheme_end);
+    if (scheme != "http" && scheme != "https") return false;
+    std::string host = origin.substr(scheme_end + 3);
+    if (host.find('/') != std::string::npos) return false;
+    if (!host.empty() && host[0] == '[') {
+      const size_t close = host.find(']');
+      if (close == std::string::npos) return false;
+      const std::string rest = host.substr(close + 1);
+      host = host.substr(1, close - 1);
+      if (!rest.empty() && rest[0] != ':') return false;
+    } else if (const size_t colon = host.find(':'); colon != std::string::npos) {
+      host = host.substr(0, colon);
+    }
+    return host == "localhost" || host == "127.0.0.1" || host == "::1";
+  }
+  size_t start = 0;
+  while (start <= allowed.size()) {
+    size_t end = allowed.find(',', start);
+    if (end == std::string::npos) end = allowed.size();
+    std::string item = allowed.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item == origin) return true;
+    start = end + 1;
+  }
+  return false;
 }
 
 namespace {
@@ -170,7 +199,10 @@ Status HttpServer::bind() {
   return Status::ok();
 }
 
-void HttpServer::run() { http_->listen_after_bind(); }
+void HttpServer::run() {
+  http_->listen_after_bind();
+  listener_done_ = true;
+}
 
 void HttpServer::shutdown() {
   state_.shutting_down = true;
@@ -187,7 +219,13 @@ void HttpServer::shutdown() {
       std::this_thread::sleep_for(20ms);
     }
   }
-  http_->stop();
+  // httplib's stop() only acts on a listener that is already running: one that has not
+  // entered its accept loop yet (a signal right after "listening" was printed) would miss it
+  // and then serve forever. So stop until run() has returned.
+  while (!listener_done_.load()) {
+    http_->stop();
+    std::this_thread::sleep_for(5ms);
+  }
 }
 
 void HttpServer::routes() {
@@ -195,11 +233,25 @@ void HttpServer::routes() {
   httplib::Server& h = *http_;
 
   h.set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    // CORS, so browser chat UIs on other origins can call the API.
-    res.set_header("Access-Control-Allow-Origin", req.has_header("Origin") ? req.get_header_value("Origin") : "*");
+    // CORS, so browser chat UIs on other origins can call the API: as llama-server, an
+    // allowed Origin is reflected with credentials allowed (the API key travels in a header);
+    // a page on an origin --cors-origins does not allow gets no CORS headers, so the browser
+    // keeps it from reading any answer.
+    const std::string origin = req.get_header_value("Origin");
     res.set_header("Vary", "Origin");
+    const bool cors_ok = cors_origin_allowed(st.config.cors_origins, origin);
+    if (cors_ok) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Access-Control-Allow-Credentials", "true");
+    } else if (origin.empty() && st.config.cors_origins == "*") {
+      res.set_header("Access-Control-Allow-Origin", "*");
+    }
     if (req.method == "OPTIONS") {
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      if (!cors_ok && !origin.empty()) {
+        res.status = 403;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
       res.set_header("Access-Control-Max-Age", "86400");
       res.status = 204;
@@ -285,6 +337,13 @@ void HttpServer::routes() {
   h.Post("/chat/completions", chat);
   h.Post("/v1/completions", completion);
   h.Post("/completions", completion);
+  // llama-server's native API.
+  h.Post("/completion", [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(st, Endpoint::kNative, req, res);
+  });
+  h.Post("/infill", [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(st, Endpoint::kInfill, req, res);
+  });
 
   h.Post("/tokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
   h.Post("/detokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); });

@@ -8,6 +8,7 @@
 //   POST /tokenize              POST /detokenize          POST /apply-template
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "core/status.h"
@@ -39,6 +40,7 @@ class HttpServer {
   ServerState& state_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
+  std::atomic<bool> listener_done_{false};  // run() has returned
 };
 
 }  // namespace moetier::server

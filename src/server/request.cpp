@@ -1,6 +1,7 @@
 #include "server/request.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include <fmt/format.h>
@@ -13,6 +14,9 @@ nlohmann::json ApiError::to_json() const {
   nlohmann::json e = {{"message", message}, {"type", type}};
   e["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param);
   e["code"] = code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code);
+  if (extra.is_object()) {
+    for (const auto& [k, v] : extra.items()) e[k] = v;
+  }
   return {{"error", e}};
 }
 
@@ -103,6 +107,131 @@ class Fields {
   const ordered_json& body_;
 };
 
+bool body_has(const Fields& f, const char* name) { return f.has(name); }
+
+constexpr int64_t kMaxChoices = 16;
+
+// logit_bias in llama-server's three forms: OpenAI's {"token id": bias}, and arrays of
+// [token id, bias] or [string, bias] (every token of the string gets the bias). A bias of
+// false bans the token. Token ids are checked against the vocabulary later.
+void parse_logit_bias(Fields& f, GenerationRequest& r) {
+  const ordered_json* lb = f.get("logit_bias");
+  if (!lb || f.error) return;
+  auto bias_value = [&](const ordered_json& v, float& out) {
+    if (v.is_boolean() && !v.get<bool>()) {
+      out = -INFINITY;
+      return true;
+    }
+    if (!v.is_number() || !std::isfinite(v.get<double>())) return false;
+    out = static_cast<float>(v.get<double>());
+    return true;
+  };
+  auto add = [&](const ordered_json& key, const ordered_json& value) {
+    LogitBiasEntry e;
+    if (!bias_value(value, e.bias)) {
+      return f.fail("logit_bias", "'logit_bias' values must be numbers (or false to ban a token)");
+    }
+    if (key.is_number_integer()) {
+      e.token = key.get<int64_t>();
+    } else if (key.is_string()) {
+      const std::string& k = key.get_ref<const std::string&>();
+      char* end = nullptr;
+      const long long id = std::strtoll(k.c_str(), &end, 10);
+      if (!k.empty() && end && *end == '\0') {
+        e.token = id;
+      } else if (k.empty()) {
+        return f.fail("logit_bias", "'logit_bias' has an empty string");
+      } else {
+        e.text = k;
+      }
+    } else {
+      return f.fail("logit_bias", "'logit_bias' keys must be token ids or strings");
+    }
+    r.logit_bias.push_back(std::move(e));
+  };
+  if (lb->is_object()) {
+    for (const auto& [k, v] : lb->items()) add(ordered_json(k), v);
+  } else if (lb->is_array()) {
+    for (const auto& item : *lb) {
+      if (!item.is_array() || item.size() != 2) {
+        return f.fail("logit_bias", "'logit_bias' as an array holds [token id or string, bias] pairs");
+      }
+      add(item[0], item[1]);
+      if (f.error) return;
+    }
+  } else {
+    f.fail("logit_bias", "'logit_bias' must be an object {\"token id\": bias} or an array of [token, bias] pairs");
+  }
+}
+
+// grammar (GBNF text), json_schema, response_format: at most one way to constrain the output.
+void parse_constraints(Fields& f, GenerationRequest& r) {
+  if (f.error) return;
+  int n_given = 0;
+  if (const ordered_json* g = f.get("grammar")) {
+    if (!g->is_string()) return f.fail("grammar", "'grammar' must be a string (GBNF)");
+    if (!g->get_ref<const std::string&>().empty()) {
+      r.grammar = g->get<std::string>();
+      ++n_given;
+    }
+  }
+  if (const ordered_json* js = f.get("json_schema")) {
+    if (!js->is_object() && !js->is_boolean()) return f.fail("json_schema", "'json_schema' must be a JSON schema object");
+    r.json_schema = *js;
+    ++n_given;
+  }
+  if (const ordered_json* rf = f.get("response_format")) {
+    if (!rf->is_object()) return f.fail("response_format", "'response_format' must be an object with a 'type'");
+    const std::string type = rf->value("type", "");
+    if (type == "text") {
+      // free text: nothing to constrain
+    } else if (type == "json_object") {
+      // llama-server also takes a schema here
+      if (auto it = rf->find("schema"); it != rf->end() && !it->is_null()) {
+        if (!it->is_object()) return f.fail("response_format", "'response_format.schema' must be an object");
+        r.json_schema = *it;
+      } else {
+        r.json_object = true;
+      }
+      ++n_given;
+    } else if (type == "json_schema") {
+      auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object()) {
+        return f.fail("response_format", "'response_format.json_schema' must be an object with a 'schema'");
+      }
+      auto schema = js->find("schema");
+      if (schema == js->end() || (!schema->is_object() && !schema->is_boolean())) {
+        return f.fail("response_format", "'response_format.json_schema.schema' must be a JSON schema object");
+      }
+      r.json_schema = *schema;
+      ++n_given;
+    } else {
+      return f.fail("response_format",
+                    fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'", type));
+    }
+  }
+  if (n_given > 1) f.fail("grammar", "give at most one of 'grammar', 'json_schema' and a JSON 'response_format'");
+}
+
+// llama-server sampling options moetier does not implement: refused unless they have the
+// value that turns them off, so a request never silently gets other sampling than it asked.
+void reject_unsupported_samplers(Fields& f) {
+  struct Off {
+    const char* name;
+    double off;
+  };
+  static constexpr Off kOff[] = {{"typical_p", 1.0},        {"mirostat", 0.0},     {"dry_multiplier", 0.0},
+                                 {"xtc_probability", 0.0},  {"dynatemp_range", 0.0}, {"top_n_sigma", -1.0}};
+  for (const Off& o : kOff) {
+    const ordered_json* v = f.get(o.name);
+    if (!v || f.error) continue;
+    const bool off = v->is_number() && (v->get<double>() == o.off || (o.off < 0 && v->get<double>() <= 0));
+    if (!off) {
+      f.fail(o.name, fmt::format("'{}' is not supported by moetier (only the value that turns it off, {})", o.name, o.off));
+    }
+  }
+}
+
 // The fields /v1/chat/completions and /v1/completions share.
 void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
   r.sampling = d.sampling;
@@ -159,9 +288,15 @@ void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
   }
   f.boolean("ignore_eos", r.ignore_eos);
   f.boolean("cache_prompt", r.cache_prompt);
-  int64_t n = 1;
-  f.integer("n", n, 1, 1);
-  if (f.error && f.error->param == "n") f.error->message = "'n' must be 1: one choice per request is supported";
+  f.integer("n", r.n_choices, 1, kMaxChoices);
+  if (f.error && f.error->param == "n") {
+    f.error->message = fmt::format("'n' must be an integer from 1 to {} (choices per request)", kMaxChoices);
+  }
+  f.integer("id_slot", r.id_slot, -1, 1 << 20);
+  f.boolean("post_sampling_probs", r.post_sampling_probs);
+  parse_logit_bias(f, r);
+  parse_constraints(f, r);
+  reject_unsupported_samplers(f);
   std::string format = d.reasoning_format;
   f.string("reasoning_format", format);
   if (!f.error) {
@@ -172,10 +307,6 @@ void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
     } else {
       f.fail("reasoning_format", fmt::format("'reasoning_format' must be auto, deepseek or none, got '{}'", format));
     }
-  }
-  if (const ordered_json* rf = f.get("response_format")) {
-    const bool text = rf->is_object() && rf->value("type", "") == "text";
-    if (!text) f.fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported");
   }
   if (!f.error) {
     if (Status st = validate(r.sampling); !st) f.fail("", st.message());
@@ -237,11 +368,35 @@ std::optional<ApiError> parse_chat_request(const ordered_json& body, const Reque
   if (const ordered_json* tools = f.get("tools")) {
     if (!tools->is_array()) {
       f.fail("tools", "'tools' must be an array");
-    } else {
-      std::string choice;
-      if (const ordered_json* tc = f.get("tool_choice"); tc && tc->is_string()) choice = tc->get<std::string>();
-      if (choice != "none" && !tools->empty()) r.tools = *tools;
+    } else if (!tools->empty()) {
+      r.tools = *tools;
     }
+  }
+  if (const ordered_json* tc = f.get("tool_choice")) {
+    if (tc->is_string()) {
+      r.tool_choice = tc->get<std::string>();
+      if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tool_choice != "required") {
+        f.fail("tool_choice", "'tool_choice' must be auto, none, required or {\"type\": \"function\", ...}");
+      }
+    } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+      r.tool_choice = "function";
+      r.tool_choice_function = (*tc)["function"]["name"].get<std::string>();
+    } else {
+      f.fail("tool_choice", "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (!f.error && r.tool_choice != "auto" && r.tool_choice != "none" && r.tools.is_null()) {
+      f.fail("tool_choice", fmt::format("'tool_choice' {} needs 'tools'", r.tool_choice));
+    }
+  }
+  f.boolean("parallel_tool_calls", r.parallel_tool_calls);
+  f.boolean("continue_final_message", r.continue_final_message);
+  f.boolean("add_generation_prompt", r.add_generation_prompt);
+  if (!f.error && r.messages.is_array() && !r.messages.empty() && r.messages.back().value("role", "") == "assistant" &&
+      !body_has(f, "continue_final_message")) {
+    // As llama-server: a conversation that ends with the assistant's turn is continued
+    // (prefill), not closed and answered anew.
+    r.continue_final_message = true;
   }
   r.chat_template_kwargs = ordered_json::object();
   if (const ordered_json* kw = f.get("chat_template_kwargs")) {
@@ -302,6 +457,71 @@ std::optional<ApiError> parse_completion_request(const ordered_json& body, const
     f.fail("prompt", "'prompt' must be a string or an array of token ids");
   }
   if (r.prompt_text && r.prompt_text->empty()) f.fail("prompt", "'prompt' is empty");
+  return f.error;
+}
+
+std::optional<ApiError> parse_native_completion_request(const ordered_json& body, const RequestDefaults& defaults,
+                                                        bool infill, GenerationRequest& r) {
+  Fields f(body);
+  parse_common(f, defaults, r);
+  // n_probs (and its alias logprobs): the top N per token, with the chosen token's.
+  int n_probs = 0;
+  f.integer(f.has("n_probs") ? "n_probs" : "logprobs", n_probs, 0, 100);
+  if (n_probs > 0) r.n_logprobs = n_probs;
+  f.boolean("return_tokens", r.return_tokens);
+  f.boolean("timings_per_token", r.timings_per_token);
+  f.boolean("return_progress", r.return_progress);
+  const ordered_json* prompt = f.get("prompt");
+  if (infill) {
+    f.string("input_prefix", r.input_prefix);
+    f.string("input_suffix", r.input_suffix);
+    if (const ordered_json* extra = f.get("input_extra")) {
+      if (!extra->is_array()) {
+        f.fail("input_extra", "'input_extra' must be an array of {\"filename\", \"text\"} objects");
+      } else {
+        for (const auto& chunk : *extra) {
+          const bool ok = chunk.is_object() && chunk.contains("text") && chunk["text"].is_string() &&
+                          (!chunk.contains("filename") || chunk["filename"].is_string());
+          if (!ok) {
+            f.fail("input_extra", "each 'input_extra' item must be {\"filename\": string, \"text\": string}");
+            break;
+          }
+        }
+        r.input_extra = *extra;
+      }
+    }
+    if (!f.error && !f.has("input_prefix") && !f.has("input_suffix") && !prompt) {
+      f.fail("input_prefix", "/infill needs 'input_prefix' and/or 'input_suffix' (the code around the cursor)");
+    }
+    if (prompt && !prompt->is_string()) f.fail("prompt", "/infill: 'prompt' must be a string (text after the cursor's middle)");
+    if (prompt && prompt->is_string() && !f.error) r.prompt_text = prompt->get<std::string>();
+    return f.error;
+  }
+  if (!prompt) {
+    f.fail("prompt", "'prompt' is required: a string, an array of token ids, or a mix of both");
+  } else if (prompt->is_string()) {
+    r.prompt_text = prompt->get<std::string>();
+    if (r.prompt_text->empty()) f.fail("prompt", "'prompt' is empty");
+  } else if (prompt->is_array()) {
+    if (prompt->empty()) f.fail("prompt", "'prompt' is empty");
+    const bool one_nested = prompt->size() == 1 && ((*prompt)[0].is_array() || (*prompt)[0].is_string());
+    const ordered_json& items = one_nested && (*prompt)[0].is_array() ? (*prompt)[0] : *prompt;
+    if (!one_nested || (*prompt)[0].is_array()) {
+      for (const auto& t : items) {
+        const bool id = t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+        if (!id && !t.is_string()) {
+          f.fail("prompt", t.is_array() ? "'prompt' holds several prompts; send one per request"
+                                        : "'prompt' items must be token ids (non-negative integers) or strings");
+          break;
+        }
+      }
+      if (!f.error) r.prompt_mixed = items;
+    } else {
+      r.prompt_text = (*prompt)[0].get<std::string>();
+    }
+  } else {
+    f.fail("prompt", "'prompt' must be a string, an array of token ids, or a mix of both");
+  }
   return f.error;
 }
 

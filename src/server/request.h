@@ -29,8 +29,16 @@ enum class ReasoningFormat {
   kNone,  // left in content as the model wrote it
 };
 
+// One `logit_bias` entry before tokenization: a token id, or a string whose tokens all get
+// the bias (llama-server's forms).
+struct LogitBiasEntry {
+  std::optional<int64_t> token;
+  std::string text;
+  float bias = 0.0f;  // -INFINITY: banned (the value false)
+};
+
 struct GenerationRequest {
-  std::string model;  // as given ("" = not given)
+  std::string model;  // as given ("" = not given; any name means the served model)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   SamplerParams sampling;
@@ -40,6 +48,15 @@ struct GenerationRequest {
   int n_logprobs = -1;  // -1: no logprobs; else the number of top alternatives per token
   bool cache_prompt = true;
   ReasoningFormat reasoning_format = ReasoningFormat::kAuto;
+  int n_choices = 1;                       // OpenAI `n`
+  std::vector<LogitBiasEntry> logit_bias;
+  int id_slot = -1;                        // llama-server: run in this slot
+  bool post_sampling_probs = false;        // llama-server: probabilities after the sampler chain
+  // Constrained output: a GBNF grammar, a JSON schema, or any JSON object (response_format
+  // json_object). At most one is set.
+  std::optional<std::string> grammar;
+  std::optional<nlohmann::ordered_json> json_schema;
+  bool json_object = false;
 
   // /v1/chat/completions
   nlohmann::ordered_json messages;              // array of message objects
@@ -49,13 +66,31 @@ struct GenerationRequest {
   // /v1/completions: text, or token ids
   std::optional<std::string> prompt_text;
   std::vector<int32_t> prompt_tokens;
+  nlohmann::ordered_json prompt_mixed;  // /completion: an array of token ids and strings
   bool echo = false;
+
+  // llama-server's native /completion and /infill
+  bool return_tokens = false;       // the token ids of each chunk in `tokens`
+  bool timings_per_token = false;   // timings in every streamed chunk
+  bool return_progress = false;     // prompt-processing progress chunks
+  std::string input_prefix, input_suffix;     // /infill
+  nlohmann::ordered_json input_extra;         // /infill: [{filename, text}], or null
+  bool continue_final_message = false;        // chat: the last (assistant) message is continued
+  bool add_generation_prompt = true;          // /apply-template
+  std::string tool_choice = "auto";           // auto | none | required | function
+  std::string tool_choice_function;           // tool_choice {"type":"function","function":{"name"}}
+  bool parallel_tool_calls = false;
 };
 
 std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, const RequestDefaults& defaults,
                                            GenerationRequest& out);
 std::optional<ApiError> parse_completion_request(const nlohmann::ordered_json& body, const RequestDefaults& defaults,
                                                  GenerationRequest& out);
+// llama-server's native POST /completion (prompt: a string, token ids, or a mix of both)
+// and POST /infill (input_prefix, input_suffix, input_extra; prompt optional).
+std::optional<ApiError> parse_native_completion_request(const nlohmann::ordered_json& body,
+                                                        const RequestDefaults& defaults, bool infill,
+                                                        GenerationRequest& out);
 
 // Parses an HTTP body as one JSON object; errors name the byte where parsing failed.
 std::optional<ApiError> parse_json_body(const std::string& body, nlohmann::ordered_json& out);

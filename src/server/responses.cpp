@@ -1,6 +1,8 @@
 #include "server/responses.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
 
 #include "text/utf8.h"
@@ -118,21 +120,24 @@ json timings_json(const TaskTimings& t) {
   return j;
 }
 
-json first_chat_chunk(const ResponseMeta& meta) {
+json first_chat_chunk(const ResponseMeta& meta, int index) {
   json j = envelope(meta, true);
-  j["choices"] = json::array(
-      {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  j["choices"] = json::array({{{"index", index},
+                               {"delta", {{"role", "assistant"}, {"content", nullptr}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}});
   return j;
 }
 
-json delta_chunk(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
-                 const std::vector<PositionLogprobs>& logprobs) {
+json delta_chunk(const ResponseMeta& meta, int index, const std::string& content, const std::string& reasoning,
+                 const std::vector<PositionLogprobs>& logprobs, const json& tool_call_deltas) {
   json j = envelope(meta, true);
-  json choice = {{"index", 0}};
+  json choice = {{"index", index}};
   if (meta.endpoint == Endpoint::kChat) {
     json delta = json::object();
     if (!content.empty()) delta["content"] = content;
     if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!tool_call_deltas.is_null()) delta["tool_calls"] = tool_call_deltas;
     choice["delta"] = delta;
   } else {
     choice["text"] = content;
@@ -143,45 +148,79 @@ json delta_chunk(const ResponseMeta& meta, const std::string& content, const std
   return j;
 }
 
-json finish_chunk(const ResponseMeta& meta, const TaskEvent& e) {
+json finish_chunk(const ResponseMeta& meta, int index, const TaskEvent& e, bool tool_calls) {
   json j = envelope(meta, true);
-  json choice = {{"index", 0}};
+  json choice = {{"index", index}};
   if (meta.endpoint == Endpoint::kChat) {
     choice["delta"] = json::object();
   } else {
     choice["text"] = "";
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = wire_finish_reason(e.finish);
+  choice["finish_reason"] = tool_calls && e.finish == FinishReason::kStop ? "tool_calls" : wire_finish_reason(e.finish);
   j["choices"] = json::array({choice});
   j["timings"] = timings_json(e.timings);
   return j;
 }
 
-json usage_chunk(const ResponseMeta& meta, const TaskTimings& timings) {
+json usage_chunk(const ResponseMeta& meta, const TaskTimings& usage, const TaskTimings& timings) {
   json j = envelope(meta, true);
   j["choices"] = json::array();
-  j["usage"] = usage_json(timings);
+  j["usage"] = usage_json(usage);
+  j["timings"] = timings_json(timings);
   return j;
 }
 
-json full_response(const ResponseMeta& meta, const std::string& content, const std::string& reasoning,
-                   const std::vector<PositionLogprobs>& logprobs, const TaskEvent& e) {
-  json j = envelope(meta, false);
-  json choice = {{"index", 0}};
+json choice_json(const ResponseMeta& meta, int index, const ChoiceOutput& out, const TaskEvent& e) {
+  json choice = {{"index", index}};
+  const bool calls = out.tool_calls.is_array() && !out.tool_calls.empty();
   if (meta.endpoint == Endpoint::kChat) {
-    json message = {{"role", "assistant"}, {"content", content}};
-    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
+    json message = {{"role", "assistant"}};
+    // OpenAI: content is null when the reply is only tool calls.
+    message["content"] = calls && out.content.empty() ? json(nullptr) : json(out.content);
+    if (!out.reasoning.empty()) message["reasoning_content"] = out.reasoning;
+    if (calls) message["tool_calls"] = out.tool_calls;
     choice["message"] = message;
   } else {
-    choice["text"] = content;
+    choice["text"] = out.content;
   }
-  choice["logprobs"] = choice_logprobs(meta, logprobs);
-  choice["finish_reason"] = wire_finish_reason(e.finish);
-  j["choices"] = json::array({choice});
-  j["usage"] = usage_json(e.timings);
-  j["timings"] = timings_json(e.timings);
+  choice["logprobs"] = choice_logprobs(meta, out.logprobs);
+  choice["finish_reason"] = calls && e.finish == FinishReason::kStop ? "tool_calls" : wire_finish_reason(e.finish);
+  return choice;
+}
+
+json full_response(const ResponseMeta& meta, json choices, const TaskTimings& usage, const TaskTimings& timings) {
+  json j = envelope(meta, false);
+  j["choices"] = std::move(choices);
+  j["usage"] = usage_json(usage);
+  j["timings"] = timings_json(timings);
   return j;
+}
+
+json completion_probabilities(const text::Tokenizer& tokenizer, const std::vector<PositionLogprobs>& lps,
+                              bool post_sampling) {
+  // JSON has no -inf: an impossible token's logprob is the lowest float, as llama-server.
+  auto value = [post_sampling](float lp) -> double {
+    if (post_sampling) return std::exp(static_cast<double>(lp));
+    return std::isfinite(lp) ? static_cast<double>(lp) : static_cast<double>(std::numeric_limits<float>::lowest());
+  };
+  const char* key = post_sampling ? "prob" : "logprob";
+  json out = json::array();
+  for (const auto& p : lps) {
+    json top = json::array();
+    for (const auto& t : p.top) {
+      top.push_back({{"id", t.token},
+                     {"token", piece_text(tokenizer, t.token)},
+                     {"bytes", token_bytes(tokenizer.token_to_piece(t.token, true))},
+                     {key, value(t.logprob)}});
+    }
+    out.push_back({{"id", p.chosen.token},
+                   {"token", piece_text(tokenizer, p.chosen.token)},
+                   {"bytes", token_bytes(tokenizer.token_to_piece(p.chosen.token, true))},
+                   {key, value(p.chosen.logprob)},
+                   {post_sampling ? "top_probs" : "top_logprobs", top}});
+  }
+  return out;
 }
 
 }  // namespace moetier::server

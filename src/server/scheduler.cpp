@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include <fmt/format.h>
@@ -27,6 +28,16 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::kError: return "error";
   }
   return "error";
+}
+
+const char* stop_type_name(StopType t) {
+  switch (t) {
+    case StopType::kNone: return "none";
+    case StopType::kEos: return "eos";
+    case StopType::kWord: return "word";
+    case StopType::kLimit: return "limit";
+  }
+  return "none";
 }
 
 void GenerationTask::push(TaskEvent event) {
@@ -70,6 +81,7 @@ struct Scheduler::Slot {
   TaskEvent event;              // accumulates this step's output
   SlotInfo info;                // published copy (under the scheduler's mutex)
   PositionLogprobs scratch_logprobs;
+  std::vector<float> biased;    // the step's logits with logit_bias / the constraint applied
   // Speculative decoding (null without): this slot's speculator, its hidden-state hook (for
   // draft-mtp), this step's drafts and verify batch, and the counters at the task's start.
   std::unique_ptr<Speculator> spec;
@@ -138,6 +150,10 @@ Status Scheduler::submit(const std::shared_ptr<GenerationTask>& task) {
   if (static_cast<int64_t>(spec.prompt.size()) >= options_.kv.n_ctx) {
     return Status::bad_input(fmt::format("the prompt has {} tokens, but a slot's context is {} tokens", spec.prompt.size(),
                                          options_.kv.n_ctx));
+  }
+  if (spec.id_slot >= options_.n_slots) {
+    return Status::bad_input(fmt::format("id_slot {} does not exist: the server has {} slot{} (0 to {})", spec.id_slot,
+                                         options_.n_slots, options_.n_slots == 1 ? "" : "s", options_.n_slots - 1));
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -227,14 +243,17 @@ void Scheduler::loop() {
 }
 
 void Scheduler::assign_queued() {
-  while (!queue_.empty()) {
+  // In queue order; a task that asked for a busy slot (id_slot) waits without holding back
+  // the tasks behind it.
+  for (size_t qi = 0; qi < queue_.size();) {
     // The free slot with the longest reusable prefix; ties go to the least recently used.
     Slot* best = nullptr;
     size_t best_reuse = 0;
-    const auto& task = queue_.front();
+    const std::shared_ptr<GenerationTask> task = queue_[qi];
     const auto& prompt = task->spec().prompt;
+    const int wanted = task->spec().id_slot;
     for (auto& s : slots_) {
-      if (s->task) continue;
+      if (s->task || (wanted >= 0 && s->id != wanted)) continue;
       size_t common = 0;
       if (task->spec().cache_prompt) {
         const size_t n = std::min(s->cached.size(), prompt.size() - 1);  // at least one token to compute
@@ -246,10 +265,16 @@ void Scheduler::assign_queued() {
         best_reuse = common;
       }
     }
-    if (!best) return;
+    if (!best) {
+      if (wanted >= 0) {
+        ++qi;
+        continue;
+      }
+      return;
+    }
     Slot& s = *best;
     s.task = task;
-    queue_.pop_front();
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(qi));
     stats_.queued = static_cast<int>(queue_.size());
     s.last_used = ++use_counter_;
     const bool kept = s.seq.truncate(static_cast<int64_t>(best_reuse));
@@ -300,7 +325,7 @@ bool Scheduler::step() {
     if (!s->task || !s->generating) continue;
     s->batch.assign(1, s->pending);
     s->draft.clear();
-    if (s->spec && s->forced.empty()) {
+    if (s->spec && s->forced.empty() && !s->task->spec().constraint) {
       // Drafts stay within the context, the token budget and this step's size.
       const GenerationSpec& spec = s->task->spec();
       int64_t room = std::min(s->seq.n_ctx() - s->seq.n_past() - 1, budget - 1);
@@ -387,7 +412,16 @@ bool Scheduler::step() {
     for (auto& s : slots_) {
       if (&s->seq != e.seq) continue;
       s->cached.insert(s->cached.end(), e.tokens.begin(), e.tokens.end());
-      if (!s->generating) s->n_fed += e.tokens.size();
+      if (s->generating) continue;
+      s->n_fed += e.tokens.size();
+      if (s->task && s->task->spec().report_progress) {
+        TaskEvent progress;
+        progress.progress = PromptProgress{.total = s->timings.n_prompt,
+                                           .cache = s->timings.n_cached,
+                                           .processed = static_cast<int64_t>(s->n_fed),
+                                           .time_ms = ms_between(s->t_start, t1)};
+        s->task->push(std::move(progress));
+      }
     }
   }
   const int64_t n_vocab = model_.hparams().n_vocab;
@@ -463,16 +497,46 @@ void Scheduler::emit_token(Slot& s, const float* logits, int64_t pos) {
     s.forced_end_think = true;
   }
   int32_t token;
+  bool sampled = false;
   if (!s.forced.empty()) {
     token = s.forced.front();
     s.forced.pop_front();
   } else {
-    token = s.sampler->sample(logits, n_vocab);
+    const float* row = logits;
+    if (!spec.logit_bias.empty() || spec.constraint || spec.ignore_eos) {
+      s.biased.assign(logits, logits + n_vocab);
+      for (const LogitBias& b : spec.logit_bias) s.biased[static_cast<size_t>(b.token)] += b.bias;
+      if (spec.constraint) spec.constraint->mask(s.biased.data(), n_vocab);
+      if (spec.ignore_eos) {  // as llama-server: the end-of-generation tokens are banned
+        for (int32_t id : tokenizer_.eog_ids()) s.biased[static_cast<size_t>(id)] = -INFINITY;
+      }
+      row = s.biased.data();
+    }
+    token = s.sampler->sample(row, n_vocab);
+    sampled = true;
+  }
+  if (spec.constraint && !spec.constraint->accept(token)) {
+    finish(s, FinishReason::kError, "the output could not continue within the grammar");
+    return;
   }
   s.sampler->accept(token);
   ++s.timings.n_generated;
+  s.event.tokens.push_back(token);
   if (spec.n_logprobs >= 0) {
-    compute_logprobs({logits, static_cast<size_t>(n_vocab)}, token, spec.n_logprobs, &s.scratch_logprobs);
+    if (spec.post_sampling_probs && sampled) {
+      // The distribution the token was drawn from, most likely first.
+      const auto cands = s.sampler->candidates();
+      PositionLogprobs& p = s.scratch_logprobs;
+      p.chosen = {.token = token, .logprob = std::log(cands[s.sampler->selected_index()].prob)};
+      p.top.clear();
+      for (const auto& c : cands) p.top.push_back({.token = c.token, .logprob = std::log(c.prob)});
+      std::stable_sort(p.top.begin(), p.top.end(), [](const TokenLogprob& a, const TokenLogprob& b) {
+        return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+      });
+      if (p.top.size() > static_cast<size_t>(spec.n_logprobs)) p.top.resize(static_cast<size_t>(spec.n_logprobs));
+    } else {
+      compute_logprobs({logits, static_cast<size_t>(n_vocab)}, token, spec.n_logprobs, &s.scratch_logprobs);
+    }
     s.event.logprobs.push_back(s.scratch_logprobs);
   }
   if (!spec.ignore_eos && tokenizer_.is_eog(token)) {
@@ -502,7 +566,9 @@ void Scheduler::emit_token(Slot& s, const float* logits, int64_t pos) {
     return;
   }
   s.pending = token;
-  if (!s.event.content.empty() || !s.event.reasoning.empty() || !s.event.logprobs.empty()) {
+  if (!s.event.content.empty() || !s.event.reasoning.empty() || !s.event.logprobs.empty() || !s.event.tokens.empty()) {
+    s.event.timings = s.timings;  // so far (llama-server's timings_per_token)
+    s.event.timings.generation_ms = ms_between(s.t_first, Clock::now());
     s.task->push(std::move(s.event));
     s.event = {};
   }
@@ -539,6 +605,12 @@ void Scheduler::finish(Slot& s, FinishReason reason, std::string error) {
   e.final = true;
   e.finish = reason;
   e.error = std::move(error);
+  if (reason == FinishReason::kStop) {
+    e.stop_type = s.stop.stopped() ? StopType::kWord : StopType::kEos;
+    if (const std::string* word = s.stop.matched()) e.stopping_word = *word;
+  } else if (reason == FinishReason::kLength) {
+    e.stop_type = StopType::kLimit;
+  }
   e.timings = s.timings;
   e.slot = s.id;
   {

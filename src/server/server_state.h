@@ -34,7 +34,15 @@ struct ServerConfig {
   size_t max_body_bytes = 16u << 20;  // --max-body-size
   int http_threads = 0;            // 0: enough for the slots and a queue of waiting clients
   int shutdown_grace_s = 5;        // after SIGTERM, in-flight requests get this long to finish
+  // --cors-origins: which browser origins may call the API. "*" (llama-server's default):
+  // any origin is reflected; "localhost": only http(s)://localhost|127.0.0.1|[::1][:port];
+  // otherwise a comma-separated allowlist of exact origins ("https://app.example.com").
+  std::string cors_origins = "*";
 };
+
+// Whether a browser page at `origin` (the Origin header) may call the API under `allowed`
+// (ServerConfig::cors_origins).
+bool cors_origin_allowed(const std::string& allowed, const std::string& origin);
 
 struct HttpCounters {
   std::atomic<uint64_t> requests{0};        // every request answered
@@ -54,9 +62,6 @@ struct ServerState {
   int64_t started_at = 0;  // Unix seconds
   uint64_t model_file_bytes = 0;
   uint64_t model_params = 0;
-
-  // Whether a request's "model" names this server's model (absent/empty always does).
-  bool accepts_model_name(const std::string& name) const;
 };
 
 }  // namespace moetier::server

@@ -9,7 +9,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,33 @@ enum class FinishReason {
 };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
 
+// What ended a generation, in llama-server's terms (its /completion `stop_type`).
+enum class StopType {
+  kNone,   // not stopped by the model (cancelled, error)
+  kEos,    // an end-of-generation token
+  kWord,   // a stop string (TaskEvent::stopping_word)
+  kLimit,  // max_tokens, or the slot's context is full
+};
+const char* stop_type_name(StopType t);  // "none", "eos", "word", "limit"
+
+// A logit bias (llama-server / OpenAI `logit_bias`): added to the token's raw logit before
+// sampling; -INFINITY bans the token.
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+};
+
+// Per-token constraint on what may be sampled (a grammar). The scheduler asks it for a mask
+// before each sample and tells it the token chosen; one instance per task.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets the logits of tokens that may not come next to -INFINITY (n_vocab entries).
+  virtual void mask(float* logits, int32_t n_vocab) = 0;
+  // The token was emitted; false when it violates the constraint (the task then ends with an error).
+  virtual bool accept(int32_t token) = 0;
+};
+
 struct GenerationSpec {
   std::vector<int32_t> prompt;     // token ids, at least one
   SamplerParams sampling;
@@ -37,6 +66,24 @@ struct GenerationSpec {
   bool prompt_opens_reasoning = false;  // the prompt ends inside an open <think> block
   int64_t reasoning_budget = -1;   // tokens of thinking before "</think>" is forced; -1: no limit
   bool cache_prompt = true;        // reuse a slot's cached prefix of this prompt
+  std::vector<LogitBias> logit_bias;
+  // n_logprobs from the distribution the sampler drew from (after penalties, top-k/p,
+  // min-p and temperature) instead of the raw logits: llama-server's post_sampling_probs.
+  bool post_sampling_probs = false;
+  int id_slot = -1;                // run in this slot (waits for it); -1: the best free slot
+  bool report_progress = false;    // send prompt-processing progress events
+  // Built per task by the HTTP layer (grammar, json_schema, tool_choice); null: free text.
+  // While set, the slot does not draft speculatively (a draft would need the constraint's
+  // state rolled back).
+  std::shared_ptr<TokenConstraint> constraint;
+};
+
+// Prompt processing progress (llama-server's `prompt_progress`).
+struct PromptProgress {
+  int64_t total = 0;      // prompt tokens
+  int64_t cache = 0;      // of which reused from the slot's cache
+  int64_t processed = 0;  // of which in the sequence so far (cached included)
+  double time_ms = 0;     // since the slot took the task
 };
 
 struct TaskTimings {
@@ -54,9 +101,13 @@ struct TaskEvent {
   std::string content;    // new answer text (valid UTF-8)
   std::string reasoning;  // new reasoning text (valid UTF-8)
   std::vector<PositionLogprobs> logprobs;  // one per token sampled since the last event
+  std::vector<int32_t> tokens;            // the tokens sampled since the last event
+  std::optional<PromptProgress> progress; // GenerationSpec::report_progress
   bool final = false;
   FinishReason finish = FinishReason::kStop;
   std::string error;      // kError: why
+  StopType stop_type = StopType::kNone;  // final events
+  std::string stopping_word;             // final events with kWord
   TaskTimings timings;    // final events
   int slot = -1;          // final events: the slot that ran it
 };

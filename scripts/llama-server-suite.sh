@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs llama.cpp's own HTTP server test suite (tools/server/tests, pytest) against
+# `moetier serve`, to see where moetier differs from llama-server.
+#
+#   scripts/llama-server-suite.sh LLAMA_CPP_DIR [pytest args, e.g. unit/test_completion.py]
+#
+# The suite starts `llama-server` with flags that download small llama models from Hugging
+# Face (--hf-repo/--hf-file/--model-url). A wrapper maps those to a local moetier model
+# (MOETIER_SUITE_MODEL, default the tiny qwen3moe reference model) and passes every other
+# flag through unchanged (but --no-jinja, the suite's default: moetier always uses the
+# model's Jinja template), so flags moetier does not know still fail as they would for a user.
+# Python: Debian's python3-pytest, -requests, -aiohttp, -prometheus-client, -numpy, -wget.
+# Debian 12 has no `openai` Python package; without one, a stub is put on the path so the
+# files that import it can be collected, and the tests that use it fail as "not runnable".
+# Output: pytest's report, a JUnit XML file and a per-file summary under $OUT_DIR.
+set -euo pipefail
+llama_dir="${1:?usage: $0 LLAMA_CPP_DIR [pytest args]}"
+shift
+root="$(cd "$(dirname "$0")/.." && pwd)"
+ref_dir="${MOETIER_REF_DIR:-$(cd "$root/.." && pwd)/shared/ref}"
+model="${MOETIER_SUITE_MODEL:-$ref_dir/models/qwen3moe-tiny-f32.gguf}"
+bin="${MOETIER_BIN:-$root/build/moetier}"
+out_dir="${OUT_DIR:-$root/build/llama-server-suite}"
+mkdir -p "$out_dir/shim/openai"
+tests_dir="$llama_dir/tools/server/tests"
+[ -d "$tests_dir/unit" ] || { echo "no $tests_dir/unit" >&2; exit 1; }
+[ -x "$bin" ] || { echo "no moetier binary at $bin (build it first)" >&2; exit 1; }
+
+cat >"$out_dir/llama-server" <<WRAP
+#!/usr/bin/env bash
+# llama-server's command line -> moetier serve: download flags become the local model.
+args=()
+have_model=0
+while [ \$# -gt 0 ]; do
+  case "\$1" in
+    --hf-repo|-hfr|--hf-file|-hff|--model-url|-mu) shift 2 ;;
+    -hf) shift 2 ;;
+    --offline) shift ;;  # a download flag: there is nothing to download
+    --embedding|--embeddings|--reranking|--rerank) shift ;;  # no such endpoints: their tests fail on the API
+    --pooling) shift 2 ;;
+    --no-jinja) shift ;;  # the suite's default; moetier always renders the model's template
+    --model-draft|-md) args+=("\$1" "$model"); shift 2 ;;
+    -m|--model) have_model=1; args+=("\$1" "\$2"); shift 2 ;;
+    *) args+=("\$1"); shift ;;
+  esac
+done
+[ \$have_model = 1 ] || args+=(-m "$model")
+exec "$bin" serve "\${args[@]}"
+WRAP
+chmod +x "$out_dir/llama-server"
+
+if ! /usr/bin/python3 -c 'import openai' 2>/dev/null; then
+  cat >"$out_dir/shim/openai/__init__.py" <<'PY'
+# Stand-in for the `openai` package (not in Debian 12): importable, unusable.
+class OpenAI:
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("not runnable here: the openai Python package is not installed")
+class AsyncOpenAI(OpenAI):
+    pass
+class OpenAIError(Exception):
+    pass
+PY
+  export PYTHONPATH="$out_dir/shim${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+export LLAMA_SERVER_BIN_PATH="$out_dir/llama-server"
+cd "$tests_dir"
+set +e
+/usr/bin/python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+  --junitxml="$out_dir/junit.xml" "${@:-unit}" >"$out_dir/pytest.log" 2>&1
+rc=$?
+set -e
+tail -n 3 "$out_dir/pytest.log"
+/usr/bin/python3 - "$out_dir/junit.xml" <<'PY'
+import sys, collections, xml.etree.ElementTree as ET
+per = collections.OrderedDict()
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    f = case.get("classname", "?").split(".")[-1]
+    s = per.setdefault(f, collections.Counter())
+    if case.find("failure") is not None or case.find("error") is not None: s["failed"] += 1
+    elif case.find("skipped") is not None: s["skipped"] += 1
+    else: s["passed"] += 1
+tot = collections.Counter()
+for f, s in per.items():
+    tot.update(s)
+    print(f"{f:32s} passed {s['passed']:3d}  failed {s['failed']:3d}  skipped {s['skipped']:3d}")
+print(f"{'total':32s} passed {tot['passed']:3d}  failed {tot['failed']:3d}  skipped {tot['skipped']:3d}")
+PY
+exit 0
