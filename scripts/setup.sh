@@ -9,6 +9,7 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslc   # the Vulkan GPU backend (headers, run-time loader, shader compiler)
   mesa-vulkan-drivers                 # lavapipe: Vulkan on the CPU, so the GPU kernels are tested without a GPU
   libgtest-dev libgmock-dev
+  chromium                   # the web UI test (tests/node/webui_test.mjs): headless, driven by puppeteer-core
   clang libclang-rt-14-dev   # libFuzzer target and sanitizer runtime
 )
 missing=()

@@ -6,7 +6,8 @@
 #   3. the libFuzzer targets for the GGUF parser and the server's HTTP/JSON request layer
 #      (clang), each for a bounded time (MOETIER_FUZZ_SECONDS, default 60).
 # The server tests include one with the official `openai` npm package (tests/node), which
-# this script installs with npm ci. The GPU tests run every Vulkan kernel and whole models on
+# this script installs with npm ci, and one of the web UI in headless Chromium (puppeteer-core;
+# a missing browser fails it). The GPU tests run every Vulkan kernel and whole models on
 # lavapipe (Mesa's Vulkan on the CPU).
 # Reference data is read from ../shared/ref (override with MOETIER_REF_DIR).
 set -euo pipefail
@@ -22,6 +23,7 @@ fi
 echo "== 1/3 release build and tests"
 (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 export MOETIER_REQUIRE_NODE=1
+export MOETIER_REQUIRE_CHROMIUM=1
 # The GPU tests run on Mesa's lavapipe here; a missing Vulkan device fails them instead of skipping.
 export MOETIER_REQUIRE_VULKAN=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOETIER_REF_DIR="$ref_dir" >/dev/null

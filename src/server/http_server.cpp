@@ -11,6 +11,7 @@
 #include "server/generation_endpoint.h"
 #include "server/http_util.h"
 #include "server/metrics.h"
+#include "server/webui.h"
 #include "text/utf8.h"
 
 namespace moetier::server {
@@ -257,7 +258,7 @@ void HttpServer::routes() {
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (st.config.api_key.empty() || public_path(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if (st.config.api_key.empty() || public_path(req.path) || is_webui_request(req)) return httplib::Server::HandlerResponse::Unhandled;
     std::string key;
     const std::string auth = req.get_header_value("Authorization");
     if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
@@ -389,6 +390,8 @@ void HttpServer::routes() {
                         {"modalities", {{"vision", false}, {"audio", false}}},
                         {"build_info", "moetier " MOETIER_VERSION}});
   });
+
+  register_webui(h, {.enabled = st.config.webui});
 }
 
 }  // namespace moetier::server

@@ -30,6 +30,7 @@ struct ServerConfig {
   nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   bool metrics = false;            // --metrics: serve /metrics
   bool slots_endpoint = true;      // --no-slots turns /slots off
+  bool webui = true;               // --no-ui: no chat page at GET /
   int timeout_s = 600;             // --timeout: socket read/write timeout
   size_t max_body_bytes = 16u << 20;  // --max-body-size
   int http_threads = 0;            // 0: enough for the slots and a queue of waiting clients

@@ -50,7 +50,7 @@ int cmd_serve(int argc, char** argv) {
   int n_parallel = 1;
   int64_t n_predict = -1;
   std::string kwargs_text, template_file;
-  bool no_slots = false, ignored = false;
+  bool no_slots = false, no_ui = false, ignored = false;
   int64_t max_body = static_cast<int64_t>(config.max_body_bytes);
   ArgParser p("serve", "Serve a model over HTTP with an OpenAI-compatible API (llama-server's flags).");
   p.section("server");
@@ -66,6 +66,7 @@ int cmd_serve(int argc, char** argv) {
   p.option({"-to", "--timeout"}, "SECONDS", "socket read/write timeout (default 600)", &config.timeout_s);
   p.flag({"--metrics"}, &config.metrics, "serve Prometheus metrics at /metrics");
   p.flag({"--no-slots"}, &no_slots, "turn off the /slots endpoint");
+  p.flag({"--no-ui"}, &no_ui, "turn off the chat page (web UI) at GET /");
   p.option({"--max-body-size"}, "BYTES", "largest request body accepted (default 16 MiB); larger gets 413",
            &max_body);
   p.option({"--threads-http"}, "N", "HTTP worker threads (default max(32, 8 x -np))", &config.http_threads);
@@ -96,7 +97,7 @@ int cmd_serve(int argc, char** argv) {
   add_spec_flags(p, spec_flags);
   p.epilog(
       "Endpoints: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /apply-template;\n"
-      "GET /v1/models, /health, /metrics (--metrics), /slots, /props.\n"
+      "GET /v1/models, /health, /metrics (--metrics), /slots, /props; a chat page at / (--no-ui: off).\n"
       "example: moetier serve -m model.gguf -c 65536 -np 1 --host 0.0.0.0 --port 18080 --no-mmap");
   if (auto st = p.parse(argc, argv); !st) return report_error(st);
   if (p.help_requested()) {
@@ -116,6 +117,7 @@ int cmd_serve(int argc, char** argv) {
   if (config.http_threads < 0) return report_error(Status::bad_input("--threads-http must not be negative"));
   config.max_body_bytes = static_cast<size_t>(max_body);
   config.slots_endpoint = !no_slots;
+  config.webui = !no_ui;
   if (config.reasoning != "on" && config.reasoning != "off" && config.reasoning != "auto") {
     return report_error(Status::bad_input(fmt::format("--reasoning: '{}' is not one of on, off, auto", config.reasoning)));
   }
