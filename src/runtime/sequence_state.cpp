@@ -154,4 +154,87 @@ uint64_t SequenceState::recurrent_bytes() const {
   return b;
 }
 
+namespace {
+
+// Snapshot layout: a header of int64 fields — n_past, the layer count, type_k, type_v, then
+// per layer k_row_bytes, v_row_bytes, conv elems, ssm elems — then per layer its n_past K
+// rows, n_past V rows, conv state and SSM state.
+void put(std::vector<uint8_t>& out, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + n);
+}
+void put64(std::vector<uint8_t>& out, int64_t v) { put(out, &v, sizeof(v)); }
+
+}  // namespace
+
+Result<std::vector<uint8_t>> SequenceState::snapshot() const {
+  if (device_) return Status::bad_input("this slot's state is on the GPU; saving it is not supported");
+  std::vector<uint8_t> out;
+  put64(out, n_past_);
+  put64(out, static_cast<int64_t>(layers_.size()));
+  put64(out, static_cast<int64_t>(options_.type_k));
+  put64(out, static_cast<int64_t>(options_.type_v));
+  for (const Layer& l : layers_) {
+    for (int64_t v : {l.k_row_bytes, l.v_row_bytes, static_cast<int64_t>(l.conv.size()), static_cast<int64_t>(l.ssm.size())}) {
+      put64(out, v);
+    }
+  }
+  for (const Layer& l : layers_) {
+    if (!l.k.empty()) put(out, l.k.data(), static_cast<size_t>(l.k_row_bytes * n_past_));
+    if (!l.v.empty()) put(out, l.v.data(), static_cast<size_t>(l.v_row_bytes * n_past_));
+    put(out, l.conv.data(), l.conv.size() * sizeof(float));
+    put(out, l.ssm.data(), l.ssm.size() * sizeof(float));
+  }
+  return out;
+}
+
+Status SequenceState::restore(const std::vector<uint8_t>& bytes) {
+  if (device_) return Status::bad_input("this slot's state is on the GPU; restoring it is not supported");
+  size_t at = 0;
+  auto get = [&](void* p, size_t n) {
+    if (bytes.size() - at < n) return false;
+    std::copy(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + n),
+              static_cast<uint8_t*>(p));
+    at += n;
+    return true;
+  };
+  auto get64 = [&](int64_t& v) { return get(&v, sizeof(v)); };
+  const Status mismatch = Status::bad_input("the saved slot does not match this model and cache (layers, sizes or types)");
+  int64_t n_past = 0, n_layers = 0, tk = 0, tv = 0;
+  if (!get64(n_past) || !get64(n_layers) || !get64(tk) || !get64(tv)) return Status::bad_input("the saved slot is truncated");
+  if (n_layers != static_cast<int64_t>(layers_.size()) || tk != static_cast<int64_t>(options_.type_k) ||
+      tv != static_cast<int64_t>(options_.type_v)) {
+    return mismatch;
+  }
+  if (n_past < 0 || n_past > options_.n_ctx) {
+    return Status::bad_input(fmt::format("the saved slot holds {} tokens, more than this slot's context of {}", n_past,
+                                         options_.n_ctx));
+  }
+  for (const Layer& l : layers_) {
+    int64_t kb = 0, vb = 0, ce = 0, se = 0;
+    if (!get64(kb) || !get64(vb) || !get64(ce) || !get64(se)) return Status::bad_input("the saved slot is truncated");
+    if (kb != l.k_row_bytes || vb != l.v_row_bytes || ce != static_cast<int64_t>(l.conv.size()) ||
+        se != static_cast<int64_t>(l.ssm.size())) {
+      return mismatch;
+    }
+  }
+  // Size check before anything is overwritten.
+  uint64_t need = 0;
+  for (const Layer& l : layers_) {
+    if (!l.k.empty()) need += static_cast<uint64_t>(l.k_row_bytes * n_past);
+    if (!l.v.empty()) need += static_cast<uint64_t>(l.v_row_bytes * n_past);
+    need += (l.conv.size() + l.ssm.size()) * sizeof(float);
+  }
+  if (bytes.size() - at != need) return Status::bad_input("the saved slot has the wrong size (damaged file?)");
+  for (Layer& l : layers_) {
+    if (!l.k.empty()) get(l.k.data(), static_cast<size_t>(l.k_row_bytes * n_past));
+    if (!l.v.empty()) get(l.v.data(), static_cast<size_t>(l.v_row_bytes * n_past));
+    get(l.conv.data(), l.conv.size() * sizeof(float));
+    get(l.ssm.data(), l.ssm.size() * sizeof(float));
+  }
+  journal_capacity_ = 0;
+  n_past_ = n_past;
+  return Status::ok();
+}
+
 }  // namespace moetier

@@ -100,6 +100,13 @@ class SequenceState {
   uint64_t kv_bytes() const;
   uint64_t recurrent_bytes() const;
 
+  // The state of positions [0, n_past()) as bytes (KV rows, conv and recurrent state), for
+  // saving a server slot to a file; restore() reads it back into a sequence of the same
+  // layout (layers, row sizes, cache types; n_ctx at least n_past). Both fail clearly when
+  // some layer's state lives on a GPU, and restore() when the layout differs.
+  Result<std::vector<uint8_t>> snapshot() const;
+  Status restore(const std::vector<uint8_t>& bytes);
+
   DeviceState* device_state() const { return device_.get(); }
   void set_device_state(std::unique_ptr<DeviceState> d) { device_ = std::move(d); }
 

@@ -285,13 +285,14 @@ bool provide(Stream& s, httplib::DataSink& sink) {
 }
 
 // llama-server's exceed_context_size_error, with OpenAI's code for clients that look for it.
-ApiError context_error(const ServerState& st, size_t n_prompt) {
+ApiError context_error(const ServerState& st, size_t n_prompt, Endpoint endpoint) {
   return {.http_status = 400,
           .type = "exceed_context_size_error",
           .message = fmt::format("the request ({} prompt tokens) exceeds the available context size ({} tokens per "
                                  "slot: -c {} shared by -np {}); give a larger -c or a shorter prompt",
                                  n_prompt, st.scheduler.n_ctx_slot(), st.scheduler.n_ctx_slot() * st.scheduler.n_slots(),
                                  st.scheduler.n_slots()),
+          .param = endpoint == Endpoint::kChat ? "messages" : "prompt",
           .code = "context_length_exceeded",
           .extra = {{"n_prompt_tokens", n_prompt}, {"n_ctx", st.scheduler.n_ctx_slot()}}};
 }
@@ -455,7 +456,7 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   }
   if (spec.prompt.empty()) return send_error(res, ApiError::bad_request("the prompt has no tokens", "prompt"));
   if (static_cast<int64_t>(spec.prompt.size()) >= st.scheduler.n_ctx_slot()) {
-    return send_error(res, context_error(st, spec.prompt.size()));
+    return send_error(res, context_error(st, spec.prompt.size(), endpoint));
   }
   if (auto e = resolve_logit_bias(st, r, spec.logit_bias)) return send_error(res, *e);
   spec.sampling = r.sampling;

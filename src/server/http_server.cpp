@@ -323,7 +323,18 @@ void HttpServer::routes() {
                     {"n_embd", hp.n_embd},
                     {"n_params", st.model_params},
                     {"size", st.model_file_bytes}}}};
-    send_json(res, json{{"object", "list"}, {"data", json::array({model})}});
+    json tags = json::array();
+    for (size_t start = 0; start < st.config.model_tags.size();) {
+      size_t end = st.config.model_tags.find(',', start);
+      if (end == std::string::npos) end = st.config.model_tags.size();
+      if (end > start) tags.push_back(st.config.model_tags.substr(start, end - start));
+      start = end + 1;
+    }
+    if (!tags.empty()) model["tags"] = tags;
+    // llama-server also lists the model under "models" (its older shape).
+    json legacy = {{"name", st.config.model_name}, {"model", st.config.model_name}, {"type", "model"},
+                   {"description", ""}, {"tags", tags}, {"capabilities", json::array({"completion"})}};
+    send_json(res, json{{"object", "list"}, {"data", json::array({model})}, {"models", json::array({legacy})}});
   };
   h.Get("/v1/models", models);
   h.Get("/models", models);
@@ -372,6 +383,67 @@ void HttpServer::routes() {
                      {"n_cached", s.n_cached},
                      {"n_prompt_tokens", s.n_prompt},
                      {"n_decoded", s.n_generated}});
+    }
+    send_json(res, out);
+  });
+
+  // llama-server's slot actions: save / restore a slot's cache to a file under
+  // --slot-save-path, or erase it.
+  h.Post(R"(/slots/(\d+))", [&st](const httplib::Request& req, httplib::Response& res) {
+    int id = -1;
+    try {
+      id = std::stoi(req.matches[1].str());
+    } catch (const std::exception&) {
+      return send_error(res, ApiError::bad_request("the slot id is not a number", "id_slot"));
+    }
+    const std::string action = req.get_param_value("action");
+    SlotAction what;
+    if (action == "save") {
+      what = SlotAction::kSave;
+    } else if (action == "restore") {
+      what = SlotAction::kRestore;
+    } else if (action == "erase") {
+      what = SlotAction::kErase;
+    } else {
+      return send_error(res, ApiError::bad_request("'action' must be save, restore or erase", "action"));
+    }
+    std::string filename, path;
+    if (what != SlotAction::kErase) {
+      if (st.config.slot_save_path.empty()) {
+        return send_error(res, {.http_status = 501,
+                                .type = "not_supported_error",
+                                .message = "slot save/restore is off: start the server with --slot-save-path DIR"});
+      }
+      ordered_json body;
+      if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+      auto f = body.find("filename");
+      if (f == body.end() || !f->is_string() || f->get_ref<const std::string&>().empty()) {
+        return send_error(res, ApiError::bad_request("'filename' must be a non-empty string", "filename"));
+      }
+      filename = f->get<std::string>();
+      // A plain file name inside --slot-save-path: no directories, no way out of it.
+      if (filename.find('/') != std::string::npos || filename.find('\\') != std::string::npos || filename == "." ||
+          filename == ".." || filename.size() > 255) {
+        return send_error(res, ApiError::bad_request("'filename' must be a plain file name (no directories)", "filename"));
+      }
+      path = (std::filesystem::path(st.config.slot_save_path) / filename).string();
+    }
+    auto r = st.scheduler.slot_action(id, what, path);
+    if (!r) {
+      const bool bad = r.status().kind() == ErrorKind::kBadInput;
+      return send_error(res, {.http_status = bad ? 400 : 500,
+                              .type = bad ? "invalid_request_error" : "server_error",
+                              .message = r.status().message()});
+    }
+    json out = {{"id_slot", id}};
+    if (what == SlotAction::kSave) {
+      out.update({{"filename", filename}, {"n_saved", r->n_tokens}, {"n_written", r->n_bytes},
+                  {"timings", {{"save_ms", r->ms}}}});
+    } else if (what == SlotAction::kRestore) {
+      out.update({{"filename", filename}, {"n_restored", r->n_tokens}, {"n_read", r->n_bytes},
+                  {"timings", {{"restore_ms", r->ms}}}});
+    } else {
+      out["n_erased"] = r->n_tokens;
     }
     send_json(res, out);
   });

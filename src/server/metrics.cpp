@@ -1,13 +1,27 @@
 #include "server/metrics.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace moetier::server {
 
 namespace {
 
+// llama-server's metric set keeps its names (llamacpp: prefix), so dashboards built for it
+// work unchanged; moetier's extra metrics carry the moetier: prefix.
+constexpr const char* kLlamaCppNames[] = {
+    "prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total", "tokens_predicted_total",
+    "tokens_predicted_seconds_total", "n_decode_total", "n_tokens_max", "spec_decode_num_draft_tokens_total",
+    "spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total", "prompt_tokens_seconds",
+    "predicted_tokens_seconds", "requests_processing", "requests_deferred", "n_busy_slots_per_decode"};
+
 void metric(std::string& out, const char* type, const char* name, const char* help, double value) {
-  out += fmt::format("# HELP moetier:{} {}\n# TYPE moetier:{} {}\nmoetier:{} {}\n", name, help, name, type, name, value);
+  const char* prefix = "moetier";
+  for (const char* n : kLlamaCppNames) {
+    if (std::string_view(n) == name) prefix = "llamacpp";
+  }
+  out += fmt::format("# HELP {0}:{1} {2}\n# TYPE {0}:{1} {3}\n{0}:{1} {4}\n", prefix, name, help, type, value);
 }
 
 }  // namespace
@@ -36,6 +50,8 @@ std::string render_metrics(const ServerState& st) {
          s.step_seconds > 0 ? static_cast<double>(s.step_tokens) / s.step_seconds : 0.0);
   metric(out, "gauge", "n_busy_slots_per_decode", "Average number of slots batched per forward pass.",
          s.steps > 0 ? static_cast<double>(s.step_busy_slots) / static_cast<double>(s.steps) : 0.0);
+  metric(out, "counter", "n_tokens_max", "Largest number of tokens a slot has held.",
+         static_cast<double>(s.n_tokens_max));
   metric(out, "gauge", "requests_processing", "Requests running in a slot.", s.busy_slots);
   metric(out, "gauge", "requests_deferred", "Requests waiting for a free slot.", s.queued);
   metric(out, "gauge", "requests_in_flight", "Generation requests received and not yet answered.",

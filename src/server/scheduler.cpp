@@ -1,6 +1,10 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <iterator>
 #include <cmath>
 #include <optional>
 
@@ -140,6 +144,8 @@ Scheduler::Scheduler(Model& model, const text::Tokenizer& tokenizer, ThreadPool&
 
 Scheduler::~Scheduler() { stop(); }
 
+bool Scheduler::has_recurrent_state() const { return slots_.front()->seq.has_recurrent_state(); }
+
 void Scheduler::start() {
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
 }
@@ -202,6 +208,84 @@ void Scheduler::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+namespace {
+
+constexpr char kSlotMagic[8] = {'M', 'T', 'S', 'L', 'O', 'T', '0', '1'};
+
+}  // namespace
+
+Result<SlotActionResult> Scheduler::slot_action(int slot_id, SlotAction action, const std::string& path) {
+  if (slot_id < 0 || slot_id >= options_.n_slots) {
+    return Status::bad_input(fmt::format("slot {} does not exist (the server has {})", slot_id, options_.n_slots));
+  }
+  auto done = std::make_shared<std::promise<Result<SlotActionResult>>>();
+  auto future = done->get_future();
+  auto run = [this, slot_id, action, path, done] {
+    const auto t0 = Clock::now();
+    Slot& s = *slots_[static_cast<size_t>(slot_id)];
+    auto result = [&]() -> Result<SlotActionResult> {
+      if (s.task) return Status::bad_input(fmt::format("slot {} is busy; try again when its request is done", slot_id));
+      SlotActionResult r;
+      if (action == SlotAction::kErase) {
+        r.n_tokens = static_cast<int64_t>(s.cached.size());
+        s.seq.clear();
+        s.cached.clear();
+      } else if (action == SlotAction::kSave) {
+        ASSIGN_OR_RETURN(std::vector<uint8_t> state, s.seq.snapshot());
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        const int64_t n = static_cast<int64_t>(s.cached.size());
+        f.write(kSlotMagic, sizeof(kSlotMagic));
+        f.write(reinterpret_cast<const char*>(&n), sizeof(n));
+        f.write(reinterpret_cast<const char*>(s.cached.data()), static_cast<std::streamsize>(n * sizeof(int32_t)));
+        f.write(reinterpret_cast<const char*>(state.data()), static_cast<std::streamsize>(state.size()));
+        f.close();
+        if (!f) return Status::runtime(fmt::format("cannot write {}", path));
+        r.n_tokens = n;
+        r.n_bytes = sizeof(kSlotMagic) + sizeof(n) + static_cast<uint64_t>(n) * sizeof(int32_t) + state.size();
+      } else {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) return Status::bad_input(fmt::format("no saved slot at {}", path));
+        std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        int64_t n = 0;
+        if (bytes.size() < sizeof(kSlotMagic) + sizeof(n) || !std::equal(kSlotMagic, kSlotMagic + 8, bytes.begin())) {
+          return Status::bad_input(fmt::format("{} is not a saved moetier slot", path));
+        }
+        std::memcpy(&n, bytes.data() + sizeof(kSlotMagic), sizeof(n));
+        const size_t header = sizeof(kSlotMagic) + sizeof(n);
+        if (n < 0 || n > s.seq.n_ctx() || bytes.size() - header < static_cast<size_t>(n) * sizeof(int32_t)) {
+          return Status::bad_input(fmt::format("{} is damaged or holds more tokens than a slot", path));
+        }
+        std::vector<int32_t> tokens(static_cast<size_t>(n));
+        std::memcpy(tokens.data(), bytes.data() + header, tokens.size() * sizeof(int32_t));
+        std::vector<uint8_t> state(bytes.begin() + static_cast<std::ptrdiff_t>(header + tokens.size() * sizeof(int32_t)),
+                                   bytes.end());
+        RETURN_IF_ERROR(s.seq.restore(state));
+        if (s.seq.n_past() != n) {
+          s.seq.clear();
+          return Status::bad_input(fmt::format("{} is damaged (token count and state disagree)", path));
+        }
+        s.cached = std::move(tokens);
+        r.n_tokens = n;
+        r.n_bytes = bytes.size();
+      }
+      // A drafter's own cache (an MTP head's) does not follow the restored state: start it over.
+      if (s.spec) s.spec->drafter().on_truncate(0);
+      r.ms = ms_between(t0, Clock::now());
+      std::lock_guard<std::mutex> lk(mu_);
+      s.info.n_cached = static_cast<int64_t>(s.cached.size());
+      return r;
+    }();
+    done->set_value(std::move(result));
+  };
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) return Status::runtime("the server is shutting down");
+    controls_.push_back(std::move(run));
+  }
+  cv_.notify_all();
+  return future.get();
+}
+
 SchedulerStats Scheduler::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   return stats_;
@@ -221,7 +305,16 @@ void Scheduler::loop() {
       auto any_busy = [&] {
         return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->task != nullptr; });
       };
-      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || any_busy() || !abort_reason_.empty(); });
+      cv_.wait(lk, [&] {
+        return stopping_ || !queue_.empty() || any_busy() || !abort_reason_.empty() || !controls_.empty();
+      });
+      std::deque<std::function<void()>> controls;
+      controls.swap(controls_);
+      if (!controls.empty()) {
+        lk.unlock();
+        for (auto& c : controls) c();
+        lk.lock();
+      }
       if (stopping_ && !any_busy()) return;
       assign_queued();
     }
@@ -482,6 +575,7 @@ bool Scheduler::step() {
     s->info.n_cached = static_cast<int64_t>(s->cached.size());
     s->info.n_generated = s->task ? s->timings.n_generated : 0;
     used += s->info.n_cached;
+    stats_.n_tokens_max = std::max(stats_.n_tokens_max, s->info.n_cached);
   }
   stats_.kv_tokens_used = used;
   return true;

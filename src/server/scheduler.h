@@ -66,6 +66,7 @@ struct SchedulerStats {
   int queued = 0;
   int n_slots = 0;
   int64_t kv_tokens_used = 0;        // sum of the slots' cached positions
+  int64_t n_tokens_max = 0;          // the most positions one slot has held
   int64_t kv_tokens_capacity = 0;
   // Speculative decoding, summed over slots (llama-server's spec_decode_* counters).
   uint64_t draft_tokens = 0;         // drafted tokens verified
@@ -80,6 +81,14 @@ struct SlotInfo {
   int64_t n_cached = 0;    // positions held in the slot's state
   int64_t n_prompt = 0;    // busy: the task's prompt tokens
   int64_t n_generated = 0; // busy: tokens generated so far
+};
+
+// POST /slots/N?action=…: a slot's cached tokens and state to a file and back, or dropped.
+enum class SlotAction { kSave, kRestore, kErase };
+struct SlotActionResult {
+  int64_t n_tokens = 0;  // tokens saved / restored / erased
+  uint64_t n_bytes = 0;  // file size (save, restore)
+  double ms = 0;
 };
 
 class Scheduler {
@@ -100,10 +109,17 @@ class Scheduler {
   // close() + waits for in-flight tasks to end and the engine thread to exit.
   void stop();
 
+  // Runs on the engine thread between steps and waits for it. Fails (bad input) when the
+  // slot is busy or does not exist, the file is missing or damaged, or the state lives on
+  // the GPU. `path`: the file (save, restore).
+  Result<SlotActionResult> slot_action(int slot, SlotAction action, const std::string& path);
+
   SchedulerStats stats() const;
   std::vector<SlotInfo> slots() const;
   int64_t n_ctx_slot() const { return options_.kv.n_ctx; }
   int n_slots() const { return options_.n_slots; }
+  // The model keeps a recurrent state per sequence (it cannot drop or shift old tokens).
+  bool has_recurrent_state() const;
 
  private:
   struct Slot;
@@ -125,6 +141,7 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<GenerationTask>> queue_;
+  std::deque<std::function<void()>> controls_;  // slot actions waiting for the engine thread
   bool closed_ = false;
   bool stopping_ = false;
   std::string abort_reason_;

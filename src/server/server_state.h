@@ -39,6 +39,8 @@ struct ServerConfig {
   // any origin is reflected; "localhost": only http(s)://localhost|127.0.0.1|[::1][:port];
   // otherwise a comma-separated allowlist of exact origins ("https://app.example.com").
   std::string cors_origins = "*";
+  std::string slot_save_path;      // --slot-save-path: where slots are saved ("": saving is off)
+  std::string model_tags;          // --tags
 };
 
 // Whether a browser page at `origin` (the Origin header) may call the API under `allowed`

@@ -50,7 +50,8 @@ int cmd_serve(int argc, char** argv) {
   int n_parallel = 1;
   int64_t n_predict = -1;
   std::string kwargs_text, template_file;
-  bool no_slots = false, no_ui = false, ignored = false;
+  bool no_slots = false, no_ui = false, ignored = false, no_jinja = false, slots_on = false, context_shift = false;
+  int64_t cache_ram = -1;
   int64_t max_body = static_cast<int64_t>(config.max_body_bytes);
   ArgParser p("serve", "Serve a model over HTTP with an OpenAI-compatible API (llama-server's flags).");
   p.section("server");
@@ -75,6 +76,24 @@ int cmd_serve(int argc, char** argv) {
            &config.shutdown_grace_s);
   p.flag({"-cb", "--cont-batching"}, &ignored, "accepted for compatibility: slots are always batched together");
   p.flag({"--jinja"}, &ignored, "accepted for compatibility: chat templates are always rendered as Jinja");
+  p.flag({"--no-jinja"}, &no_jinja, "not available: moetier always renders the chat template (a warning, not an error)");
+  p.flag({"--offline"}, &ignored, "accepted for compatibility: moetier never downloads anything");
+  p.flag({"--slots"}, &slots_on, "serve the /slots endpoint (the default)");
+  p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore (off without it)",
+           &config.slot_save_path);
+  p.option({"--cors-origins"}, "LIST",
+           "browser origins allowed to call the API: * (default: any, as llama-server), localhost (pages on "
+           "localhost/127.0.0.1/[::1] only), or a comma-separated list of origins",
+           &config.cors_origins);
+  p.option({"--tags"}, "TAGS", "comma-separated tags shown with the model in /v1/models", &config.model_tags);
+  p.option({"--cache-ram", "-cram"}, "MiB",
+           "accepted for compatibility: moetier keeps prompt caches in the slots only (no extra RAM cache), so "
+           "any value uses 0 MiB",
+           &cache_ram);
+  p.flag({"--context-shift"}, &context_shift,
+         "not available: a full slot ends the reply (finish_reason length); an error on models with recurrent "
+         "(DeltaNet) state, which cannot be shifted");
+  p.flag({"--no-context-shift"}, &ignored, "the default: a full slot ends the reply");
   p.section("generation defaults (requests may override)");
   p.option({"-n", "--n-predict"}, "N", "max tokens per reply when a request gives no max_tokens (default -1: no limit)",
            &n_predict);
@@ -116,7 +135,24 @@ int cmd_serve(int argc, char** argv) {
   if (config.shutdown_grace_s < 0) return report_error(Status::bad_input("--shutdown-grace must not be negative"));
   if (config.http_threads < 0) return report_error(Status::bad_input("--threads-http must not be negative"));
   config.max_body_bytes = static_cast<size_t>(max_body);
-  config.slots_endpoint = !no_slots;
+  config.slots_endpoint = !no_slots || slots_on;
+  if (no_jinja) {
+    std::fprintf(stderr, "moetier: warning: --no-jinja: moetier always renders the chat template with its own Jinja "
+                         "engine; the flag changes nothing\n");
+  }
+  if (cache_ram >= 0) {
+    std::fprintf(stderr, "moetier: note: --cache-ram %lld: moetier keeps prompt caches in the slots only, so no RAM "
+                         "cache is used\n", static_cast<long long>(cache_ram));
+  }
+  if (!config.slot_save_path.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(config.slot_save_path, ec);
+    if (ec || !std::filesystem::is_directory(config.slot_save_path)) {
+      return report_error(Status::bad_input(
+          fmt::format("--slot-save-path {}: not a directory moetier can create ({})", config.slot_save_path, ec.message())));
+    }
+  }
+  if (config.cors_origins.empty()) return report_error(Status::bad_input("--cors-origins: give *, localhost or a list"));
   config.webui = !no_ui;
   if (config.reasoning != "on" && config.reasoning != "off" && config.reasoning != "auto") {
     return report_error(Status::bad_input(fmt::format("--reasoning: '{}' is not one of on, off, auto", config.reasoning)));
@@ -156,6 +192,16 @@ int cmd_serve(int argc, char** argv) {
   }
   auto scheduler = server::Scheduler::create(*session->model, *session->tokenizer, *session->pool, scheduler_options);
   if (!scheduler) return report_error(scheduler.status());
+  if (context_shift) {
+    // Shifting drops the oldest tokens and re-rotates the rest; a recurrent state has folded
+    // those tokens in and cannot drop them.
+    return report_error(Status::bad_input(
+        (*scheduler)->has_recurrent_state()
+            ? "--context-shift: this model keeps a recurrent (DeltaNet) state, which cannot drop old tokens; without "
+              "the flag a full slot ends the reply with finish_reason length"
+            : "--context-shift is not implemented in moetier yet; without the flag a full slot ends the reply with "
+              "finish_reason length"));
+  }
 
   config.model_path = flags.model_path;
   if (config.model_name.empty()) config.model_name = std::filesystem::path(flags.model_path).filename().string();

@@ -411,7 +411,12 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
     }
     const int64_t n_ctx = flags.n_ctx == 0 ? hp->n_ctx_train : flags.n_ctx;
     if (hp->n_ctx_train > 0 && n_ctx > hp->n_ctx_train) {
-      return Status::bad_input(fmt::format("-c {} exceeds the model's context length {}", n_ctx, hp->n_ctx_train));
+      // As llama.cpp: allowed, with a warning; positions past the training length may degrade.
+      std::fprintf(stderr,
+                   "moetier: warning: -c %lld is above the model's training context of %lld tokens; output past "
+                   "%lld tokens may degrade\n",
+                   static_cast<long long>(n_ctx), static_cast<long long>(hp->n_ctx_train),
+                   static_cast<long long>(hp->n_ctx_train));
     }
     s.n_ctx = n_ctx;
     s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};

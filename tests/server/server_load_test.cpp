@@ -36,8 +36,13 @@ const std::string kRef = testing::kRefDir;
 std::string model_path(const std::string& name) { return kRef + "/models/" + name + ".gguf"; }
 
 double metric(const std::string& text, const std::string& name) {
-  const std::string key = "\nmoetier:" + name + " ";
-  const size_t at = text.find(key);
+  // llama-server's metrics keep its names (llamacpp:), moetier's own are moetier:.
+  size_t at = std::string::npos;
+  std::string key;
+  for (const char* prefix : {"\nllamacpp:", "\nmoetier:"}) {
+    key = prefix + name + " ";
+    if ((at = text.find(key)) != std::string::npos) break;
+  }
   return at == std::string::npos ? -1.0 : std::stod(text.substr(at + key.size()));
 }
 

@@ -15,11 +15,13 @@ struct HttpReply {
   int status = 0;        // 0: no response (connection failed)
   std::string body;
   nlohmann::json json;   // parsed body (discarded when not JSON)
+  httplib::Headers headers;
 };
 
 inline HttpReply to_reply(const httplib::Result& r) {
   HttpReply out;
   if (!r) return out;
+  out.headers = r->headers;
   out.status = r->status;
   out.body = r->body;
   out.json = nlohmann::json::parse(out.body, nullptr, false);

@@ -1,0 +1,341 @@
+// llama-server's own API on `moetier serve`, over real HTTP against reference models: the
+// native /completion (fields, streaming, probabilities), logit_bias in its three forms,
+// n > 1, prefill of a final assistant message, /infill, slot save/restore/erase, the
+// --cors-origins allowlist, the llama-server flags a command line carries, and a clean exit
+// whatever moment of start-up a SIGINT arrives at.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "server/server_state.h"
+#include "support/cli.h"
+#include "support/http_client.h"
+#include "support/ref_data.h"
+#include "support/server_process.h"
+
+namespace moetier {
+namespace {
+
+using nlohmann::json;
+using testing::get;
+using testing::post_json;
+using testing::post_raw;
+using testing::post_sse;
+using testing::ServerProcess;
+
+const std::string kRef = testing::kRefDir;
+std::string model_path(const std::string& name) { return kRef + "/models/" + name + ".gguf"; }
+
+class LlamaServerApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    save_dir_ = testing::temp_file("slots");
+    server_ = new ServerProcess({"-m", model_path("qwen3moe-tiny-f32"), "-np", "2", "-t", "2", "-c", "1024",
+                                 "--slot-save-path", save_dir_, "--offline", "--no-jinja", "--slots", "--cache-ram",
+                                 "0", "--tags", "a,b", "--cors-origins", "localhost"});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    std::filesystem::remove_all(save_dir_);
+  }
+  void SetUp() override { ASSERT_TRUE(server_->ready()) << server_->log(); }
+  static ServerProcess* server_;
+  static std::string save_dir_;
+};
+ServerProcess* LlamaServerApi::server_ = nullptr;
+std::string LlamaServerApi::save_dir_;
+
+TEST_F(LlamaServerApi, NativeCompletionHasLlamaServerFields) {
+  auto c = server_->client();
+  const json req = {{"prompt", "Once upon"}, {"n_predict", 6}, {"temperature", 0}, {"return_tokens", true},
+                    {"n_probs", 3}, {"ignore_eos", true}};
+  auto r = post_json(c, "/completion", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& j = r.json;
+  for (const char* k : {"index", "content", "tokens", "id_slot", "stop", "model", "tokens_predicted", "tokens_evaluated",
+                        "generation_settings", "prompt", "has_new_line", "truncated", "stop_type", "stopping_word",
+                        "tokens_cached", "timings", "completion_probabilities"}) {
+    EXPECT_TRUE(j.contains(k)) << k << ": " << r.body;
+  }
+  EXPECT_EQ(j["stop"], true);
+  EXPECT_EQ(j["stop_type"], "limit");
+  EXPECT_EQ(j["tokens_predicted"], 6);
+  EXPECT_EQ(j["tokens"].size(), 6u);
+  EXPECT_EQ(j["prompt"], "Once upon");
+  EXPECT_EQ(j["generation_settings"]["n_predict"], 6);
+  ASSERT_EQ(j["completion_probabilities"].size(), 6u);
+  const json& p0 = j["completion_probabilities"][0];
+  EXPECT_EQ(p0["id"], j["tokens"][0]);
+  EXPECT_EQ(p0["top_logprobs"].size(), 3u);
+  // Greedy: the chosen token is the most likely one.
+  EXPECT_EQ(p0["top_logprobs"][0]["id"], p0["id"]);
+  EXPECT_LE(p0["logprob"].get<double>(), 0.0);
+
+  // The same greedy text as the OpenAI endpoint.
+  auto oai = post_json(c, "/v1/completions", {{"prompt", "Once upon"}, {"max_tokens", 6}, {"temperature", 0},
+                                              {"ignore_eos", true}});
+  ASSERT_EQ(oai.status, 200);
+  EXPECT_EQ(oai.json["choices"][0]["text"], j["content"]);
+
+  // Streamed: chunks with stop false, then one final object with stop true; no [DONE].
+  json sreq = req;
+  sreq["stream"] = true;
+  auto s = post_sse(c, "/completion", sreq);
+  ASSERT_EQ(s.status, 200);
+  ASSERT_GE(s.events.size(), 2u);
+  EXPECT_FALSE(s.done);
+  std::string text;
+  json tokens = json::array();
+  for (const auto& e : s.events) {
+    text += e["content"].get<std::string>();
+    for (const auto& t : e["tokens"]) tokens.push_back(t);
+    EXPECT_EQ(e["stop"], &e == &s.events.back());
+  }
+  EXPECT_EQ(text, j["content"]);
+  EXPECT_EQ(tokens, j["tokens"]);
+  EXPECT_EQ(s.events.back()["stop_type"], "limit");
+
+  // A stop string: stop_type word, the word reported, the text cut before it.
+  const std::string full = j["content"].get<std::string>();
+  const bool ascii = std::all_of(full.begin(), full.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; });
+  if (full.size() >= 3 && ascii) {
+    const std::string word = full.substr(1, 2);
+    auto w = post_json(c, "/completion", {{"prompt", "Once upon"}, {"n_predict", 6}, {"temperature", 0},
+                                          {"stop", {word}}, {"ignore_eos", true}});
+    EXPECT_EQ(w.json["stop_type"], "word") << w.body;
+    EXPECT_EQ(w.json["stopping_word"], word);
+    EXPECT_EQ(w.json["content"], full.substr(0, full.find(word)));
+  }
+
+  // post_sampling_probs: probabilities of the distribution sampled from (they sum to <= 1).
+  auto ps = post_json(c, "/completion", {{"prompt", "Once upon"}, {"n_predict", 2}, {"temperature", 1.0}, {"top_k", 5},
+                                         {"n_probs", 10}, {"post_sampling_probs", true}, {"seed", 3}});
+  ASSERT_EQ(ps.status, 200) << ps.body;
+  const json& pp = ps.json["completion_probabilities"][0];
+  ASSERT_TRUE(pp.contains("prob") && pp.contains("top_probs")) << ps.body;
+  double sum = 0;
+  for (const auto& t : pp["top_probs"]) sum += t["prob"].get<double>();
+  EXPECT_LE(pp["top_probs"].size(), 5u);  // top_k 5 leaves at most 5 candidates
+  EXPECT_NEAR(sum, 1.0, 1e-4);
+
+  // Mixed prompts: strings and token ids.
+  auto mixed = post_json(c, "/completion", {{"prompt", {"Once", 12, " upon"}}, {"n_predict", 1}});
+  EXPECT_EQ(mixed.status, 200) << mixed.body;
+}
+
+TEST_F(LlamaServerApi, LogitBiasInAllThreeFormsAndNChoices) {
+  auto c = server_->client();
+  const json base = {{"prompt", "Once upon"}, {"n_predict", 1}, {"temperature", 0}, {"return_tokens", true}};
+  auto greedy = post_json(c, "/completion", base);
+  ASSERT_EQ(greedy.status, 200);
+  const int first = greedy.json["tokens"][0].get<int>();
+  // OpenAI's object form, llama-server's array form with a number and with false.
+  for (const json& bias : {json{{std::to_string(first), -100}}, json{{first, -1e9}}, json::array({json{first, false}})}) {
+    json req = base;
+    req["logit_bias"] = bias.is_array() && bias.size() == 2 && bias[0].is_number() ? json::array({bias}) : bias;
+    auto r = post_json(c, "/completion", req);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.json["tokens"][0].get<int>(), first) << bias.dump();
+  }
+  // A string: each of its tokens gets the bias; a large positive one forces it.
+  const std::string piece = greedy.json["content"].get<std::string>();
+  json forced = base;
+  forced["prompt"] = "Twice";
+  forced["logit_bias"] = json::array({json{"Z", 1000}});
+  auto z = post_json(c, "/completion", forced);
+  EXPECT_EQ(z.json["content"], "Z") << z.body;
+
+  // n = 3: three choices; with a seed, reproducible; streamed chunks carry each index.
+  const json req = {{"prompt", "Once upon"}, {"max_tokens", 4}, {"n", 3}, {"seed", 11}, {"temperature", 1.0}};
+  auto a = post_json(c, "/v1/completions", req);
+  auto b = post_json(c, "/v1/completions", req);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(a.json["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a.json["choices"][i]["index"], i);
+    EXPECT_EQ(a.json["choices"][i]["text"], b.json["choices"][i]["text"]);
+  }
+  EXPECT_EQ(a.json["usage"]["completion_tokens"], 12);
+  json sreq = req;
+  sreq["stream"] = true;
+  auto s = post_sse(c, "/v1/completions", sreq);
+  std::string per[3];
+  for (const auto& e : s.events) {
+    if (!e.contains("choices") || e["choices"].empty()) continue;
+    per[e["choices"][0]["index"].get<int>()] += e["choices"][0]["text"].get<std::string>();
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(per[i], a.json["choices"][i]["text"]) << i;
+  EXPECT_TRUE(s.done);
+}
+
+TEST_F(LlamaServerApi, ChatPrefillTemplateAndStreamShape) {
+  auto c = server_->client();
+  const json msgs = {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Hello, I am"}}};
+  // A final assistant message is continued: the prompt ends with its text, not a new turn.
+  auto t = post_json(c, "/apply-template", {{"messages", msgs}});
+  ASSERT_EQ(t.status, 200) << t.body;
+  const std::string prompt = t.json["prompt"].get<std::string>();
+  EXPECT_EQ(prompt.substr(prompt.size() - 11), "Hello, I am") << prompt;
+  // add_generation_prompt false: no assistant header at the end.
+  const json user_only = {{{"role", "user"}, {"content", "Hi"}}};
+  auto with = post_json(c, "/apply-template", {{"messages", user_only}});
+  auto without = post_json(c, "/apply-template", {{"messages", user_only}, {"add_generation_prompt", false}});
+  EXPECT_GT(with.json["prompt"].get<std::string>().size(), without.json["prompt"].get<std::string>().size());
+  EXPECT_EQ(with.json["prompt"].get<std::string>().rfind(without.json["prompt"].get<std::string>(), 0), 0u);
+
+  // The first streamed chunk is {"role": "assistant", "content": null}; the usage chunk has timings.
+  auto s = post_sse(c, "/v1/chat/completions", {{"messages", user_only}, {"max_tokens", 3}, {"stream", true},
+                                                 {"stream_options", {{"include_usage", true}}}});
+  ASSERT_GE(s.events.size(), 3u);
+  EXPECT_EQ(s.events[0]["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", nullptr}}));
+  EXPECT_TRUE(s.events.back().contains("usage"));
+  EXPECT_TRUE(s.events.back().contains("timings"));
+
+  // Any model name is served; /v1/models carries the tags.
+  auto any = post_json(c, "/v1/chat/completions", {{"model", "gpt-3.5-turbo"}, {"messages", user_only}, {"max_tokens", 1}});
+  EXPECT_EQ(any.status, 200);
+  auto models = get(c, "/v1/models");
+  EXPECT_EQ(models.json["data"][0]["tags"], (json{"a", "b"}));
+}
+
+TEST_F(LlamaServerApi, SlotsSaveRestoreErase) {
+  auto c = server_->client();
+  auto r = post_json(c, "/completion", {{"prompt", "The slot keeps this"}, {"n_predict", 2}, {"id_slot", 1},
+                                        {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["id_slot"], 1);
+  auto save = post_json(c, "/slots/1?action=save", {{"filename", "one.bin"}});
+  ASSERT_EQ(save.status, 200) << save.body;
+  const int64_t n = save.json["n_saved"].get<int64_t>();
+  EXPECT_GT(n, 3);
+  EXPECT_TRUE(std::filesystem::exists(save_dir_ + "/one.bin"));
+  auto erase = post_raw(c, "/slots/1?action=erase", "");
+  ASSERT_EQ(erase.status, 200) << erase.body;
+  EXPECT_EQ(erase.json["n_erased"], n);
+  auto restore = post_json(c, "/slots/1?action=restore", {{"filename", "one.bin"}});
+  ASSERT_EQ(restore.status, 200) << restore.body;
+  EXPECT_EQ(restore.json["n_restored"], n);
+  // The restored cache serves the same prompt again: its prefix is reused, the text is the same.
+  auto again = post_json(c, "/completion", {{"prompt", "The slot keeps this"}, {"n_predict", 2}, {"id_slot", 1},
+                                            {"temperature", 0}});
+  EXPECT_EQ(again.json["content"], r.json["content"]);
+  EXPECT_GT(again.json["timings"]["cache_n"].get<int64_t>(), 0) << again.body;
+  // Bad requests.
+  EXPECT_EQ(post_json(c, "/slots/1?action=save", {{"filename", "../escape"}}).status, 400);
+  EXPECT_EQ(post_json(c, "/slots/1?action=restore", {{"filename", "missing.bin"}}).status, 400);
+  EXPECT_EQ(post_json(c, "/slots/7?action=erase", json::object()).status, 400);
+  EXPECT_EQ(post_json(c, "/slots/0?action=fly", json::object()).status, 400);
+  // A damaged file is refused, not loaded.
+  {
+    std::FILE* f = std::fopen((save_dir_ + "/bad.bin").c_str(), "wb");
+    std::fputs("MTSLOT01garbage", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(post_json(c, "/slots/0?action=restore", {{"filename", "bad.bin"}}).status, 400);
+}
+
+TEST_F(LlamaServerApi, InfillNeedsFimTokensAndCorsFollowsTheAllowlist) {
+  auto c = server_->client();
+  // The tiny reference vocabulary has no FIM tokens: a clear 501, not a wrong prompt.
+  auto r = post_json(c, "/infill", {{"input_prefix", "def f("}, {"input_suffix", "\n"}});
+  EXPECT_EQ(r.status, 501) << r.body;
+  EXPECT_EQ(post_json(c, "/infill", {{"n_predict", 3}}).status, 400);
+  // --cors-origins localhost: a page on localhost may call, another origin gets no CORS grant.
+  auto ok = get(c, "/v1/models", {{"Origin", "http://localhost:5173"}});
+  EXPECT_EQ(ok.headers.count("Access-Control-Allow-Origin"), 1u);
+  auto evil = get(c, "/v1/models", {{"Origin", "http://evil.example"}});
+  EXPECT_EQ(evil.headers.count("Access-Control-Allow-Origin"), 0u);
+}
+
+TEST(CorsOrigins, AllowlistForms) {
+  using server::cors_origin_allowed;
+  EXPECT_TRUE(cors_origin_allowed("*", "http://a.b"));
+  EXPECT_FALSE(cors_origin_allowed("*", ""));
+  EXPECT_TRUE(cors_origin_allowed("localhost", "http://localhost"));
+  EXPECT_TRUE(cors_origin_allowed("localhost", "https://127.0.0.1:8080"));
+  EXPECT_TRUE(cors_origin_allowed("localhost", "http://[::1]:3000"));
+  EXPECT_FALSE(cors_origin_allowed("localhost", "http://localhost.evil.com"));
+  EXPECT_FALSE(cors_origin_allowed("localhost", "http://evil.com/localhost"));
+  EXPECT_FALSE(cors_origin_allowed("localhost", "file://localhost"));
+  EXPECT_TRUE(cors_origin_allowed("https://a.com, https://b.com", "https://b.com"));
+  EXPECT_FALSE(cors_origin_allowed("https://a.com,https://b.com", "https://c.com"));
+  EXPECT_FALSE(cors_origin_allowed("https://a.com", "https://a.com.evil"));
+}
+
+TEST(ServerFlags, ContextShiftIsAClearErrorOnRecurrentModels) {
+  ServerProcess hybrid({"-m", model_path("qwen35moe-tiny-f32"), "--context-shift"});
+  EXPECT_FALSE(hybrid.ready());
+  EXPECT_NE(hybrid.log().find("DeltaNet"), std::string::npos) << hybrid.log();
+  EXPECT_NE(hybrid.exit_status(), 0);
+}
+
+// Start-up has many moments (argument parsing, loading, binding, the listener thread
+// starting); a SIGINT at any of them must end the process promptly, and one after the
+// "listening" line must end it cleanly (exit 0).
+TEST(ServerShutdown, SigintAtAnyMomentOfStartupExits) {
+  const std::string bin = MOETIER_BINARY;
+  const std::string model = model_path("qwen35moe-tiny-f32");
+  struct Point {
+    bool after_listening;
+    int delay_us;
+  };
+  std::vector<Point> points;
+  for (int d : {0, 2000, 10000, 30000}) points.push_back({false, d});
+  for (int d : {0, 0, 0, 50, 200, 1000, 5000}) points.push_back({true, d});
+  for (const Point& p : points) {
+    const std::string err = testing::temp_file("sigint.stderr");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      FILE* e = std::freopen(err.c_str(), "w", stderr);
+      FILE* o = std::freopen("/dev/null", "w", stdout);
+      (void)e;
+      (void)o;
+      ::execl(bin.c_str(), bin.c_str(), "serve", "-m", model.c_str(), "--port", "0", "-t", "1", nullptr);
+      ::_exit(127);
+    }
+    if (p.after_listening) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (testing::slurp_file(err).find("listening on") == std::string::npos &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(p.delay_us));
+    ::kill(pid, SIGINT);
+    int status = 0;
+    bool exited = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!exited) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+    EXPECT_TRUE(exited) << "SIGINT " << (p.after_listening ? "after listening" : "during start-up") << " + "
+                        << p.delay_us << " us: still running after 15 s\n"
+                        << testing::slurp_file(err);
+    if (exited && p.after_listening) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << testing::slurp_file(err);
+    }
+    std::filesystem::remove(err);
+  }
+}
+
+}  // namespace
+}  // namespace moetier
