@@ -394,6 +394,20 @@ std::optional<ApiError> render_chat_prompt(const ServerState& st, const Generati
     params.messages.erase(params.messages.size() - 1);
     params.add_generation_prompt = true;
   }
+  // OpenAI clients send a tool call's arguments as a JSON string; templates (Qwen3.5/3.6's
+  // iterates over them) want the object, as llama-server passes it.
+  for (auto& m : params.messages) {
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (auto& call : *calls) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      auto& fn = call["function"];
+      if (auto args = fn.find("arguments"); args != fn.end() && args->is_string()) {
+        auto parsed = ordered_json::parse(args->get<std::string>(), nullptr, false);
+        if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+      }
+    }
+  }
   auto rendered = st.chat_prompt.render(params);
   if (!rendered) return ApiError::bad_request("chat template: " + rendered.status().message(), "messages");
   prompt = std::move(rendered).value() + continued;

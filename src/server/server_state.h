@@ -5,11 +5,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/token_vocabulary.h"
 #include "model/arch.h"
 #include "runtime/chat_prompt.h"
 #include "server/request.h"
@@ -65,6 +68,15 @@ struct ServerState {
   int64_t started_at = 0;  // Unix seconds
   uint64_t model_file_bytes = 0;
   uint64_t model_params = 0;
+
+  // The vocabulary as the grammar engine reads it, built on the first constrained request
+  // (a trie over every token's bytes) and shared by all requests after it.
+  std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary() const {
+    std::call_once(grammar_vocab_once_, [this] { grammar_vocab_ = std::make_shared<const grammar::TokenVocabulary>(tokenizer); });
+    return grammar_vocab_;
+  }
+  mutable std::once_flag grammar_vocab_once_;
+  mutable std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;
 };
 
 }  // namespace moetier::server
