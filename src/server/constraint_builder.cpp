@@ -122,7 +122,8 @@ std::optional<ApiError> build_constraint(const ServerState& st, const Generation
   out = nullptr;
   if (r.grammar) return compile_grammar(st, *r.grammar, "grammar", out);
   if (r.json_schema) {
-    auto gbnf = grammar::json_schema_to_gbnf(*r.json_schema);
+    // As llama.cpp's grammars: an object without additionalProperties takes no extra keys.
+    auto gbnf = grammar::json_schema_to_gbnf(*r.json_schema, {.extra_properties_by_default = false});
     if (!gbnf) return ApiError::bad_request("json_schema: " + gbnf.status().message(), "json_schema");
     return compile_grammar(st, *gbnf, "json_schema", out);
   }

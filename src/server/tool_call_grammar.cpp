@@ -116,7 +116,9 @@ Result<std::optional<std::string>> build_tool_call_grammar(const ToolGrammarPara
   if (!params.tools || params.tools->empty()) return Status::bad_input("tool_choice requires a tool call, but 'tools' is empty");
 
   grammar::GbnfWriter out;
-  grammar::SchemaConverter conv(out, {});
+  // As llama.cpp's grammars: an object without additionalProperties takes no extra keys, so
+  // a forced call holds the declared arguments only.
+  grammar::SchemaConverter conv(out, {.extra_properties_by_default = false});
   const std::string ws = conv.ws();
   std::vector<std::string> calls;
   for (const ToolSpec& tool : *params.tools) {
