@@ -51,6 +51,9 @@ cp "$ref_dir"/models/qwen35moe-tiny-mixed.gguf "$corpus"/gguf/seed.gguf
 echo '{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":5,"stop":["a","b"],"temperature":0.5,"top_p":0.9,"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2,"chat_template_kwargs":{"enable_thinking":false}}' >"$corpus"/http/chat.json
 echo '{"prompt":[1,2,3],"logprobs":3,"echo":true,"seed":4,"n_predict":-1,"cache_prompt":false}' >"$corpus"/http/tokens.json
 echo '{"prompt":"<think>x\n</think>\n\ny","n":1,"top_k":3,"reasoning_format":"none"}' >"$corpus"/http/text.json
+echo '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer","minimum":3,"maximum":120},"b":{"type":"string","pattern":"^[a-z]{2,5}$"}},"required":["a"]}}}],"tool_choice":"required","n":2,"logit_bias":{"5":-1}}' >"$corpus"/http/tools.json
+echo '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"array","items":{"enum":["a",1,null]},"maxItems":3}}}}' >"$corpus"/http/schema.json
+echo '{"prompt":["a",5,"b"],"n_probs":3,"grammar":"root ::= [a-c]+ (\"x\" | r)?\nr ::= \"y\"{1,3}","input_prefix":"p","input_suffix":"s"}' >"$corpus"/http/native.json
 ./build-fuzz/tests/fuzz_openai_request -max_total_time="${MOETIER_FUZZ_SECONDS:-60}" -max_len=8192 -rss_limit_mb=2048 \
   -timeout=10 -print_final_stats=1 "$corpus"/http 2>&1 | tail -n 8
 # One closing line in the plain "N passed, N failed" form (each fuzz run counts as one).

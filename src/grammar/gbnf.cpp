@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "grammar/gbnf_validate.h"
+#include "text/utf8.h"
 
 namespace moetier::grammar {
 
@@ -26,31 +27,6 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-// Strict UTF-8 decode of one code point at s[pos]; advances pos. nullopt on invalid bytes.
-std::optional<uint32_t> decode_utf8(std::string_view s, size_t& pos) {
-  const auto b0 = static_cast<uint8_t>(s[pos]);
-  if (b0 < 0x80) {
-    ++pos;
-    return b0;
-  }
-  int n = 0;
-  uint32_t cp = 0;
-  uint32_t min = 0;
-  if ((b0 & 0xE0) == 0xC0) n = 1, cp = b0 & 0x1F, min = 0x80;
-  else if ((b0 & 0xF0) == 0xE0) n = 2, cp = b0 & 0x0F, min = 0x800;
-  else if ((b0 & 0xF8) == 0xF0) n = 3, cp = b0 & 0x07, min = 0x10000;
-  else return std::nullopt;
-  if (pos + n >= s.size()) return std::nullopt;  // cut short
-  for (int i = 1; i <= n; ++i) {
-    const auto b = static_cast<uint8_t>(s[pos + i]);
-    if ((b & 0xC0) != 0x80) return std::nullopt;
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > kMaxCodePoint) return std::nullopt;
-  pos += n + 1;
-  return cp;
 }
 
 void normalize(CharSet& set) {
@@ -374,7 +350,7 @@ class GrammarBuilder {
   Result<uint32_t> parse_char(size_t open, const char* what) {
     const size_t at = pos_;
     if (peek() != '\\') {
-      const auto cp = decode_utf8(src_, pos_);
+      const auto cp = text::decode_strict(src_, pos_);
       if (!cp) return error(at, fmt::format("invalid UTF-8 in {}", what));
       return *cp;
     }

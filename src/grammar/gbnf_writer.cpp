@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "text/utf8.h"
+
 namespace moetier::grammar {
 
 std::string gbnf_literal(std::string_view text) {
@@ -25,24 +27,6 @@ std::string gbnf_literal(std::string_view text) {
   return out + "\"";
 }
 
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 std::string gbnf_class_char(char32_t cp) {
   switch (cp) {
     case ']': return "\\]";
@@ -57,7 +41,7 @@ std::string gbnf_class_char(char32_t cp) {
   }
   if (cp < 0x20 || cp == 0x7F) return fmt::format("\\x{:02X}", static_cast<unsigned>(cp));
   std::string out;
-  append_utf8(out, cp);
+  text::append_utf8(cp, out);
   return out;
 }
 

@@ -18,9 +18,6 @@ std::string gbnf_literal(std::string_view text);
 // characters ] [ \ - ^ are escaped, control characters written as \xHH / \uHHHH.
 std::string gbnf_class_char(char32_t cp);
 
-// Appends the UTF-8 encoding of `cp` (assumed a valid scalar value).
-void append_utf8(std::string& out, char32_t cp);
-
 // An ordered set of rules. Names are made from hints (only [a-zA-Z0-9-] survive) and made
 // unique with a numeric suffix; a body already present under some name is reused, so shared
 // sub-schemas become one rule. str() writes `root` first, then the others in creation order.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "grammar/gbnf_writer.h"
+#include "text/utf8.h"
 
 namespace moetier::grammar {
 
@@ -91,7 +92,7 @@ class PatternParser {
           if (cp < 0x20) return fmt::format("\\u{:04x}", static_cast<unsigned>(cp));
       }
     }
-    append_utf8(out, cp);
+    text::append_utf8(cp, out);
     return out;
   }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -27,18 +28,21 @@ ordered_json tool_calls_json(const std::vector<ToolCall>& calls) {
   return out;
 }
 
-// The model's tool-call markup (Qwen3's JSON or Qwen3.5/3.6's XML form) → OpenAI tool_calls.
+// The model's tool-call markup (Qwen3's JSON or Qwen3.5/3.6's XML form) → OpenAI tool_calls;
+// with parallel_tool_calls false only the first call of a reply is kept (tool_choice auto
+// has no grammar to stop a second one from being written).
 class ToolCallOutputParser final : public ChatOutputParser {
  public:
-  ToolCallOutputParser(std::vector<ToolSpec> tools, ToolCallFormat format, std::string id_prefix)
+  ToolCallOutputParser(std::vector<ToolSpec> tools, ToolCallFormat format, std::string id_prefix, size_t max_calls)
       : tools_(std::move(tools)),
         options_{.format = format, .tools = &tools_, .id_prefix = std::move(id_prefix)},
-        stream_(options_) {}
+        stream_(options_),
+        max_calls_(max_calls) {}
 
-  Delta push(const std::string& text) override { return convert(stream_.push(text)); }
+  Delta push(const std::string& text) override { return convert(stream_.push(text), max_calls_); }
   Delta finish(const std::string& text) override {
-    Delta d = convert(stream_.push(text));
-    Delta tail = convert(stream_.finish());
+    Delta d = convert(stream_.push(text), max_calls_);
+    Delta tail = convert(stream_.finish(), max_calls_);
     d.content += tail.content;
     if (!tail.tool_call_deltas.is_null()) {
       if (d.tool_call_deltas.is_null()) d.tool_call_deltas = ordered_json::array();
@@ -49,23 +53,26 @@ class ToolCallOutputParser final : public ChatOutputParser {
   bool saw_tool_calls() const override { return stream_.calls() > 0; }
   Parsed parse_full(const std::string& text) const override {
     ParsedReply r = parse_tool_calls(text, options_);
+    if (r.tool_calls.size() > max_calls_) r.tool_calls.resize(max_calls_);
     Parsed p{.content = std::move(r.content)};
     if (!r.tool_calls.empty()) p.tool_calls = tool_calls_json(r.tool_calls);
     return p;
   }
 
  private:
-  static Delta convert(ToolStreamDelta d) {
+  static Delta convert(ToolStreamDelta d, size_t max_calls) {
     Delta out{.content = std::move(d.content)};
-    if (!d.tool_calls.empty()) {
-      out.tool_call_deltas = ordered_json::array();
-      for (const auto& t : d.tool_calls) out.tool_call_deltas.push_back(t.to_json());
+    for (const auto& t : d.tool_calls) {
+      if (t.index >= max_calls) continue;
+      if (out.tool_call_deltas.is_null()) out.tool_call_deltas = ordered_json::array();
+      out.tool_call_deltas.push_back(t.to_json());
     }
     return out;
   }
   std::vector<ToolSpec> tools_;
   ToolCallParseOptions options_;
   ToolCallStream stream_;
+  size_t max_calls_;
 };
 
 // One choice's grammar state: masks the logits before each sample, advances on the token.
@@ -158,7 +165,8 @@ std::unique_ptr<ChatOutputParser> make_chat_output_parser(const ServerState& st,
   if (format == ToolCallFormat::kNone) return nullptr;
   auto tools = parse_tools(r.tools);
   if (!tools) return nullptr;  // build_constraint has answered 400 already
-  return std::make_unique<ToolCallOutputParser>(std::move(tools).value(), format, new_response_id("call_") + "_");
+  return std::make_unique<ToolCallOutputParser>(std::move(tools).value(), format, new_response_id("call_") + "_",
+                                                r.parallel_tool_calls ? SIZE_MAX : 1);
 }
 
 }  // namespace moetier::server

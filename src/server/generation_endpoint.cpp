@@ -465,7 +465,7 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   } else {
     const ordered_json items = r.prompt_mixed.is_array() ? r.prompt_mixed : ordered_json(r.prompt_tokens);
     if (auto e = mixed_prompt_tokens(st, items, spec.prompt)) return send_error(res, *e);
-    prompt_text = st.tokenizer.detokenize(spec.prompt, false);
+    if (native(endpoint) || r.echo) prompt_text = st.tokenizer.detokenize(spec.prompt, false);
     spec.split_reasoning = false;
   }
   if (spec.prompt.empty()) return send_error(res, ApiError::bad_request("the prompt has no tokens", "prompt"));

@@ -107,7 +107,7 @@ class Fields {
   const ordered_json& body_;
 };
 
-bool body_has(const Fields& f, const char* name) { return f.has(name); }
+
 
 constexpr int64_t kMaxChoices = 16;
 
@@ -230,6 +230,20 @@ void reject_unsupported_samplers(Fields& f) {
       f.fail(o.name, fmt::format("'{}' is not supported by moetier (only the value that turns it off, {})", o.name, o.off));
     }
   }
+  // Other llama-server request options that change the output: refused when they ask for
+  // anything (zero or a negative "disabled" value, an empty list or string is fine).
+  static constexpr const char* kUnsupported[] = {"samplers", "t_max_predict_ms", "n_indent", "lora",
+                                                 "response_fields", "adaptive_target"};
+  for (const char* name : kUnsupported) {
+    const ordered_json* v = f.get(name);
+    if (!v || f.error) continue;
+    const bool off = (v->is_number() && v->get<double>() <= 0) || (v->is_array() && v->empty()) ||
+                     (v->is_string() && v->get_ref<const std::string&>().empty());
+    if (!off) f.fail(name, fmt::format("'{}' is not supported by moetier", name));
+  }
+  if (const ordered_json* n = f.get("n_cmpl"); n && !f.error && !(n->is_number() && n->get<double>() == 1)) {
+    f.fail("n_cmpl", "'n_cmpl' is not supported by moetier; use 'n' for several choices");
+  }
 }
 
 // The fields /v1/chat/completions and /v1/completions share.
@@ -265,6 +279,7 @@ void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
   f.number("frequency_penalty", r.sampling.frequency_penalty, -2.0, 2.0);
   f.number("repeat_penalty", r.sampling.repeat_penalty, 1e-6, 1e6);
   f.integer("repeat_last_n", r.sampling.repeat_last_n, 0, d.n_ctx_slot);
+  f.integer("min_keep", r.sampling.min_keep, 0, std::numeric_limits<int32_t>::max());
   if (const ordered_json* seed = f.get("seed")) {
     if (seed->is_number_integer() && seed->get<int64_t>() == -1) {
       r.sampling.seed = kRandomSeed;
@@ -389,11 +404,11 @@ std::optional<ApiError> parse_chat_request(const ordered_json& body, const Reque
       f.fail("tool_choice", fmt::format("'tool_choice' {} needs 'tools'", r.tool_choice));
     }
   }
-  f.boolean("parallel_tool_calls", r.parallel_tool_calls);
+  f.boolean("parallel_tool_calls", r.parallel_tool_calls);  // OpenAI's default: true
   f.boolean("continue_final_message", r.continue_final_message);
   f.boolean("add_generation_prompt", r.add_generation_prompt);
   if (!f.error && r.messages.is_array() && !r.messages.empty() && r.messages.back().value("role", "") == "assistant" &&
-      !body_has(f, "continue_final_message")) {
+      !f.has("continue_final_message")) {
     // As llama-server: a conversation that ends with the assistant's turn is continued
     // (prefill), not closed and answered anew.
     r.continue_final_message = true;

@@ -79,7 +79,7 @@ struct GenerationRequest {
   bool add_generation_prompt = true;          // /apply-template
   std::string tool_choice = "auto";           // auto | none | required | function
   std::string tool_choice_function;           // tool_choice {"type":"function","function":{"name"}}
-  bool parallel_tool_calls = false;
+  bool parallel_tool_calls = true;            // false: at most one call per reply
 };
 
 std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, const RequestDefaults& defaults,

@@ -624,10 +624,13 @@ void Scheduler::emit_token(Slot& s, const float* logits, int64_t pos) {
       p.chosen = {.token = token, .logprob = std::log(cands[s.sampler->selected_index()].prob)};
       p.top.clear();
       for (const auto& c : cands) p.top.push_back({.token = c.token, .logprob = std::log(c.prob)});
-      std::stable_sort(p.top.begin(), p.top.end(), [](const TokenLogprob& a, const TokenLogprob& b) {
-        return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
-      });
-      if (p.top.size() > static_cast<size_t>(spec.n_logprobs)) p.top.resize(static_cast<size_t>(spec.n_logprobs));
+      // Only the top n_logprobs are kept: a partial sort, not a sort of every candidate.
+      const size_t n_top = std::min(p.top.size(), static_cast<size_t>(spec.n_logprobs));
+      std::partial_sort(p.top.begin(), p.top.begin() + static_cast<std::ptrdiff_t>(n_top), p.top.end(),
+                        [](const TokenLogprob& a, const TokenLogprob& b) {
+                          return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+                        });
+      p.top.resize(n_top);
     } else {
       compute_logprobs({logits, static_cast<size_t>(n_vocab)}, token, spec.n_logprobs, &s.scratch_logprobs);
     }

@@ -80,6 +80,17 @@ bool is_valid_utf8(std::string_view bytes) {
   return true;
 }
 
+std::optional<char32_t> decode_strict(std::string_view bytes, size_t& pos) {
+  const SeqScan s = scan_strict(bytes, pos);
+  if (s.status != SeqStatus::kValid) return std::nullopt;
+  const auto lead = static_cast<uint8_t>(bytes[pos]);
+  static constexpr uint8_t kLeadMask[] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+  char32_t cp = lead & kLeadMask[s.length];
+  for (size_t i = 1; i < s.length; ++i) cp = (cp << 6) | (static_cast<uint8_t>(bytes[pos + i]) & 0x3F);
+  pos += s.length;
+  return cp;
+}
+
 char32_t decode_lenient(std::string_view bytes, size_t& pos) {
   const auto lead = static_cast<uint8_t>(bytes[pos]);
   if (lead < 0x80) {

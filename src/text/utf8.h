@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,10 @@ void append_utf8(char32_t cp, std::string& out);
 
 // True when `bytes` is strictly valid UTF-8 (see above).
 bool is_valid_utf8(std::string_view bytes);
+
+// Decodes one strictly valid code point at `bytes[pos]` (pos < size) and advances `pos`;
+// nullopt (pos unchanged) for an invalid or cut-short sequence.
+std::optional<char32_t> decode_strict(std::string_view bytes, size_t& pos);
 
 // Decodes one code point at `bytes[pos]` the way llama.cpp does and returns it, advancing `pos`.
 // Invalid or truncated sequences, and 4-byte forms above U+10FFFF (which llama.cpp cannot

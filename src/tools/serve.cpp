@@ -76,7 +76,7 @@ int cmd_serve(int argc, char** argv) {
            &config.shutdown_grace_s);
   p.flag({"-cb", "--cont-batching"}, &ignored, "accepted for compatibility: slots are always batched together");
   p.flag({"--jinja"}, &ignored, "accepted for compatibility: chat templates are always rendered as Jinja");
-  p.flag({"--no-jinja"}, &no_jinja, "not available: moetier always renders the chat template (a warning, not an error)");
+  p.flag({"--no-jinja"}, &no_jinja, "not available: moetier always renders the chat template with its Jinja engine");
   p.flag({"--offline"}, &ignored, "accepted for compatibility: moetier never downloads anything");
   p.flag({"--slots"}, &slots_on, "serve the /slots endpoint (the default)");
   p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore (off without it)",
@@ -137,8 +137,9 @@ int cmd_serve(int argc, char** argv) {
   config.max_body_bytes = static_cast<size_t>(max_body);
   config.slots_endpoint = !no_slots || slots_on;
   if (no_jinja) {
-    std::fprintf(stderr, "moetier: warning: --no-jinja: moetier always renders the chat template with its own Jinja "
-                         "engine; the flag changes nothing\n");
+    return report_error(Status::bad_input(
+        "--no-jinja: moetier always renders the chat template with its own Jinja engine (it has no other template "
+        "path); drop the flag, or give --chat-template-file FILE for another template"));
   }
   if (cache_ram >= 0) {
     std::fprintf(stderr, "moetier: note: --cache-ram %lld: moetier keeps prompt caches in the slots only, so no RAM "

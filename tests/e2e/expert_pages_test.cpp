@@ -26,7 +26,7 @@ using gguf::LoadMode;
 using gguf::ModelFile;
 const std::string kRef = moetier::testing::kRefDir;
 
-std::string model_path(const std::string& name) { return kRef + "/models/" + name + ".gguf"; }
+std::string model_path(const std::string& name) { return testing::ref_model_path(name); }
 
 std::vector<uint8_t> file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -34,14 +34,14 @@ using testing::post_sse;
 using testing::ServerProcess;
 
 const std::string kRef = testing::kRefDir;
-std::string model_path(const std::string& name) { return kRef + "/models/" + name + ".gguf"; }
+std::string model_path(const std::string& name) { return testing::ref_model_path(name); }
 
 class LlamaServerApi : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     save_dir_ = testing::temp_file("slots");
     server_ = new ServerProcess({"-m", model_path("qwen3moe-tiny-f32"), "-np", "2", "-t", "2", "-c", "1024",
-                                 "--slot-save-path", save_dir_, "--offline", "--no-jinja", "--slots", "--cache-ram",
+                                 "--slot-save-path", save_dir_, "--offline", "--jinja", "--slots", "--cache-ram",
                                  "0", "--tags", "a,b", "--cors-origins", "localhost"});
   }
   static void TearDownTestSuite() {
@@ -273,6 +273,13 @@ TEST(CorsOrigins, AllowlistForms) {
   EXPECT_FALSE(cors_origin_allowed("https://a.com", "https://a.com.evil"));
 }
 
+TEST(ServerFlags, NoJinjaIsAClearError) {
+  ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "--no-jinja"});
+  EXPECT_FALSE(server.ready());
+  EXPECT_NE(server.log().find("always renders the chat template"), std::string::npos) << server.log();
+  EXPECT_NE(server.exit_status(), 0);
+}
+
 TEST(ServerFlags, ContextShiftIsAClearErrorOnRecurrentModels) {
   ServerProcess hybrid({"-m", model_path("qwen35moe-tiny-f32"), "--context-shift"});
   EXPECT_FALSE(hybrid.ready());
@@ -385,7 +392,7 @@ TEST(ServerConstrained, GrammarSchemaAndForcedToolCalls) {
                                                      {"properties", {{"city", {{"type", "string"}, {"maxLength", 6}}}}},
                                                      {"required", {"city"}}}}}}}};
   const json req = {{"messages", user}, {"max_tokens", 400}, {"temperature", 0}, {"tools", tools},
-                    {"tool_choice", "required"}};
+                    {"tool_choice", "required"}, {"parallel_tool_calls", false}};
   auto t = post_json(c, "/v1/chat/completions", req);
   ASSERT_EQ(t.status, 200) << t.body;
   const json& msg = t.json["choices"][0]["message"];

@@ -28,7 +28,7 @@ using testing::stream_finish_reason;
 using testing::stream_text;
 
 const std::string kRef = testing::kRefDir;
-std::string model_path(const std::string& name) { return kRef + "/models/" + name + ".gguf"; }
+std::string model_path(const std::string& name) { return testing::ref_model_path(name); }
 std::string read_prompt(const std::string& id) { return testing::slurp_file(kRef + "/prompts/" + id + ".txt"); }
 
 // The model most tests use: a small qwen35moe (DeltaNet + attention + shared expert) with a
@@ -268,6 +268,10 @@ TEST_F(ServerApi, BadInputGets4xxAndTheServerStaysUp) {
       {"logit_bias token out of range", "/v1/chat/completions",
        json{{"messages", msgs}, {"logit_bias", {{"999999", 1}}}}.dump(), 400, "logit_bias"},
       {"mirostat", "/v1/chat/completions", json{{"messages", msgs}, {"mirostat", 2}}.dump(), 400, "mirostat"},
+      {"samplers", "/completion", json{{"prompt", "x"}, {"samplers", {"top_k"}}}.dump(), 400, "samplers"},
+      {"t_max_predict_ms", "/completion", json{{"prompt", "x"}, {"t_max_predict_ms", 100}}.dump(), 400,
+       "t_max_predict_ms"},
+      {"n_cmpl", "/completion", json{{"prompt", "x"}, {"n_cmpl", 3}}.dump(), 400, "n_cmpl"},
       {"unknown tool_choice", "/v1/chat/completions", json{{"messages", msgs}, {"tool_choice", "maybe"}}.dump(), 400,
        "tool_choice"},
       {"id_slot out of range", "/completion", json{{"prompt", "x"}, {"id_slot", 9}}.dump(), 400, "id_slot"},

@@ -33,7 +33,7 @@ using testing::stream_text;
 using Clock = std::chrono::steady_clock;
 
 const std::string kRef = testing::kRefDir;
-std::string model_path(const std::string& name) { return kRef + "/models/" + name + ".gguf"; }
+std::string model_path(const std::string& name) { return testing::ref_model_path(name); }
 
 double metric(const std::string& text, const std::string& name) {
   // llama-server's metrics keep its names (llamacpp:), moetier's own are moetier:.

@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
 #include "model/arch.h"
+#include "support/ref_data.h"
 
 namespace moetier {
 namespace {
@@ -21,9 +22,7 @@ const char* const kRefModels[] = {
     "qwen35moe-small-iq4_xs", "qwen3moe-tiny-f32",    "qwen3moe-small-q4_k_m",
 };
 
-std::string model_path(const std::string& name) {
-  return std::string(MOETIER_REF_DIR) + "/models/" + name + ".gguf";
-}
+std::string model_path(const std::string& name) { return testing::ref_model_path(name); }
 
 TEST(ArchRegistry, KnowsBothQwenMoeArchitectures) {
   const auto names = registered_arch_names();

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/writer.h"
+#include "support/ref_data.h"
 
 namespace moetier {
 namespace {
@@ -56,7 +57,7 @@ const json& manifest() {
   return m;
 }
 
-std::string model_path(const std::string& name) { return std::string(MOETIER_REF_DIR) + "/models/" + name + ".gguf"; }
+std::string model_path(const std::string& name) { return testing::ref_model_path(name); }
 
 json inspect_json(const std::string& args) {
   const RunResult r = run_inspect(args);

@@ -113,6 +113,23 @@ TEST(TokenizerUtf8, EncodeAndStrictValidation) {
   EXPECT_FALSE(is_valid_utf8("\x80"));
 }
 
+TEST(TokenizerUtf8, StrictDecodingOfOneCodePoint) {
+  // Every scalar value round-trips through append_utf8 / decode_strict.
+  for (char32_t cp : {U'\0', U'A', U'\u00E9', U'\u07FF', U'\u0800', U'\uFFFD', U'\U00010000', U'\U0010FFFF'}) {
+    std::string bytes;
+    text::append_utf8(cp, bytes);
+    size_t pos = 0;
+    EXPECT_EQ(text::decode_strict(bytes, pos), std::optional<char32_t>(cp));
+    EXPECT_EQ(pos, bytes.size());
+  }
+  // Overlong, surrogate, above U+10FFFF, stray continuation, cut short: refused, pos kept.
+  for (const std::string bad : {"\xC0\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\x80", "\xE2\x82"}) {
+    size_t pos = 0;
+    EXPECT_FALSE(text::decode_strict(bad, pos).has_value()) << bad.size();
+    EXPECT_EQ(pos, 0u);
+  }
+}
+
 TEST(TokenizerUtf8, LenientDecodingFollowsLlamaCpp) {
   auto decode_all = [](std::string_view bytes) {
     std::vector<char32_t> cps;
