@@ -13,6 +13,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/token_vocabulary.h"
+#include "support/json_gbnf.h"
 
 namespace moetier::grammar {
 namespace {
@@ -260,20 +261,7 @@ TEST(GrammarMatcher, AmbiguousGrammarIsRefusedNotSlow) {
   EXPECT_FALSE(m.is_dead());  // a refused byte leaves the matcher where it was
 }
 
-// A JSON grammar written for this test (RFC 8259 shape, whitespace allowed where JSON allows).
-constexpr const char* kJsonGrammar = R"(
-root   ::= ws value ws
-value  ::= object | array | string | number | ("true" | "false" | "null")
-object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
-member ::= string ws ":" ws value
-array  ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
-string ::= "\"" (
-             [^"\\\x00-\x1F] |
-             "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-           )* "\""
-number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
-ws     ::= [ \t\n\r]*
-)";
+constexpr const char* kJsonGrammar = testing::kJsonGbnf;
 
 TEST(GrammarMatcher, JsonGrammarAcceptsAndRejects) {
   const auto grammar = parse_ok(kJsonGrammar);

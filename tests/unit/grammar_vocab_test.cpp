@@ -18,6 +18,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/token_vocabulary.h"
+#include "support/json_gbnf.h"
 #include "text/tokenizer.h"
 
 namespace moetier::grammar {
@@ -25,16 +26,7 @@ namespace {
 
 const std::string kRefDir = MOETIER_REF_DIR;
 
-constexpr const char* kJson = R"(
-root   ::= ws value ws
-value  ::= object | array | string | number | ("true" | "false" | "null")
-object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
-member ::= string ws ":" ws value
-array  ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
-string ::= "\"" ( [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
-number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
-ws     ::= [ \t\n\r]*
-)";
+constexpr const char* kJson = testing::kJsonGbnf;
 
 // JSON of a fixed shape with bounded lengths, so that any walk ends.
 constexpr const char* kRecord = R"(
