@@ -1,9 +1,12 @@
 #include "runtime/chat_prompt.h"
 
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "runtime/builtin_chat_templates.h"
 
 namespace moetier {
 
@@ -24,13 +27,21 @@ Result<std::string> read_file(const std::string& path) {
 
 }  // namespace
 
-Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::Tokenizer& tok,
-                                    const std::string& template_file) {
+Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::Tokenizer& tok, const Choice& choice) {
+  const std::string& template_file = choice.file;
   std::string source, origin;
   bool fallback = false;
   if (!template_file.empty()) {
     ASSIGN_OR_RETURN(source, read_file(template_file));
     origin = "file " + template_file;
+  } else if (!choice.name_or_source.empty()) {
+    if (const char* builtin = find_builtin_chat_template(choice.name_or_source)) {
+      source = builtin;
+      origin = "built-in " + choice.name_or_source;
+    } else {
+      source = choice.name_or_source;
+      origin = "--chat-template (Jinja source)";
+    }
   } else {
     source = header.get_string_or("tokenizer.chat_template", "");
     origin = "model";
@@ -42,8 +53,9 @@ Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::To
   }
   auto tmpl = text::ChatTemplate::parse(source);
   if (!tmpl) {
-    return template_file.empty() ? tmpl.status().with_context("the model's chat template")
-                                 : tmpl.status().with_context(template_file);
+    if (!template_file.empty()) return tmpl.status().with_context(template_file);
+    if (!choice.name_or_source.empty()) return tmpl.status().with_context("--chat-template");
+    return tmpl.status().with_context("the model's chat template");
   }
   ChatPrompt p(std::move(tmpl).value(), std::move(source), std::move(origin));
   p.fallback_ = fallback;
@@ -52,21 +64,34 @@ Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::To
     return std::string(tok.token_text(id));
   };
   const auto& ids = tok.special_ids();
-  // As `moetier chat` always has: eos and pad (Qwen's tokenizer_config has no bos_token,
-  // although the GGUF names <|endoftext|> as BOS).
+  // As llama.cpp: the vocabulary's BOS, EOS and padding tokens (Qwen's templates use none of
+  // them; other families' templates start with bos_token).
+  p.bos_ = text_of(ids.bos);
   p.eos_ = text_of(ids.eos);
   p.pad_ = text_of(ids.pad);
   return p;
 }
 
 Result<std::string> ChatPrompt::render(const ChatRenderParams& params) const {
+  // As llama.cpp: today's date for templates that print it (Llama 3.x's date_string),
+  // unless the caller set it.
+  nlohmann::ordered_json kwargs = params.kwargs;
+  if (!kwargs.contains("date_string")) {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char date[32];
+    std::strftime(date, sizeof(date), "%d %b %Y", &local);
+    kwargs["date_string"] = date;
+  }
   ASSIGN_OR_RETURN(auto context, text::build_chat_context({.messages = params.messages,
                                                            .tools = params.tools,
                                                            .add_generation_prompt = params.add_generation_prompt,
                                                            .enable_thinking = params.enable_thinking,
+                                                           .bos_token = bos_,
                                                            .eos_token = eos_,
                                                            .pad_token = pad_,
-                                                           .kwargs = params.kwargs,
+                                                           .kwargs = kwargs,
                                                            .normalization = params.normalization}));
   return template_.render(context);
 }

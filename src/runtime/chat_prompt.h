@@ -32,9 +32,14 @@ struct ChatRenderParams {
 
 class ChatPrompt {
  public:
-  // template_file: "" = the model's own template (or ChatML when it has none).
-  static Result<ChatPrompt> load(const gguf::GgufFile& header, const text::Tokenizer& tokenizer,
-                                 const std::string& template_file);
+  // Where the template comes from, first match wins: `file` (--chat-template-file), then
+  // `name_or_source` (--chat-template: a built-in's name such as llama3, or, as in
+  // llama-server, the Jinja source itself), else the model's own (ChatML when it has none).
+  struct Choice {
+    std::string file;
+    std::string name_or_source;
+  };
+  static Result<ChatPrompt> load(const gguf::GgufFile& header, const text::Tokenizer& tokenizer, const Choice& choice);
 
   Result<std::string> render(const ChatRenderParams& params) const;
 
@@ -53,7 +58,7 @@ class ChatPrompt {
   text::ChatTemplate template_;
   std::string source_, origin_;
   bool fallback_ = false;
-  std::optional<std::string> eos_, pad_;
+  std::optional<std::string> bos_, eos_, pad_;
 };
 
 }  // namespace moetier

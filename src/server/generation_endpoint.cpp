@@ -36,6 +36,7 @@ struct Choice {
   ChoiceOutput out;
   std::vector<int32_t> tokens;           // native non-streamed: every token (return_tokens)
   std::unique_ptr<ChatOutputParser> parser;  // chat with tools: tool calls out of the text
+  std::string prompt_text;  // /completion's `prompt` field; /v1/completions' echo (valid UTF-8)
   bool finished = false;
   TaskEvent final_event;
 };
@@ -47,9 +48,8 @@ struct Stream {
   ResponseMeta meta;
   GenerationRequest request;  // the parsed request (flags for the response's shape)
   ordered_json generation_settings;  // native: echoed in the final object
-  std::string prompt_text;    // native: the prompt as text, echoed in the final object
   bool truncated = false;     // /infill dropped context to fit
-  std::string echo_prefix;    // /v1/completions with echo: the prompt text, sent first
+  bool several_prompts = false;  // one choice per prompt
   bool finished = false;      // the response is complete
 
   ~Stream() {
@@ -76,11 +76,19 @@ ApiError shutdown_error() {
   return {.http_status = 503, .type = "unavailable_error", .message = "the server is shutting down"};
 }
 
-// Usage over all choices: the prompt once, the completions summed (as OpenAI counts `n`).
+// Usage over all choices: completions summed; the prompt once when the choices share it (as
+// OpenAI counts `n`), summed when each had its own.
 TaskTimings summed_usage(const Stream& s) {
   TaskTimings u = s.choices.front().final_event.timings;
   u.n_generated = 0;
-  for (const auto& c : s.choices) u.n_generated += c.final_event.timings.n_generated;
+  if (s.several_prompts) u.n_prompt = u.n_cached = 0;
+  for (const auto& c : s.choices) {
+    u.n_generated += c.final_event.timings.n_generated;
+    if (s.several_prompts) {
+      u.n_prompt += c.final_event.timings.n_prompt;
+      u.n_cached += c.final_event.timings.n_cached;
+    }
+  }
   return u;
 }
 
@@ -90,7 +98,9 @@ ordered_json native_object(const Stream& s, int index, const TaskEvent& e, const
   const GenerationRequest& r = s.request;
   ordered_json j = {{"index", index},
                     {"content", content},
-                    {"tokens", r.return_tokens ? ordered_json(tokens) : ordered_json::array()},
+                    // Streamed chunks always carry their tokens (as llama-server); the final
+                    // object only with return_tokens.
+                    {"tokens", r.return_tokens || !final ? ordered_json(tokens) : ordered_json::array()},
                     {"id_slot", final ? e.slot : -1},
                     {"stop", final}};
   if (final) {
@@ -98,7 +108,7 @@ ordered_json native_object(const Stream& s, int index, const TaskEvent& e, const
     j["tokens_predicted"] = e.timings.n_generated;
     j["tokens_evaluated"] = e.timings.n_prompt;
     j["generation_settings"] = s.generation_settings;
-    j["prompt"] = s.prompt_text;
+    j["prompt"] = s.choices[static_cast<size_t>(index)].prompt_text;
     j["has_new_line"] = content.find('\n') != std::string::npos;
     j["truncated"] = s.truncated;
     j["stop_type"] = stop_type_name(e.stop_type);
@@ -112,6 +122,22 @@ ordered_json native_object(const Stream& s, int index, const TaskEvent& e, const
   }
   if (r.n_logprobs > 0 && !lps.empty()) {
     j["completion_probabilities"] = completion_probabilities(*s.meta.tokenizer, lps, r.post_sampling_probs);
+  }
+  if (final && !r.response_fields.empty()) {
+    // llama-server's response_fields: only these, each by its path ("generation_settings/n_predict").
+    ordered_json picked = ordered_json::object();
+    for (const std::string& path : r.response_fields) {
+      const ordered_json* at = &j;
+      for (size_t start = 0; at && start <= path.size();) {
+        size_t end = path.find('/', start);
+        if (end == std::string::npos) end = path.size();
+        const std::string key = path.substr(start, end - start);
+        at = at->is_object() && at->contains(key) ? &(*at)[key] : nullptr;
+        start = end + 1;
+      }
+      if (at) picked[path] = *at;
+    }
+    return picked;
   }
   return j;
 }
@@ -234,7 +260,7 @@ bool write_events(Stream& s, int index, std::vector<TaskEvent>& events, httplib:
           ch.out.content = std::move(parsed.content);
           ch.out.tool_calls = std::move(parsed.tool_calls);
         }
-        if (i == 0 && !s.echo_prefix.empty()) ch.out.content = s.echo_prefix + ch.out.content;
+        if (s.request.echo) ch.out.content = ch.prompt_text + ch.out.content;
         choices.push_back(choice_json(s.meta, static_cast<int>(i), ch.out, ch.final_event));
       }
       body = full_response(s.meta, std::move(choices), summed_usage(s), s.choices[0].final_event.timings);
@@ -252,8 +278,10 @@ bool provide(Stream& s, httplib::DataSink& sink) {
       if (!write_sse(sink, first_chat_chunk(s.meta, static_cast<int>(i)))) return false;
     }
   }
-  if (s.request.stream && !s.echo_prefix.empty() && !write_sse(sink, delta_chunk(s.meta, 0, s.echo_prefix, "", {}))) {
-    return false;
+  if (s.request.stream && s.request.echo && s.meta.endpoint == Endpoint::kCompletion) {
+    for (size_t i = 0; i < s.choices.size(); ++i) {
+      if (!write_sse(sink, delta_chunk(s.meta, static_cast<int>(i), s.choices[i].prompt_text, "", {}))) return false;
+    }
   }
   std::vector<TaskEvent> events;
   auto last_write = std::chrono::steady_clock::now();
@@ -336,9 +364,19 @@ std::optional<ApiError> resolve_logit_bias(const ServerState& st, const Generati
   return std::nullopt;
 }
 
-ordered_json generation_settings_json(const ServerState& st, const GenerationRequest& r) {
+ordered_json generation_settings_json(const ServerState& st, const GenerationRequest& r,
+                                      const std::vector<LogitBias>& logit_bias) {
   const SamplerParams& s = r.sampling;
   ordered_json stop = r.stop;
+  // As llama-server: every bias applied, ignore_eos's bans included; -inf is null in JSON.
+  ordered_json biases = ordered_json::array();
+  auto add_bias = [&](int32_t token, float bias) {
+    biases.push_back({{"token", token}, {"bias", std::isfinite(bias) ? ordered_json(bias) : ordered_json(nullptr)}});
+  };
+  for (const LogitBias& b : logit_bias) add_bias(b.token, b.bias);
+  if (r.ignore_eos) {
+    for (int32_t id : st.tokenizer.eog_ids()) add_bias(id, -INFINITY);
+  }
   return {{"n_predict", r.max_tokens},
           {"seed", s.seed == kRandomSeed ? -1 : static_cast<int64_t>(s.seed)},
           {"temperature", s.temperature},
@@ -352,6 +390,7 @@ ordered_json generation_settings_json(const ServerState& st, const GenerationReq
           {"stop", stop},
           {"max_tokens", r.max_tokens},
           {"ignore_eos", r.ignore_eos},
+          {"logit_bias", biases},
           {"stream", r.stream},
           {"n_probs", std::max(r.n_logprobs, 0)},
           {"min_keep", s.min_keep},
@@ -429,13 +468,19 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   // As llama-server serving one model: any "model" name is this model (clients send their
   // own defaults, e.g. "gpt-3.5-turbo"); responses name the served model.
 
+  // The prompt(s) as tokens, and as text where the response shows it (/completion's
+  // `prompt`, /v1/completions' echo). Several prompts (/v1/completions, /completion) get one
+  // choice each; otherwise the n choices share the one prompt.
   GenerationSpec spec;
-  std::string prompt_text;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> prompt_texts;
   bool truncated = false;
+  const bool keep_text = native(endpoint) || r.echo;
   if (endpoint == Endpoint::kChat) {
-    if (auto e = render_chat_prompt(st, r, prompt_text)) return send_error(res, *e);
-    spec.prompt = st.tokenizer.encode(prompt_text, {.parse_special = true, .add_special = true});
-    spec.prompt_opens_reasoning = prompt_opens_reasoning(prompt_text);
+    std::string text;
+    if (auto e = render_chat_prompt(st, r, text)) return send_error(res, *e);
+    prompts.push_back(st.tokenizer.encode(text, {.parse_special = true, .add_special = true}));
+    spec.prompt_opens_reasoning = prompt_opens_reasoning(text);
     spec.split_reasoning = r.reasoning_format == ReasoningFormat::kAuto;
     spec.reasoning_budget = st.config.reasoning_budget;
   } else if (endpoint == Endpoint::kInfill) {
@@ -454,23 +499,28 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
     const int64_t n_ctx = st.scheduler.n_ctx_slot();
     const int64_t reserve = r.max_tokens > 0 ? std::min(r.max_tokens, n_ctx / 2) : n_ctx / 4;
     InfillPrompt built = build_infill_prompt(st.tokenizer, *fim, in, n_ctx - 1 - reserve);
-    spec.prompt = std::move(built.tokens);
+    prompts.push_back(std::move(built.tokens));
     truncated = built.truncated;
-    prompt_text = st.tokenizer.detokenize(spec.prompt, true);
-    spec.split_reasoning = false;
-  } else if (r.prompt_text) {
-    prompt_text = *r.prompt_text;
-    spec.prompt = st.tokenizer.encode(prompt_text, {.parse_special = true, .add_special = true});
+    prompt_texts.push_back(st.tokenizer.detokenize(prompts.back(), true));
     spec.split_reasoning = false;
   } else {
-    const ordered_json items = r.prompt_mixed.is_array() ? r.prompt_mixed : ordered_json(r.prompt_tokens);
-    if (auto e = mixed_prompt_tokens(st, items, spec.prompt)) return send_error(res, *e);
-    if (native(endpoint) || r.echo) prompt_text = st.tokenizer.detokenize(spec.prompt, false);
+    for (const ordered_json& p : r.prompts) {
+      std::vector<int32_t> ids;
+      if (p.is_string()) {
+        ids = st.tokenizer.encode(p.get<std::string>(), {.parse_special = true, .add_special = true});
+      } else if (auto e = mixed_prompt_tokens(st, p, ids)) {
+        return send_error(res, *e);
+      }
+      if (keep_text) prompt_texts.push_back(p.is_string() ? p.get<std::string>() : st.tokenizer.detokenize(ids, false));
+      prompts.push_back(std::move(ids));
+    }
     spec.split_reasoning = false;
   }
-  if (spec.prompt.empty()) return send_error(res, ApiError::bad_request("the prompt has no tokens", "prompt"));
-  if (static_cast<int64_t>(spec.prompt.size()) >= st.scheduler.n_ctx_slot()) {
-    return send_error(res, context_error(st, spec.prompt.size(), endpoint));
+  for (const auto& p : prompts) {
+    if (p.empty()) return send_error(res, ApiError::bad_request("the prompt has no tokens", "prompt"));
+    if (static_cast<int64_t>(p.size()) >= st.scheduler.n_ctx_slot()) {
+      return send_error(res, context_error(st, p.size(), endpoint));
+    }
   }
   if (auto e = resolve_logit_bias(st, r, spec.logit_bias)) return send_error(res, *e);
   spec.sampling = r.sampling;
@@ -487,7 +537,8 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
                                                              r.id_slot, st.scheduler.n_slots()),
                                                  "id_slot"));
   }
-  if (r.n_choices > 1 && r.id_slot >= 0) {
+  const size_t n_choices = std::max(prompts.size(), static_cast<size_t>(r.n_choices));
+  if (n_choices > 1 && r.id_slot >= 0) {
     return send_error(res, ApiError::bad_request("'id_slot' and 'n' > 1 cannot be combined (each choice needs a slot)", "n"));
   }
 
@@ -506,22 +557,18 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
                   .logprobs = r.n_logprobs >= 0,
                   .tokenizer = &st.tokenizer};
   stream->truncated = truncated;
-  if (native(endpoint)) {
-    stream->generation_settings = generation_settings_json(st, r);
-    text::append_utf8_sanitized(prompt_text, stream->prompt_text);
-  }
-  if (endpoint == Endpoint::kCompletion && r.echo) {
-    std::string valid;
-    text::append_utf8_sanitized(prompt_text, valid);
-    stream->echo_prefix = std::move(valid);
-  }
+  stream->several_prompts = prompts.size() > 1;
+  if (native(endpoint)) stream->generation_settings = generation_settings_json(st, r, spec.logit_bias);
   if (st.shutting_down) return send_error(res, shutdown_error());
-  for (int i = 0; i < r.n_choices; ++i) {
+  for (size_t i = 0; i < n_choices; ++i) {
     GenerationSpec choice_spec = spec;
+    const size_t which = prompts.size() > 1 ? i : 0;
+    choice_spec.prompt = prompts[which];
     // Several choices with one seed would all be the same: choice i uses seed + i.
     if (i > 0 && spec.sampling.seed != kRandomSeed) choice_spec.sampling.seed = spec.sampling.seed + static_cast<uint32_t>(i);
     if (constraint) choice_spec.constraint = constraint->make();
     Choice c;
+    if (which < prompt_texts.size()) text::append_utf8_sanitized(prompt_texts[which], c.prompt_text);
     c.task = std::make_shared<GenerationTask>(std::move(choice_spec));
     if (endpoint == Endpoint::kChat) c.parser = make_chat_output_parser(st, r);
     if (Status s = st.scheduler.submit(c.task); !s) {

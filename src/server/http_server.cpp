@@ -331,6 +331,7 @@ void HttpServer::routes() {
       start = end + 1;
     }
     if (!tags.empty()) model["tags"] = tags;
+    model["aliases"] = st.config.model_aliases;
     // llama-server also lists the model under "models" (its older shape).
     json legacy = {{"name", st.config.model_name}, {"model", st.config.model_name}, {"type", "model"},
                    {"description", ""}, {"tags", tags}, {"capabilities", json::array({"completion"})}};
@@ -368,6 +369,7 @@ void HttpServer::routes() {
                               .type = "not_supported_error",
                               .message = "metrics are off; start the server with --metrics"});
     }
+    res.set_header("Process-Start-Time-Unix", std::to_string(st.started_at));  // as llama-server
     res.set_content(render_metrics(st), "text/plain; version=0.0.4; charset=utf-8");
   });
 

@@ -1,5 +1,6 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -233,7 +234,7 @@ void reject_unsupported_samplers(Fields& f) {
   // Other llama-server request options that change the output: refused when they ask for
   // anything (zero or a negative "disabled" value, an empty list or string is fine).
   static constexpr const char* kUnsupported[] = {"samplers", "t_max_predict_ms", "n_indent", "lora",
-                                                 "response_fields", "adaptive_target"};
+                                                 "adaptive_target"};
   for (const char* name : kUnsupported) {
     const ordered_json* v = f.get(name);
     if (!v || f.error) continue;
@@ -328,6 +329,58 @@ void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
   }
 }
 
+constexpr size_t kMaxPrompts = 16;
+
+// `prompt` of /v1/completions and /completion: a string; token ids (/completion: ids and
+// strings mixed, one prompt); or an array of such prompts (several, one choice each; a
+// /completion array holding only strings is several prompts, as in llama-server). Also
+// /completion's {"prompt_string": ...} object. Token ids are checked against the vocabulary
+// later.
+void parse_prompts(Fields& f, bool mixed, GenerationRequest& r) {
+  const ordered_json* prompt = f.get("prompt");
+  if (f.error) return;
+  const char* expected = mixed ? "a string, token ids (mixed with strings), or an array of such prompts"
+                               : "a string, an array of token ids, or an array of such prompts";
+  if (!prompt) return f.fail("prompt", fmt::format("'prompt' is required: {}", expected));
+  auto is_id = [](const ordered_json& t) {
+    return t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+  };
+  // One prompt: a non-empty string, or a non-empty list of ids (and strings when mixed).
+  auto one = [&](const ordered_json& p) {
+    if (p.is_string()) {
+      if (p.get_ref<const std::string&>().empty()) return f.fail("prompt", "'prompt' is empty");
+      r.prompts.push_back(p);
+      return;
+    }
+    if (!p.is_array() || p.empty()) return f.fail("prompt", fmt::format("'prompt' must be {}", expected));
+    for (const auto& t : p) {
+      if (!is_id(t) && !(mixed && t.is_string())) {
+        return f.fail("prompt", mixed ? "'prompt' items must be token ids (non-negative integers) or strings"
+                                      : "'prompt' token ids must be non-negative integers");
+      }
+    }
+    r.prompts.push_back(p);
+  };
+  if (prompt->is_object() && mixed) {
+    if (prompt->contains("multimodal_data")) {
+      return f.fail("prompt", "'prompt.multimodal_data': moetier serves text models only (no images or audio)");
+    }
+    auto ps = prompt->find("prompt_string");
+    if (ps == prompt->end() || !ps->is_string()) return f.fail("prompt", "'prompt.prompt_string' must be a string");
+    return one(*ps);
+  }
+  if (!prompt->is_array() || prompt->empty()) return one(*prompt);
+  const bool several = std::all_of(prompt->begin(), prompt->end(), [](const ordered_json& p) { return p.is_array(); }) ||
+                       std::all_of(prompt->begin(), prompt->end(), [](const ordered_json& p) { return p.is_string(); });
+  if (!several) return one(*prompt);
+  if (prompt->size() > kMaxPrompts) return f.fail("prompt", fmt::format("'prompt' holds more than {} prompts", kMaxPrompts));
+  for (const auto& p : *prompt) {
+    one(p);
+    if (f.error) return;
+  }
+  if (r.prompts.size() > 1 && r.n_choices > 1) f.fail("n", "'n' > 1 needs a single prompt");
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_chat_request(const ordered_json& body, const RequestDefaults& defaults,
@@ -407,6 +460,11 @@ std::optional<ApiError> parse_chat_request(const ordered_json& body, const Reque
   f.boolean("parallel_tool_calls", r.parallel_tool_calls);  // OpenAI's default: true
   f.boolean("continue_final_message", r.continue_final_message);
   f.boolean("add_generation_prompt", r.add_generation_prompt);
+  if (!f.error && r.continue_final_message && f.has("add_generation_prompt") && r.add_generation_prompt) {
+    f.fail("continue_final_message",
+           "'continue_final_message' and 'add_generation_prompt' cannot both be true: the last message is either "
+           "continued or answered");
+  }
   if (!f.error && r.messages.is_array() && !r.messages.empty() && r.messages.back().value("role", "") == "assistant" &&
       !f.has("continue_final_message")) {
     // As llama-server: a conversation that ends with the assistant's turn is continued
@@ -439,39 +497,7 @@ std::optional<ApiError> parse_completion_request(const ordered_json& body, const
   if (const ordered_json* suffix = f.get("suffix"); suffix && !(suffix->is_string() && suffix->get_ref<const std::string&>().empty())) {
     f.fail("suffix", "'suffix' (fill-in-the-middle) is not supported");
   }
-  const ordered_json* prompt = f.get("prompt");
-  auto token_list = [&](const ordered_json& a) {
-    r.prompt_tokens.clear();
-    for (const auto& t : a) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-        return f.fail("prompt", "'prompt' token ids must be non-negative integers");
-      }
-      r.prompt_tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
-    }
-    if (r.prompt_tokens.empty()) f.fail("prompt", "'prompt' has no tokens");
-  };
-  if (!prompt) {
-    f.fail("prompt", "'prompt' is required: a string or an array of token ids");
-  } else if (prompt->is_string()) {
-    r.prompt_text = prompt->get<std::string>();
-  } else if (prompt->is_array()) {
-    if (prompt->empty()) {
-      f.fail("prompt", "'prompt' is empty");
-    } else if ((*prompt)[0].is_number()) {
-      token_list(*prompt);
-    } else if (prompt->size() > 1) {
-      f.fail("prompt", "'prompt' holds several prompts; send one per request");
-    } else if ((*prompt)[0].is_string()) {
-      r.prompt_text = (*prompt)[0].get<std::string>();
-    } else if ((*prompt)[0].is_array()) {
-      token_list((*prompt)[0]);
-    } else {
-      f.fail("prompt", "'prompt' must be a string or an array of token ids");
-    }
-  } else {
-    f.fail("prompt", "'prompt' must be a string or an array of token ids");
-  }
-  if (r.prompt_text && r.prompt_text->empty()) f.fail("prompt", "'prompt' is empty");
+  parse_prompts(f, /*mixed=*/false, r);
   return f.error;
 }
 
@@ -484,6 +510,13 @@ std::optional<ApiError> parse_native_completion_request(const ordered_json& body
   f.integer(f.has("n_probs") ? "n_probs" : "logprobs", n_probs, 0, 100);
   if (n_probs > 0) r.n_logprobs = n_probs;
   f.boolean("return_tokens", r.return_tokens);
+  if (const ordered_json* rf = f.get("response_fields")) {
+    if (!rf->is_array() || !std::all_of(rf->begin(), rf->end(), [](const ordered_json& x) { return x.is_string(); })) {
+      f.fail("response_fields", "'response_fields' must be an array of field paths such as \"generation_settings/n_predict\"");
+    } else {
+      for (const auto& x : *rf) r.response_fields.push_back(x.get<std::string>());
+    }
+  }
   f.boolean("timings_per_token", r.timings_per_token);
   f.boolean("return_progress", r.return_progress);
   const ordered_json* prompt = f.get("prompt");
@@ -512,31 +545,7 @@ std::optional<ApiError> parse_native_completion_request(const ordered_json& body
     if (prompt && prompt->is_string() && !f.error) r.prompt_text = prompt->get<std::string>();
     return f.error;
   }
-  if (!prompt) {
-    f.fail("prompt", "'prompt' is required: a string, an array of token ids, or a mix of both");
-  } else if (prompt->is_string()) {
-    r.prompt_text = prompt->get<std::string>();
-    if (r.prompt_text->empty()) f.fail("prompt", "'prompt' is empty");
-  } else if (prompt->is_array()) {
-    if (prompt->empty()) f.fail("prompt", "'prompt' is empty");
-    const bool one_nested = prompt->size() == 1 && ((*prompt)[0].is_array() || (*prompt)[0].is_string());
-    const ordered_json& items = one_nested && (*prompt)[0].is_array() ? (*prompt)[0] : *prompt;
-    if (!one_nested || (*prompt)[0].is_array()) {
-      for (const auto& t : items) {
-        const bool id = t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= std::numeric_limits<int32_t>::max();
-        if (!id && !t.is_string()) {
-          f.fail("prompt", t.is_array() ? "'prompt' holds several prompts; send one per request"
-                                        : "'prompt' items must be token ids (non-negative integers) or strings");
-          break;
-        }
-      }
-      if (!f.error) r.prompt_mixed = items;
-    } else {
-      r.prompt_text = (*prompt)[0].get<std::string>();
-    }
-  } else {
-    f.fail("prompt", "'prompt' must be a string, an array of token ids, or a mix of both");
-  }
+  parse_prompts(f, /*mixed=*/true, r);
   return f.error;
 }
 

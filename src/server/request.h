@@ -64,15 +64,17 @@ struct GenerationRequest {
   nlohmann::ordered_json chat_template_kwargs;  // object (may be empty)
 
   // /v1/completions: text, or token ids
-  std::optional<std::string> prompt_text;
-  std::vector<int32_t> prompt_tokens;
-  nlohmann::ordered_json prompt_mixed;  // /completion: an array of token ids and strings
+  // /v1/completions, /completion: one or more prompts, each a string or an array of token ids
+  // (for /completion, ids mixed with strings).
+  std::vector<nlohmann::ordered_json> prompts;
+  std::optional<std::string> prompt_text;  // /infill: text after <|fim_middle|>
   bool echo = false;
 
   // llama-server's native /completion and /infill
   bool return_tokens = false;       // the token ids of each chunk in `tokens`
   bool timings_per_token = false;   // timings in every streamed chunk
   bool return_progress = false;     // prompt-processing progress chunks
+  std::vector<std::string> response_fields;  // the final object holds only these paths
   std::string input_prefix, input_suffix;     // /infill
   nlohmann::ordered_json input_extra;         // /infill: [{filename, text}], or null
   bool continue_final_message = false;        // chat: the last (assistant) message is continued

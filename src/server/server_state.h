@@ -25,7 +25,8 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;                 // 0: any free port (printed at startup)
   std::string api_key;             // "": no authentication
-  std::string model_name;          // --alias, else the file name
+  std::string model_name;          // the first --alias (alphabetically), else the file name
+  std::vector<std::string> model_aliases;  // --alias a,b,c (sorted); any name is served anyway
   std::string model_path;
   RequestDefaults defaults;
   std::string reasoning = "auto";  // --reasoning on|off|auto: enable_thinking for the template

@@ -9,8 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/generate.h"
+#include "runtime/builtin_chat_templates.h"
 #include "runtime/chat_prompt.h"
+#include "runtime/generate.h"
 #include "tools/commands.h"
 #include "tools/session.h"
 
@@ -25,7 +26,7 @@ int cmd_chat(int argc, char** argv) {
   EngineFlags flags;
   SamplerParams sampling = kQwenThinkingSampling;
   SpecFlags spec_flags;
-  std::string system_prompt, reasoning = "auto", kwargs_text, template_file;
+  std::string system_prompt, reasoning = "auto", kwargs_text, template_file, template_name;
   int64_t n_predict = -1;
   ArgParser p("chat", "Chat interactively with a model, using its chat template.");
   p.option({"-sys", "--system-prompt"}, "TEXT", "system message", &system_prompt);
@@ -34,6 +35,9 @@ int cmd_chat(int argc, char** argv) {
            &reasoning);
   p.option({"--chat-template-kwargs"}, "JSON", "extra template variables, e.g. '{\"enable_thinking\":false}'",
            &kwargs_text);
+  p.option({"--chat-template"}, "NAME|JINJA",
+           "a built-in template by name (" + builtin_chat_template_list() + ") or, as llama-server, the template's Jinja source",
+           &template_name);
   p.option({"--chat-template-file"}, "FILE", "use this Jinja template instead of the model's", &template_file);
   add_engine_flags(p, flags);
   add_sampling_flags(p, sampling);
@@ -62,7 +66,8 @@ int cmd_chat(int argc, char** argv) {
   auto session = open_session(flags, spec_session_options(spec_flags));
   if (!session) return report_error(session.status());
 
-  auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer, template_file);
+  auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer,
+                                      {.file = template_file, .name_or_source = template_name});
   if (!chat_prompt) return report_error(chat_prompt.status());
   if (chat_prompt->is_fallback()) {
     std::fprintf(stderr, "moetier: the model has no chat template; using ChatML\n");

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/builtin_chat_templates.h"
 #include "runtime/chat_prompt.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
@@ -49,7 +51,7 @@ int cmd_serve(int argc, char** argv) {
   server::ServerConfig config;
   int n_parallel = 1;
   int64_t n_predict = -1;
-  std::string kwargs_text, template_file;
+  std::string kwargs_text, template_file, template_name;
   bool no_slots = false, no_ui = false, ignored = false, no_jinja = false, slots_on = false, context_shift = false;
   int64_t cache_ram = -1;
   int64_t max_body = static_cast<int64_t>(config.max_body_bytes);
@@ -62,7 +64,7 @@ int cmd_serve(int argc, char** argv) {
            &n_parallel);
   p.option({"--api-key"}, "KEY", "require 'Authorization: Bearer KEY' (default: $MOETIER_API_KEY; /health is open)",
            &config.api_key);
-  p.option({"-a", "--alias"}, "NAME", "model name in /v1/models and responses (default: the file name)",
+  p.option({"-a", "--alias"}, "NAME[,NAME...]", "model name(s) in /v1/models and responses (default: the file name)",
            &config.model_name);
   p.option({"-to", "--timeout"}, "SECONDS", "socket read/write timeout (default 600)", &config.timeout_s);
   p.flag({"--metrics"}, &config.metrics, "serve Prometheus metrics at /metrics");
@@ -107,6 +109,9 @@ int cmd_serve(int argc, char** argv) {
            &config.defaults.reasoning_format);
   p.option({"--chat-template-kwargs"}, "JSON", "extra template variables, e.g. '{\"enable_thinking\":false}'",
            &kwargs_text);
+  p.option({"--chat-template"}, "NAME|JINJA",
+           "a built-in template by name (" + builtin_chat_template_list() + ") or, as llama-server, the template's Jinja source",
+           &template_name);
   p.option({"--chat-template-file"}, "FILE",
            "use this Jinja template instead of the model's (without one, and without a template in the model: ChatML)",
            &template_file);
@@ -180,7 +185,8 @@ int cmd_serve(int argc, char** argv) {
         fmt::format("-c {} shared by -np {} leaves {} tokens per slot; give a larger -c", session->n_ctx, n_parallel,
                     n_ctx_slot)));
   }
-  auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer, template_file);
+  auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer,
+                                      {.file = template_file, .name_or_source = template_name});
   if (!chat_prompt) return report_error(chat_prompt.status());
 
   KvCacheOptions kv = session->kv;
@@ -205,7 +211,18 @@ int cmd_serve(int argc, char** argv) {
   }
 
   config.model_path = flags.model_path;
-  if (config.model_name.empty()) config.model_name = std::filesystem::path(flags.model_path).filename().string();
+  // --alias a,b,c: several names (as llama-server, the first in sorted order is the id).
+  for (size_t start = 0; start < config.model_name.size();) {
+    size_t end = config.model_name.find(',', start);
+    if (end == std::string::npos) end = config.model_name.size();
+    if (end > start) config.model_aliases.push_back(config.model_name.substr(start, end - start));
+    start = end + 1;
+  }
+  std::sort(config.model_aliases.begin(), config.model_aliases.end());
+  config.model_aliases.erase(std::unique(config.model_aliases.begin(), config.model_aliases.end()),
+                             config.model_aliases.end());
+  config.model_name = config.model_aliases.empty() ? std::filesystem::path(flags.model_path).filename().string()
+                                                   : config.model_aliases.front();
   config.defaults.sampling = sampling;
   config.defaults.n_predict = n_predict;
   config.defaults.n_ctx_slot = n_ctx_slot;

@@ -99,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_error(*e);
     } else {
       check_request(native, defaults, 100);
-      require(native.prompt_text.has_value() || native.prompt_mixed.is_array());
+      require(!native.prompts.empty() && native.prompts.size() <= 16);
     }
     if (auto e = parse_native_completion_request(j, defaults, true, infill)) {
       check_error(*e);
@@ -110,7 +110,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_error(*e);
     } else {
       check_request(completion, defaults);
-      require(completion.prompt_text.has_value() != !completion.prompt_tokens.empty());
+      require(!completion.prompts.empty() && completion.prompts.size() <= 16);
+      for (const auto& p : completion.prompts) require(p.is_string() || (p.is_array() && !p.empty()));
     }
   }
 

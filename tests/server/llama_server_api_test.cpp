@@ -132,6 +132,34 @@ TEST_F(LlamaServerApi, NativeCompletionHasLlamaServerFields) {
   // Mixed prompts: strings and token ids.
   auto mixed = post_json(c, "/completion", {{"prompt", {"Once", 12, " upon"}}, {"n_predict", 1}});
   EXPECT_EQ(mixed.status, 200) << mixed.body;
+
+  // Streamed chunks carry their tokens even without return_tokens (the final object does not).
+  auto plain = post_sse(c, "/completion", {{"prompt", "Once upon"}, {"n_predict", 3}, {"stream", true},
+                                           {"ignore_eos", true}});
+  ASSERT_GE(plain.events.size(), 2u);
+  EXPECT_FALSE(plain.events.front()["tokens"].empty());
+  EXPECT_TRUE(plain.events.back()["tokens"].empty());
+
+  // Several prompts: one result each, in order, each equal to its prompt alone.
+  auto batch = post_json(c, "/completion", {{"prompt", {"Once upon", "Twice"}}, {"n_predict", 3}, {"temperature", 0},
+                                            {"ignore_eos", true}});
+  ASSERT_EQ(batch.status, 200) << batch.body;
+  ASSERT_TRUE(batch.json.is_array() && batch.json.size() == 2) << batch.body;
+  EXPECT_EQ(batch.json[0]["content"], post_json(c, "/completion", {{"prompt", "Once upon"}, {"n_predict", 3},
+                                                                   {"temperature", 0}, {"ignore_eos", true}})
+                                          .json["content"]);
+  EXPECT_EQ(batch.json[1]["prompt"], "Twice");
+  auto two = post_json(c, "/v1/completions", {{"prompt", {"Once upon", "Twice"}}, {"max_tokens", 2}, {"echo", true}});
+  ASSERT_EQ(two.json["choices"].size(), 2u) << two.body;
+  EXPECT_EQ(two.json["choices"][1]["text"].get<std::string>().rfind("Twice", 0), 0u);  // echo of its own prompt
+  EXPECT_EQ(two.json["usage"]["completion_tokens"], 4);
+
+  // response_fields: only the fields asked for, by path.
+  auto fields = post_json(c, "/completion", {{"prompt", "Once"}, {"n_predict", 2},
+                                             {"response_fields", {"content", "generation_settings/n_predict"}}});
+  ASSERT_EQ(fields.status, 200) << fields.body;
+  EXPECT_EQ(fields.json.size(), 2u) << fields.body;
+  EXPECT_EQ(fields.json["generation_settings/n_predict"], 2);
 }
 
 TEST_F(LlamaServerApi, LogitBiasInAllThreeFormsAndNChoices) {
@@ -256,6 +284,61 @@ TEST_F(LlamaServerApi, InfillNeedsFimTokensAndCorsFollowsTheAllowlist) {
   EXPECT_EQ(ok.headers.count("Access-Control-Allow-Origin"), 1u);
   auto evil = get(c, "/v1/models", {{"Origin", "http://evil.example"}});
   EXPECT_EQ(evil.headers.count("Access-Control-Allow-Origin"), 0u);
+}
+
+TEST_F(LlamaServerApi, GenerationSettingsShowTheBiasesApplied) {
+  auto c = server_->client();
+  auto r = post_json(c, "/completion", {{"prompt", "x"}, {"n_predict", 2}, {"ignore_eos", true},
+                                        {"logit_bias", json::array({json{5, 2.5}})}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& lb = r.json["generation_settings"]["logit_bias"];
+  ASSERT_GE(lb.size(), 2u) << r.body;
+  EXPECT_EQ(lb[0], (json{{"token", 5}, {"bias", 2.5}}));
+  for (size_t i = 1; i < lb.size(); ++i) EXPECT_TRUE(lb[i]["bias"].is_null()) << lb.dump();  // -inf: banned EOG
+  auto plain = post_json(c, "/completion", {{"prompt", "x"}, {"n_predict", 1}});
+  EXPECT_TRUE(plain.json["generation_settings"]["logit_bias"].empty());
+  // Both continuing the last message and answering it: refused.
+  auto both = post_json(c, "/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "He"}}}},
+                         {"add_generation_prompt", true}, {"continue_final_message", true}});
+  EXPECT_EQ(both.status, 400) << both.body;
+}
+
+// --chat-template NAME (llama-server's built-ins), several --alias names, and the metrics
+// response header dashboards read.
+TEST(ServerTemplates, NamedBuiltInsAliasesAndMetricsHeader) {
+  struct Case {
+    const char* name;
+    const char* expected;
+  };
+  const json msgs = {{{"role", "system"}, {"content", "You are a test."}}, {{"role", "user"}, {"content", "Hi there"}}};
+  for (const Case& k : {Case{"command-r",
+                             "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|><|START_OF_TURN_"
+                             "TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
+                        Case{"llama3",
+                             "<|start_header_id|>system<|end_header_id|>\n\nYou are a test.<|eot_id|><|start_header_id|>"
+                             "user<|end_header_id|>\n\nHi there<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+                        Case{"chatml",
+                             "<|im_start|>system\nYou are a test.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n"
+                             "<|im_start|>assistant\n"}}) {
+    ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "1", "--chat-template", k.name, "--alias",
+                          "tiny,code,fim", "--metrics"});
+    ASSERT_TRUE(server.ready()) << server.log();
+    auto c = server.client();
+    auto r = post_json(c, "/apply-template", {{"messages", msgs}});
+    EXPECT_EQ(r.json["prompt"], k.expected) << k.name;
+    auto models = get(c, "/v1/models");
+    EXPECT_EQ(models.json["data"][0]["id"], "code");
+    EXPECT_EQ(models.json["data"][0]["aliases"], (json{"code", "fim", "tiny"}));
+    auto metrics = get(c, "/metrics");
+    EXPECT_EQ(metrics.headers.count("Process-Start-Time-Unix"), 1u);
+  }
+  // Not a name: the text is the template's source, as in llama-server.
+  ServerProcess literal({"-m", model_path("qwen3moe-tiny-f32"), "-t", "1", "--chat-template",
+                         "{{ messages[0].content | upper }}"});
+  ASSERT_TRUE(literal.ready()) << literal.log();
+  auto c = literal.client();
+  EXPECT_EQ(post_json(c, "/apply-template", {{"messages", msgs}}).json["prompt"], "YOU ARE A TEST.");
 }
 
 TEST(CorsOrigins, AllowlistForms) {

@@ -275,7 +275,8 @@ TEST_F(ServerApi, BadInputGets4xxAndTheServerStaysUp) {
       {"unknown tool_choice", "/v1/chat/completions", json{{"messages", msgs}, {"tool_choice", "maybe"}}.dump(), 400,
        "tool_choice"},
       {"id_slot out of range", "/completion", json{{"prompt", "x"}, {"id_slot", 9}}.dump(), 400, "id_slot"},
-      {"native prompt nested twice", "/completion", json{{"prompt", {{1}, {2}}}}.dump(), 400, "prompt"},
+      {"native prompt nested three deep", "/completion", json::parse(R"({"prompt": [[[1]], [[2]]]})").dump(), 400,
+       "prompt"},
       {"stop a number", "/v1/chat/completions", json{{"messages", msgs}, {"stop", 5}}.dump(), 400, "stop"},
       {"stream not a bool", "/v1/chat/completions", json{{"messages", msgs}, {"stream", "yes"}}.dump(), 400, "stream"},
       {"negative seed", "/v1/chat/completions", json{{"messages", msgs}, {"seed", -5}}.dump(), 400, "seed"},
@@ -288,7 +289,7 @@ TEST_F(ServerApi, BadInputGets4xxAndTheServerStaysUp) {
       {"completion without prompt", "/v1/completions", json{{"max_tokens", 3}}.dump(), 400, "prompt"},
       {"completion prompt token out of range", "/v1/completions", json{{"prompt", {1, 2, 100000}}}.dump(), 400,
        "prompt"},
-      {"several prompts", "/v1/completions", json{{"prompt", {"a", "b"}}}.dump(), 400, "prompt"},
+      {"several prompts with n > 1", "/v1/completions", json{{"prompt", {"a", "b"}}, {"n", 2}}.dump(), 400, "n"},
       {"completion prompt too long", "/v1/completions", json{{"prompt", long_prompt}}.dump(), 400, "prompt"},
   };
   for (const Case& k : cases) {

@@ -76,7 +76,7 @@ TEST(ServerRequest, BadFieldsNameTheField) {
   const std::vector<std::pair<ordered_json, std::string>> cases = {
       {{{"temperature", "x"}}, "temperature"},   {{{"max_tokens", 513}}, "max_tokens"},
       {{{"max_tokens", -2}}, "max_tokens"},      {{{"top_k", 1.5}}, "top_k"},
-      {{{"n", 3}}, "n"},                          {{{"stop", {1}}}, "stop"},
+      {{{"n", 17}}, "n"},                         {{{"stop", {1}}}, "stop"},
       {{{"stream_options", 3}}, "stream_options"}, {{{"reasoning_format", "x"}}, "reasoning_format"},
       {{{"frequency_penalty", 3}}, "frequency_penalty"}, {{{"logprobs", 1}}, "logprobs"},
       {{{"tools", "x"}}, "tools"},               {{{"chat_template_kwargs", 1}}, "chat_template_kwargs"},
@@ -94,18 +94,32 @@ TEST(ServerRequest, BadFieldsNameTheField) {
 
 TEST(ServerRequest, CompletionPromptsAsTextOrTokens) {
   RequestDefaults d;
-  GenerationRequest a, b, c, e;
+  GenerationRequest a, b, c, m, n, e;
   ASSERT_FALSE(parse_completion_request({{"prompt", "hello"}}, d, a));
-  EXPECT_EQ(*a.prompt_text, "hello");
+  EXPECT_EQ(a.prompts, (std::vector<ordered_json>{"hello"}));
   ASSERT_FALSE(parse_completion_request({{"prompt", {1, 2, 3}}, {"logprobs", 2}}, d, b));
-  EXPECT_EQ(b.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(b.prompts, (std::vector<ordered_json>{{1, 2, 3}}));
   EXPECT_EQ(b.n_logprobs, 2);
   ASSERT_FALSE(parse_completion_request({{"prompt", {{4, 5}}}}, d, c));
-  EXPECT_EQ(c.prompt_tokens, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(c.prompts, (std::vector<ordered_json>{{4, 5}}));
+  // Several prompts: an array of strings or of token lists, one choice each.
+  ASSERT_FALSE(parse_completion_request({{"prompt", {"a", "b"}}}, d, m));
+  EXPECT_EQ(m.prompts.size(), 2u);
+  ASSERT_FALSE(parse_completion_request({{"prompt", {{1}, {2, 3}}}}, d, n));
+  EXPECT_EQ(n.prompts.size(), 2u);
+  EXPECT_TRUE(parse_completion_request({{"prompt", {{1}, {2}}}, {"n", 2}}, d, e));  // n > 1 with several prompts
   EXPECT_TRUE(parse_completion_request({{"prompt", {-1}}}, d, e));
   EXPECT_TRUE(parse_completion_request({{"prompt", ""}}, d, e));
-  EXPECT_TRUE(parse_completion_request({{"prompt", {"a", "b"}}}, d, e));
+  EXPECT_TRUE(parse_completion_request({{"prompt", {1, "a"}}}, d, e));  // mixed: /completion only
   EXPECT_TRUE(parse_completion_request({{"prompt", "x"}, {"suffix", "y"}}, d, e));
+  // /completion: ids and strings mixed are one prompt; prompt_string objects; no images.
+  GenerationRequest x, y;
+  ASSERT_FALSE(parse_native_completion_request({{"prompt", {"Once", 12, " upon"}}}, d, false, x));
+  EXPECT_EQ(x.prompts.size(), 1u);
+  ASSERT_FALSE(parse_native_completion_request({{"prompt", {{"prompt_string", "hi"}}}}, d, false, y));
+  EXPECT_EQ(y.prompts, (std::vector<ordered_json>{"hi"}));
+  EXPECT_TRUE(parse_native_completion_request({{"prompt", {{"prompt_string", "hi"}, {"multimodal_data", {"x"}}}}},
+                                              d, false, e));
 }
 
 TEST(ServerRequest, JsonBodyErrors) {
