@@ -265,13 +265,16 @@ void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
     }
   }
   // max_tokens (OpenAI), max_completion_tokens (its newer name), n_predict (llama.cpp).
+  // Larger than the slot is allowed (clients send their own defaults, e.g. 32768): the
+  // reply then ends when the slot is full (finish_reason length), as in llama-server.
   for (const char* name : {"n_predict", "max_tokens", "max_completion_tokens"}) {
-    f.integer(name, r.max_tokens, -1, d.n_ctx_slot);
+    f.integer(name, r.max_tokens, -1, std::numeric_limits<int32_t>::max());
     if (f.error && f.error->param == name) {
-      f.error->message = fmt::format(
-          "'{}' must be an integer from 0 to the slot context ({} tokens), or -1 for no limit", name, d.n_ctx_slot);
+      f.error->message = fmt::format("'{}' must be an integer from 0 to 2^31 - 1, or -1 for no limit", name);
     }
   }
+  // As llama-server: the server's -n is a ceiling for every request, not only a default.
+  if (d.n_predict >= 0 && (r.max_tokens < 0 || r.max_tokens > d.n_predict)) r.max_tokens = d.n_predict;
   f.number("temperature", r.sampling.temperature, 0.0, 1e6);
   f.number("top_p", r.sampling.top_p, 0.0, 1.0);
   f.integer("top_k", r.sampling.top_k, -1, std::numeric_limits<int32_t>::max());

@@ -19,8 +19,8 @@ namespace moetier::server {
 // What the command line sets for requests that do not say.
 struct RequestDefaults {
   SamplerParams sampling;
-  int64_t n_predict = -1;     // -n: max_tokens when a request gives none (-1: no limit)
-  int64_t n_ctx_slot = 4096;  // max_tokens above this are refused
+  int64_t n_predict = -1;     // -n: the most tokens any reply gets (-1: no limit), as llama-server
+  int64_t n_ctx_slot = 4096;  // a slot's context (repeat_last_n is capped by it)
   std::string reasoning_format = "auto";  // --reasoning-format
 };
 

@@ -97,7 +97,8 @@ int cmd_serve(int argc, char** argv) {
          "(DeltaNet) state, which cannot be shifted");
   p.flag({"--no-context-shift"}, &ignored, "the default: a full slot ends the reply");
   p.section("generation defaults (requests may override)");
-  p.option({"-n", "--n-predict"}, "N", "max tokens per reply when a request gives no max_tokens (default -1: no limit)",
+  p.option({"-n", "--n-predict"}, "N",
+           "the most tokens any reply gets, as llama-server: requests may ask for fewer (default -1: no limit)",
            &n_predict);
   p.option({"--reasoning"}, "on|off|auto",
            "thinking: sets the template's enable_thinking (default auto: the template's default)", &config.reasoning);

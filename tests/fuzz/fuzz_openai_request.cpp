@@ -4,6 +4,7 @@
 // UTF-8 valid whatever chunks they are fed.
 // Build: CC=clang CXX=clang++ cmake -DMOETIER_FUZZ=ON -DMOETIER_SANITIZE=ON ...; target fuzz_openai_request.
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +32,8 @@ void check_error(const moetier::server::ApiError& e) {
 
 void check_request(const moetier::server::GenerationRequest& r, const moetier::server::RequestDefaults& d,
                    int max_logprobs = 20) {
-  require(r.max_tokens >= -1 && r.max_tokens <= d.n_ctx_slot);
+  require(r.max_tokens >= -1 && r.max_tokens <= std::numeric_limits<int32_t>::max());
+  require(d.n_predict < 0 || (r.max_tokens >= 0 && r.max_tokens <= d.n_predict));
   require(r.sampling.top_p >= 0 && r.sampling.top_p <= 1);
   require(r.sampling.temperature >= 0);
   require(r.n_logprobs >= -1 && r.n_logprobs <= max_logprobs);
@@ -82,7 +84,7 @@ void check_constraint(const moetier::server::GenerationRequest& r, const std::st
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace moetier::server;
   const std::string body(reinterpret_cast<const char*>(data), size);
-  const RequestDefaults defaults{.n_ctx_slot = 4096};
+  const RequestDefaults defaults{.n_predict = 2048, .n_ctx_slot = 4096};
   nlohmann::ordered_json j;
   if (auto e = parse_json_body(body, j)) {
     check_error(*e);

@@ -31,6 +31,14 @@ TEST(ServerRequest, DefaultsComeFromTheCommandLine) {
   EXPECT_EQ(r.n_logprobs, -1);
   EXPECT_TRUE(r.cache_prompt);
   EXPECT_EQ(r.reasoning_format, ReasoningFormat::kAuto);
+  // As llama-server, -n is a ceiling: a request asks for less, never for more.
+  GenerationRequest fewer, more, unlimited;
+  ASSERT_FALSE(parse_chat_request(chat_body({{"max_tokens", 10}}), d, fewer));
+  EXPECT_EQ(fewer.max_tokens, 10);
+  ASSERT_FALSE(parse_chat_request(chat_body({{"max_tokens", 5000}}), d, more));
+  EXPECT_EQ(more.max_tokens, 99);
+  ASSERT_FALSE(parse_chat_request(chat_body({{"max_tokens", -1}}), d, unlimited));
+  EXPECT_EQ(unlimited.max_tokens, 99);
 }
 
 TEST(ServerRequest, FieldsAreReadWithTheirOpenAiAndLlamaCppNames) {
@@ -74,7 +82,7 @@ TEST(ServerRequest, FieldsAreReadWithTheirOpenAiAndLlamaCppNames) {
 TEST(ServerRequest, BadFieldsNameTheField) {
   RequestDefaults d{.n_ctx_slot = 512};
   const std::vector<std::pair<ordered_json, std::string>> cases = {
-      {{{"temperature", "x"}}, "temperature"},   {{{"max_tokens", 513}}, "max_tokens"},
+      {{{"temperature", "x"}}, "temperature"},   {{{"max_tokens", 1LL << 31}}, "max_tokens"},
       {{{"max_tokens", -2}}, "max_tokens"},      {{{"top_k", 1.5}}, "top_k"},
       {{{"n", 17}}, "n"},                         {{{"stop", {1}}}, "stop"},
       {{{"stream_options", 3}}, "stream_options"}, {{{"reasoning_format", "x"}}, "reasoning_format"},
