@@ -149,7 +149,8 @@ TEST_F(LlamaServerApi, NativeCompletionHasLlamaServerFields) {
                                                                    {"temperature", 0}, {"ignore_eos", true}})
                                           .json["content"]);
   EXPECT_EQ(batch.json[1]["prompt"], "Twice");
-  auto two = post_json(c, "/v1/completions", {{"prompt", {"Once upon", "Twice"}}, {"max_tokens", 2}, {"echo", true}});
+  auto two = post_json(c, "/v1/completions",
+                       {{"prompt", {"Once upon", "Twice"}}, {"max_tokens", 2}, {"echo", true}, {"ignore_eos", true}});
   ASSERT_EQ(two.json["choices"].size(), 2u) << two.body;
   EXPECT_EQ(two.json["choices"][1]["text"].get<std::string>().rfind("Twice", 0), 0u);  // echo of its own prompt
   EXPECT_EQ(two.json["usage"]["completion_tokens"], 4);
@@ -185,7 +186,8 @@ TEST_F(LlamaServerApi, LogitBiasInAllThreeFormsAndNChoices) {
   EXPECT_EQ(z.json["content"], "Z") << z.body;
 
   // n = 3: three choices; with a seed, reproducible; streamed chunks carry each index.
-  const json req = {{"prompt", "Once upon"}, {"max_tokens", 4}, {"n", 3}, {"seed", 11}, {"temperature", 1.0}};
+  const json req = {{"prompt", "Once upon"}, {"max_tokens", 4}, {"n", 3}, {"seed", 11}, {"temperature", 1.0},
+                    {"ignore_eos", true}};
   auto a = post_json(c, "/v1/completions", req);
   auto b = post_json(c, "/v1/completions", req);
   ASSERT_EQ(a.status, 200) << a.body;
