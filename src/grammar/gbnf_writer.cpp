@@ -32,8 +32,10 @@ std::string gbnf_class_char(char32_t cp) {
     case ']': return "\\]";
     case '[': return "\\[";
     case '\\': return "\\\\";
-    case '-': return "\\-";
-    case '^': return "\\^";
+    // '-' and '^' are special only by position in a class; GBNF has no escape for them (as
+    // llama.cpp's parser), so they are written by code point.
+    case '-': return "\\x2D";
+    case '^': return "\\x5E";
     case '\n': return "\\n";
     case '\r': return "\\r";
     case '\t': return "\\t";

@@ -14,8 +14,8 @@ namespace moetier::grammar {
 // escaped and other control bytes as \xHH; non-ASCII bytes are kept as they are.
 std::string gbnf_literal(std::string_view text);
 
-// One code point written for use inside a character class [...]: the class syntax
-// characters ] [ \ - ^ are escaped, control characters written as \xHH / \uHHHH.
+// One code point written for use inside a character class [...]: ] [ \ are escaped, - ^ and
+// control characters written as \xHH (GBNF has no escape for - and ^).
 std::string gbnf_class_char(char32_t cp);
 
 // An ordered set of rules. Names are made from hints (only [a-zA-Z0-9-] survive) and made

@@ -63,12 +63,22 @@ std::optional<int64_t> integral(const ordered_json& v) {
   return static_cast<int64_t>(d);
 }
 
-std::optional<size_t> count(const ordered_json& s, const char* key) {
+// minItems/maxItems/minLength/maxLength: a whole number from 0 to the largest repetition a
+// grammar can hold (GrammarLimits::max_repetition); anything else is an error, not ignored.
+constexpr size_t kMaxCount = 10000;
+
+Result<std::optional<size_t>> count(const ordered_json& s, const char* key, const std::string& path) {
   auto it = s.find(key);
-  if (it == s.end() || !it->is_number()) return std::nullopt;
-  const double d = it->get<double>();
-  if (!(d >= 0)) return size_t{0};
-  return static_cast<size_t>(std::min(d, 1e6));
+  if (it == s.end()) return std::optional<size_t>();
+  const double d = it->is_number() ? it->get<double>() : -1;
+  if (!(d >= 0 && d == std::floor(d))) {
+    return Status::bad_input(fmt::format("{}: '{}' must be a non-negative integer", path, key));
+  }
+  if (d > static_cast<double>(kMaxCount)) {
+    return Status::bad_input(fmt::format("{}: '{}' above {} is not supported (a grammar repeats at most that often)",
+                                         path, key, kMaxCount));
+  }
+  return std::optional<size_t>(static_cast<size_t>(d));
 }
 
 // "{m,n}" style suffix for repetition counts; "" for exactly one.
@@ -113,7 +123,13 @@ std::string SchemaConverter::any_object() {
 Result<std::string> SchemaConverter::add_schema(const ordered_json& schema, std::string_view name_hint,
                                                 const ordered_json* document) {
   doc_ = document ? document : &schema;
-  return build(schema, std::string(name_hint), "#");
+  // A schema is client input: a keyword with a value of the wrong JSON type (a string where
+  // a number belongs) is the client's error, whatever accessor meets it first.
+  try {
+    return build(schema, std::string(name_hint), "#");
+  } catch (const nlohmann::json::exception& e) {
+    return Status::bad_input(fmt::format("a schema keyword has a value of the wrong type ({})", e.what()));
+  }
 }
 
 Result<std::string> SchemaConverter::rule(const ordered_json& s, const std::string& hint, const std::string& path) {
@@ -272,7 +288,7 @@ Result<std::string> SchemaConverter::build(const ordered_json& s, const std::str
     for (auto& v : values) alts.push_back(json_literal(v));
     return alternatives(alts);
   }
-  if (s.value("nullable", false)) {
+  if (auto n = s.find("nullable"); n != s.end() && n->is_boolean() && n->get<bool>()) {
     ordered_json inner = s;
     inner.erase("nullable");
     ASSIGN_OR_RETURN(std::string expr, build(inner, hint, path));
@@ -428,8 +444,9 @@ Result<std::string> SchemaConverter::build_array(const ordered_json& s, const st
     items = s.contains("additionalItems") ? s["additionalItems"] : ordered_json(true);
   }
   if (!prefix.is_array()) return Status::bad_input(fmt::format("{}: 'prefixItems' must be an array", path));
-  const size_t min_items = count(s, "minItems").value_or(0);
-  std::optional<size_t> max_items = count(s, "maxItems");
+  ASSIGN_OR_RETURN(const std::optional<size_t> min_items_given, count(s, "minItems", path));
+  ASSIGN_OR_RETURN(std::optional<size_t> max_items, count(s, "maxItems", path));
+  const size_t min_items = min_items_given.value_or(0);
   const bool tail_allowed = !(items.is_boolean() && !items.get<bool>());
   if (!tail_allowed) max_items = std::min(max_items.value_or(prefix.size()), prefix.size());
   if (max_items && *max_items < min_items) return Status::bad_input(fmt::format("{}: maxItems is less than minItems", path));
@@ -473,8 +490,8 @@ Result<std::string> SchemaConverter::build_array(const ordered_json& s, const st
 Result<std::string> SchemaConverter::build_string(const ordered_json& s, StringForm form, const std::string& path) {
   const std::string quote = form == StringForm::kJson ? "\"\\\"\" " : "";
   const std::string end_quote = form == StringForm::kJson ? " \"\\\"\"" : "";
-  const std::optional<size_t> min_len = count(s, "minLength");
-  const std::optional<size_t> max_len = count(s, "maxLength");
+  ASSIGN_OR_RETURN(const std::optional<size_t> min_len, count(s, "minLength", path));
+  ASSIGN_OR_RETURN(const std::optional<size_t> max_len, count(s, "maxLength", path));
   std::string format = s.contains("format") && s["format"].is_string() ? s["format"].get<std::string>() : "";
   static const std::set<std::string> kFormats = {"date", "time", "date-time", "uuid"};
   if (!kFormats.count(format)) format.clear();  // other formats are annotations
@@ -491,7 +508,7 @@ Result<std::string> SchemaConverter::build_string(const ordered_json& s, StringF
   if (!format.empty()) {
     const std::string date = out_.add_named("date", "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])");
     const std::string time = out_.add_named(
-        "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,9})? (\"Z\" | [+\\-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])");
+        "time", "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,9})? (\"Z\" | (\"+\" | \"-\") ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])");
     std::string rule_name;
     if (format == "date") rule_name = date;
     if (format == "time") rule_name = time;
@@ -513,6 +530,15 @@ Result<std::string> SchemaConverter::build_string(const ordered_json& s, StringF
 Result<std::string> SchemaConverter::add_raw_string(const ordered_json& schema, std::string_view name_hint,
                                                     const std::string& plain, const ordered_json* document) {
   doc_ = document ? document : &schema;
+  try {
+    return build_raw_string(schema, name_hint, plain);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::bad_input(fmt::format("a schema keyword has a value of the wrong type ({})", e.what()));
+  }
+}
+
+Result<std::string> SchemaConverter::build_raw_string(const ordered_json& schema, std::string_view name_hint,
+                                                      const std::string& plain) {
   for (const char* key : {"const", "enum"}) {
     if (!schema.contains(key)) continue;
     const ordered_json values = std::string(key) == "const" ? ordered_json::array({schema[key]}) : schema[key];

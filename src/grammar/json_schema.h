@@ -71,6 +71,8 @@ class SchemaConverter {
 
  private:
   Result<std::string> build(const nlohmann::ordered_json& s, const std::string& hint, const std::string& path);
+  Result<std::string> build_raw_string(const nlohmann::ordered_json& schema, std::string_view name_hint,
+                                       const std::string& plain);
   Result<std::string> rule(const nlohmann::ordered_json& s, const std::string& hint, const std::string& path);
   Result<std::string> build_typed(const nlohmann::ordered_json& s, const std::string& type, const std::string& hint,
                                   const std::string& path);

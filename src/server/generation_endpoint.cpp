@@ -425,7 +425,11 @@ std::optional<ApiError> render_chat_prompt(const ServerState& st, const Generati
         continued = c->get<std::string>();
       } else if (c->is_array()) {
         for (const auto& part : *c) {
-          if (part.is_object() && part.value("type", "") == "text") continued += part.value("text", "");
+          auto type = part.is_object() ? part.find("type") : part.end();
+          auto text = part.is_object() ? part.find("text") : part.end();
+          if (type != part.end() && *type == "text" && text != part.end() && text->is_string()) {
+            continued += text->get<std::string>();
+          }
         }
       }
     }

@@ -183,7 +183,8 @@ void parse_constraints(Fields& f, GenerationRequest& r) {
   }
   if (const ordered_json* rf = f.get("response_format")) {
     if (!rf->is_object()) return f.fail("response_format", "'response_format' must be an object with a 'type'");
-    const std::string type = rf->value("type", "");
+    const auto type_it = rf->find("type");
+    const std::string type = type_it != rf->end() && type_it->is_string() ? type_it->get<std::string>() : "";
     if (type == "text") {
       // free text: nothing to constrain
     } else if (type == "json_object") {

@@ -6,6 +6,8 @@
 #include <regex>
 #include <string>
 
+#include "grammar/gbnf.h"
+#include "grammar/grammar_matcher.h"
 #include "grammar/json_schema.h"
 #include "grammar/number_range.h"
 #include "grammar/schema_pattern.h"
@@ -211,6 +213,53 @@ TEST(NumberRange, DecimalRangesMatchExactly) {
       if (std::string(s) == "-0") continue;  // "-0" is 0: either answer is valid JSON for 0
       EXPECT_EQ(std::regex_match(s, re), inside) << s << " with " << number_range_gbnf(c.lo, c.hi);
     }
+  }
+}
+
+// Counts the grammar cannot honour are errors, not ignored or clamped.
+TEST(JsonSchema, CountsAreWholeNumbersWithinTheGrammarLimit) {
+  for (const char* schema : {R"({"type":"array","maxItems":"5"})", R"({"type":"array","maxItems":1e30})",
+                             R"({"type":"array","minItems":-1})", R"({"type":"string","maxLength":2.5})",
+                             R"({"type":"string","minLength":20000})"}) {
+    EXPECT_FALSE(json_schema_to_gbnf(nlohmann::ordered_json::parse(schema)).is_ok()) << schema;
+  }
+  EXPECT_TRUE(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":"array","maxItems":10000})")).is_ok());
+  // A keyword of the wrong JSON type is an error, not an exception.
+  EXPECT_FALSE(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type":"integer","minimum":"3"})")).is_ok());
+}
+
+// What the converter writes, run through the grammar engine: every grammar parses, accepts
+// a valid instance and refuses an invalid one (the writer and the parser agree on GBNF).
+TEST(JsonSchema, TheEngineRunsWhatTheConverterWrites) {
+  struct Case {
+    const char* schema;
+    const char* valid;
+    const char* invalid;
+  };
+  const Case cases[] = {
+      {R"({"type":"string","pattern":"^[a-z0-]{2}$"})", R"("a-")", R"("a_")"},
+      {R"({"type":"string","pattern":"^[\\^\\]\\[\\\\-]+$"})", R"("^]-")", R"("a")"},
+      {R"({"type":"string","pattern":"^[^a-c]x$"})", R"("dx")", R"("ax")"},
+      {R"({"type":"string","pattern":"^[az0-]{,5}$"})", R"("a{,5}")", R"("aa")"},
+      {R"({"type":"object","properties":{"n":{"type":"integer","minimum":3,"maximum":120}},"required":["n"]})",
+       R"({"n": 42})", R"({"n": 121})"},
+      {R"({"enum":["a-b","^",1,null]})", R"("^")", R"("b")"},
+      {R"({"type":"array","items":{"type":"boolean"},"minItems":1,"maxItems":2})", "[true,false]", "[]"},
+      {R"({"type":"string","format":"date"})", R"("2026-12-02")", R"("2026-13-02")"},
+      {R"({"type":"string","format":"date-time"})", R"("2026-12-02T12:30:00-02:00")", R"("2026-12-02T25:00:00Z")"},
+  };
+  for (const Case& c : cases) {
+    auto gbnf = json_schema_to_gbnf(nlohmann::ordered_json::parse(c.schema), {.extra_properties_by_default = false});
+    ASSERT_TRUE(gbnf.is_ok()) << c.schema << ": " << gbnf.status().message();
+    auto g = Grammar::parse(*gbnf);
+    ASSERT_TRUE(g.is_ok()) << c.schema << ": " << g.status().message() << "\n" << *gbnf;
+    auto shared = std::make_shared<const Grammar>(std::move(g).value());
+    auto accepts = [&](const char* text) {
+      auto m = GrammarMatcher::create(shared);
+      return m->accept_bytes(text) && m->can_end();
+    };
+    EXPECT_TRUE(accepts(c.valid)) << c.schema << " should accept " << c.valid << "\n" << *gbnf;
+    EXPECT_FALSE(accepts(c.invalid)) << c.schema << " should refuse " << c.invalid << "\n" << *gbnf;
   }
 }
 
