@@ -58,6 +58,22 @@ template <class V, class T>
 MOETIER_FA_INLINE void store(T* p, V v) {
   std::memcpy(p, &v, sizeof(v));
 }
+// Native vector of K/V elements as floats: f32 read in place, f16 converted in registers
+// (exact, the same value as fp16_to_f32), so the two give the same arithmetic.
+MOETIER_FA_INLINE VF load_f(const float* p) { return load<VF>(p); }
+MOETIER_FA_INLINE VF load_f(const uint16_t* p) {
+#if defined(__AVX512F__)
+  // (maskz with every lane set: the plain conversion, without the header's undefined source.)
+  return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(__F16C__)
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+  VF r;
+  for (int i = 0; i < kF; ++i) r[i] = fp16_to_f32(p[i]);
+  return r;
+#endif
+}
+
 // x in every lane. (x − 0 is x for every x, −0 included, so GCC folds the subtraction and
 // emits a plain broadcast; VF{} + x would have to keep an add, since −0 + 0 = +0.)
 MOETIER_FA_INLINE VF splat(float x) { return x - VF{}; }
@@ -248,10 +264,13 @@ MOETIER_FA_INLINE const float* tile_rows(const KvHeadRows& kv, int64_t hd, int64
 // only kKeys·B accumulators, and each loaded q and k vector feeds kKeys or B FMAs (loads,
 // not FMAs, bound the inner loop otherwise). kKeys keys per pass hide the FMA latency.
 // None of this changes a lane's order of operations, so no result depends on it.
+// With more than 4 vectors per block (decode's whole GQA group) in 16 registers, one key per
+// pass (B accumulators).
 constexpr int kKeys = 2;
-template <int B>
-MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const float* k, int64_t k_stride, int64_t n_keys,
+template <int B, class T>
+MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const T* k, int64_t k_stride, int64_t n_keys,
                               float scale, float* s) {
+  constexpr int kKeysB = B > 4 && kVecBytes < 64 ? 1 : kKeys;
   const auto run = [&]<int K>(int64_t j) {
     VF lanes[K][B][kPieces];
     for (int p = 0; p < kPieces; ++p) {
@@ -261,7 +280,7 @@ MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const float* k, int64_
       }
       for (int64_t i = p * kF; i < hd; i += kDotLanes) {
         VF kv[K];
-        for (int key = 0; key < K; ++key) kv[key] = load<VF>(k + (j + key) * k_stride + i);
+        for (int key = 0; key < K; ++key) kv[key] = load_f(k + (j + key) * k_stride + i);
         for (int b = 0; b < B; ++b) {
           const VF qv = load<VF>(q + b * hd + i);
           for (int key = 0; key < K; ++key) acc[key][b] = fmadd(qv, kv[key], acc[key][b]);
@@ -276,26 +295,27 @@ MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const float* k, int64_
     }
   };
   int64_t j = 0;
-  for (; j + kKeys <= n_keys; j += kKeys) run.template operator()<kKeys>(j);
+  for (; j + kKeysB <= n_keys; j += kKeysB) run.template operator()<kKeysB>(j);
   for (; j < n_keys; ++j) run.template operator()<1>(j);
 }
 
 // For B query vectors: acc = Σ_{j < n_keys} p[b][j]·v[j] (keys in order, per column), then
 // o[b] = acc on the part's first tile, o[b]·alpha[b] + acc after it. kCols columns at a
 // time (two native vectors per row: independent accumulators hide the add latency).
+// More than 4 vectors per block in 16 registers: one native vector of columns.
 constexpr int kCols = kVecBytes == 16 ? 16 : 2 * kF;
-template <int B>
-MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const float* v, int64_t v_stride, int64_t hd,
+template <int B, class T>
+MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const T* v, int64_t v_stride, int64_t hd,
                                          bool first, const float* alpha, float* o) {
-  constexpr int P = kCols / kF;
-  for (int64_t c = 0; c < hd; c += kCols) {
+  constexpr int P = B > 4 && kVecBytes < 64 ? 1 : kCols / kF;
+  for (int64_t c = 0; c < hd; c += P * kF) {
     VF acc[B][P];
     for (int b = 0; b < B; ++b) {
       for (int q = 0; q < P; ++q) acc[b][q] = VF{};
     }
     for (int64_t j = 0; j < n_keys; ++j) {
       for (int q = 0; q < P; ++q) {
-        const VF vj = load<VF>(v + j * v_stride + c + q * kF);
+        const VF vj = load_f(v + j * v_stride + c + q * kF);
         for (int b = 0; b < B; ++b) acc[b][q] = fmadd(splat(p[b * kTile + j]), vj, acc[b][q]);
       }
     }
@@ -308,23 +328,31 @@ MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const f
   }
 }
 
-// Runs `fn.template operator()<B>(r)` over vectors [begin, end) in blocks of kBlock (the
-// last block smaller).
-template <class Fn>
+// Runs `fn.template operator()<B>(r)` over vectors [begin, end) in blocks of kMax (the last
+// block smaller); kMax ≤ 8.
+template <int kMax = kBlock, class Fn>
 MOETIER_FA_INLINE void for_blocks(int64_t begin, int64_t end, Fn&& fn) {
+  static_assert(kMax >= 4 && kMax <= 8);
   int64_t r = begin;
-  for (; r + kBlock <= end; r += kBlock) fn.template operator()<kBlock>(r);
+  for (; r + kMax <= end; r += kMax) fn.template operator()<kMax>(r);
   switch (end - r) {
-    case 7: if constexpr (kBlock > 7) fn.template operator()<7>(r); break;
-    case 6: if constexpr (kBlock > 6) fn.template operator()<6>(r); break;
-    case 5: if constexpr (kBlock > 5) fn.template operator()<5>(r); break;
-    case 4: if constexpr (kBlock > 4) fn.template operator()<4>(r); break;
+    case 7: if constexpr (kMax > 7) fn.template operator()<7>(r); break;
+    case 6: if constexpr (kMax > 6) fn.template operator()<6>(r); break;
+    case 5: if constexpr (kMax > 5) fn.template operator()<5>(r); break;
+    case 4: if constexpr (kMax > 4) fn.template operator()<4>(r); break;
     case 3: fn.template operator()<3>(r); break;
     case 2: fn.template operator()<2>(r); break;
     case 1: fn.template operator()<1>(r); break;
     default: break;
   }
 }
+
+// Vectors per KV head up to which a task reads an f16 cache in place (converting in
+// registers) instead of converting each tile into the scratch buffers first: decode (one
+// row of a GQA group of ≤ 8 heads) uses each K/V element in one register block, so the
+// buffers would only add a store and a reload of every element (a third of a deep decode's
+// time went to those stores, waiting on the cache reads behind them).
+constexpr int64_t kInPlaceMaxVectors = 8;
 
 struct Ctx {
   const FlashAttentionTask& t;
@@ -364,52 +392,72 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
   float* s = c.f + c.L.s;
   float* alpha = c.f + c.L.alpha;
   for (int64_t r = 0; r < n_vec; ++r) out.l[r] = 0;
+  const bool in_place = t.k.type == DType::F16 && t.v.type == DType::F16 && c.per_kv() <= kInPlaceMaxVectors;
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kTile) {
     const int64_t tk = std::min(kTile, key_end - j0);
     const bool first = j0 == key_begin;
     // Rows before row_first do not reach this tile (causal mask); their state stays.
     const int64_t row_first = std::max<int64_t>(0, j0 - t.pos0);
     const auto count = [&](int64_t r) { return std::min(tk, c.keys_of(r) - j0); };  // ≥ 1 from row_first on
-    int64_t k_stride = 0, v_stride = 0;
     const int64_t n_next = std::min(kTile, key_end - j0 - tk);  // ≤ 0: this is the part's last tile
     const int64_t width = t.n_kv_heads * hd;
-    const float* k = tile_rows(t.k, width, j0, tk, c.f + c.L.kbuf, &k_stride, j0 + tk, n_next);
-    const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
-    for (int64_t g = 0; g < t.n_kv_heads; ++g) {
-      // KV head g's vectors [vec_first, vec_end) and its slice of the tile.
-      const int64_t vec_first = g * c.per_kv() + row_first * t.n_heads, vec_end = (g + 1) * c.per_kv();
-      const float* kg = k + g * hd;
-      const float* vg = v + g * hd;
-      // Scores up to the block's largest visible count (its last vector's).
-      for_blocks(vec_first, vec_end, [&]<int B>(int64_t r) {
-        scores<B>(qv + r * hd, hd, kg, k_stride, count(r + B - 1), t.scale, s + r * kTile);
-      });
-      // Online softmax: p_j = e^(s_j − m) for the visible keys, 0 for the masked ones.
-      for (int64_t r = vec_first; r < vec_end; ++r) {
-        float* sr = s + r * kTile;
-        const int64_t n = count(r);
-        float mx = sr[0];
-        for (int64_t j = 1; j < n; ++j) mx = std::max(mx, sr[j]);
-        const float m_new = first ? mx : std::max(out.m[r], mx);
-        double sum = 0;
-        VF lane;
-        for (int i = 0; i < kF; ++i) lane[i] = static_cast<float>(i);
-        for (int64_t j = 0; j < tk; j += kF, lane += static_cast<float>(kF)) {
-          const VF p = exp_nonpositive(load<VF>(sr + j) - m_new);
-          store(sr + j, lane < static_cast<float>(n) ? p : VF{});
+    // One KV head's work on this tile, K/V rows of element type T at k / v (kv head 0's
+    // slice), k_stride / v_stride elements apart.
+    const auto per_kv_head = [&]<int kMax, class T>(const T* k, int64_t k_stride, const T* v, int64_t v_stride) {
+      for (int64_t g = 0; g < t.n_kv_heads; ++g) {
+        // KV head g's vectors [vec_first, vec_end) and its slice of the tile.
+        const int64_t vec_first = g * c.per_kv() + row_first * t.n_heads, vec_end = (g + 1) * c.per_kv();
+        const T* kg = k + g * hd;
+        const T* vg = v + g * hd;
+        // Scores up to the block's largest visible count (its last vector's).
+        for_blocks<kMax>(vec_first, vec_end, [&]<int B>(int64_t r) {
+          scores<B>(qv + r * hd, hd, kg, k_stride, count(r + B - 1), t.scale, s + r * kTile);
+        });
+        // Online softmax: p_j = e^(s_j − m) for the visible keys, 0 for the masked ones.
+        for (int64_t r = vec_first; r < vec_end; ++r) {
+          float* sr = s + r * kTile;
+          const int64_t n = count(r);
+          float mx = sr[0];
+          for (int64_t j = 1; j < n; ++j) mx = std::max(mx, sr[j]);
+          const float m_new = first ? mx : std::max(out.m[r], mx);
+          double sum = 0;
+          VF lane;
+          for (int i = 0; i < kF; ++i) lane[i] = static_cast<float>(i);
+          for (int64_t j = 0; j < tk; j += kF, lane += static_cast<float>(kF)) {
+            const VF p = exp_nonpositive(load<VF>(sr + j) - m_new);
+            store(sr + j, lane < static_cast<float>(n) ? p : VF{});
+          }
+          for (int64_t j = 0; j < n; ++j) sum += sr[j];
+          if (first) {
+            out.l[r] = sum;
+          } else {
+            alpha[r] = exp_nonpositive(out.m[r] - m_new);
+            out.l[r] = out.l[r] * alpha[r] + sum;
+          }
+          out.m[r] = m_new;
         }
-        for (int64_t j = 0; j < n; ++j) sum += sr[j];
-        if (first) {
-          out.l[r] = sum;
-        } else {
-          alpha[r] = exp_nonpositive(out.m[r] - m_new);
-          out.l[r] = out.l[r] * alpha[r] + sum;
-        }
-        out.m[r] = m_new;
+        for_blocks<kMax>(vec_first, vec_end, [&]<int B>(int64_t r) {
+          accumulate_values<B>(s + r * kTile, count(r + B - 1), vg, v_stride, hd, first, alpha + r, out.o + r * hd);
+        });
       }
-      for_blocks(vec_first, vec_end, [&]<int B>(int64_t r) {
-        accumulate_values<B>(s + r * kTile, count(r + B - 1), vg, v_stride, hd, first, alpha + r, out.o + r * hd);
-      });
+    };
+    if (in_place) {
+      // Ask for the next tile's rows now; they arrive while this tile is computed.
+      int64_t k_first = 0, k_bytes = 0, v_first = 0, v_bytes = 0;
+      head_bytes(t.k, width, &k_first, &k_bytes);
+      head_bytes(t.v, width, &v_first, &v_bytes);
+      for (int64_t j = 0; j < n_next; ++j) {
+        prefetch_row(t.k, k_first, k_bytes, j0 + tk + j);
+        prefetch_row(t.v, v_first, v_bytes, j0 + tk + j);
+      }
+      const auto* k = reinterpret_cast<const uint16_t*>(t.k.data + j0 * t.k.row_bytes) + t.k.first;
+      const auto* v = reinterpret_cast<const uint16_t*>(t.v.data + j0 * t.v.row_bytes) + t.v.first;
+      per_kv_head.template operator()<8>(k, t.k.row_bytes / 2, v, t.v.row_bytes / 2);
+    } else {
+      int64_t k_stride = 0, v_stride = 0;
+      const float* k = tile_rows(t.k, width, j0, tk, c.f + c.L.kbuf, &k_stride, j0 + tk, n_next);
+      const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
+      per_kv_head.template operator()<kBlock>(k, k_stride, v, v_stride);
     }
   }
 }

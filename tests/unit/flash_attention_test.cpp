@@ -389,24 +389,38 @@ TEST(FlashAttention, PartsCombinedEqualTheWholeTask) {
 
 // A row's output is the same bits whether it runs with 8 other rows and all 8 heads of its
 // group in one task or alone with one head: items, blocks of rows and of heads do not
-// change any row's arithmetic (what makes batched sequences equal each alone).
+// change any row's arithmetic (what makes batched sequences equal each alone). With an f16
+// cache the lone row reads the cache in place and the 9-row task through the converted
+// tiles, so this also holds the two reads to the same bits.
 TEST(FlashAttention, RowsDoNotDependOnTheirTask) {
   const FlashKernels& k = flash_kernels(cpu_features());
-  const Cache c = make_cache(DType::Q8_0, 64, 1, 2100, 13);
-  const int64_t pos0 = 1015, n_rows = 9, heads = 8, hd = 64;
-  const Queries qs = make_queries(c, 0, n_rows, heads, 17);
-  std::vector<float> together;
-  FlashScratch scratch;
-  k.attend(make_task(c, 0, qs, pos0, true, together), scratch);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t h = 0; h < heads; ++h) {
-      Queries one{1, 1, hd, {}, {}};
-      const size_t at = static_cast<size_t>((r * heads + h) * hd);
-      one.q.assign(qs.q.begin() + at, qs.q.begin() + at + hd);
-      one.gate.assign(qs.gate.begin() + at, qs.gate.begin() + at + hd);
-      std::vector<float> alone;
-      k.attend(make_task(c, 0, one, pos0 + r, true, alone), scratch);
-      EXPECT_EQ(std::memcmp(alone.data(), together.data() + at, hd * sizeof(float)), 0) << "row " << r << " head " << h;
+  for (DType type : {DType::Q8_0, DType::F16}) {
+    const Cache c = make_cache(type, 64, 1, 2100, 13);
+    const int64_t pos0 = 1015, n_rows = 9, heads = 8, hd = 64;
+    const Queries qs = make_queries(c, 0, n_rows, heads, 17);
+    std::vector<float> together;
+    FlashScratch scratch;
+    k.attend(make_task(c, 0, qs, pos0, true, together), scratch);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      // One head alone, and the row's whole group (8 vectors: the decode block).
+      for (int64_t h = 0; h < heads; ++h) {
+        Queries one{1, 1, hd, {}, {}};
+        const size_t at = static_cast<size_t>((r * heads + h) * hd);
+        one.q.assign(qs.q.begin() + at, qs.q.begin() + at + hd);
+        one.gate.assign(qs.gate.begin() + at, qs.gate.begin() + at + hd);
+        std::vector<float> alone;
+        k.attend(make_task(c, 0, one, pos0 + r, true, alone), scratch);
+        EXPECT_EQ(std::memcmp(alone.data(), together.data() + at, hd * sizeof(float)), 0)
+            << dtype_name(type) << " row " << r << " head " << h;
+      }
+      Queries group{1, heads, hd, {}, {}};
+      const size_t at = static_cast<size_t>(r * heads * hd);
+      group.q.assign(qs.q.begin() + at, qs.q.begin() + at + heads * hd);
+      group.gate.assign(qs.gate.begin() + at, qs.gate.begin() + at + heads * hd);
+      std::vector<float> decode;
+      k.attend(make_task(c, 0, group, pos0 + r, true, decode), scratch);
+      EXPECT_EQ(std::memcmp(decode.data(), together.data() + at, heads * hd * sizeof(float)), 0)
+          << dtype_name(type) << " row " << r << " (whole group)";
     }
   }
 }
