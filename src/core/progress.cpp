@@ -60,9 +60,17 @@ void ProgressBar::draw(bool final_line) {
   } else {
     amount = fmt::format("{} / {}", done_, options_.total);
   }
+  // Remaining time at the rate so far (not on the final line, and not before any progress).
+  std::string eta;
+  if (!final_line && done_ > 0 && done_ < options_.total) {
+    const double left = elapsed_seconds() * static_cast<double>(options_.total - done_) / static_cast<double>(done_);
+    eta = left >= 3600 ? fmt::format(", ETA {}h{:02}m", static_cast<int>(left / 3600), static_cast<int>(left / 60) % 60)
+          : left >= 60 ? fmt::format(", ETA {}m{:02}s", static_cast<int>(left / 60), static_cast<int>(left) % 60)
+                       : fmt::format(", ETA {:.0f} s", left);
+  }
   const char* lead = is_tty_ ? "\r\033[2K" : "";
-  std::fprintf(stderr, "%s%s [%s] %3.0f%% %s, %.1f s%s", lead, options_.label.c_str(), bar.c_str(), frac * 100.0,
-               amount.c_str(), elapsed_seconds(), final_line ? "\n" : "");
+  std::fprintf(stderr, "%s%s [%s] %3.0f%% %s, %.1f s%s%s", lead, options_.label.c_str(), bar.c_str(), frac * 100.0,
+               amount.c_str(), elapsed_seconds(), eta.c_str(), final_line ? "\n" : "");
   std::fflush(stderr);
 }
 
