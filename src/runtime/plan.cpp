@@ -255,43 +255,109 @@ PlanParams cpu_only(PlanParams p) {
   return p;
 }
 
+namespace {
+
+// Blocks whose routed experts the plan puts on the GPU.
+int64_t expert_layers_on_gpu(const Plan& plan) {
+  return std::count_if(plan.layers.begin(), plan.layers.end(), [](const LayerPlan& l) { return l.experts == kGpuDevice; });
+}
+
+std::string mib_string(int64_t bytes) { return fmt::format("{:.0f} MiB", static_cast<double>(bytes) / 1048576.0); }
+
+}  // namespace
+
 Result<FitResult> fit_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
                            const PlanParams& base, int64_t free_bytes, int64_t margin_bytes) {
   if (margin_bytes < 0) return Status::bad_input("--fit-margin must not be negative");
   const int64_t budget = free_bytes - margin_bytes;
-  struct Candidate {
-    int64_t n_gpu_layers;
-    bool cpu_moe;
-    const char* what;
+  const int64_t n_layer_all = hp.n_layer + hp.n_layer_mtp;
+  const int64_t ngl_all = n_layer_all + 1;  // -ngl's count: every block and the output layer
+  // The GPU-side params of a candidate: -ngl all with `n_cpu_moe` blocks' experts on the CPU
+  // (n_layer_all: all of them, spelled -cmoe as before).
+  const auto gpu_params = [&](int64_t n_cpu_moe) {
+    PlanParams p = base;
+    p.n_gpu_layers = -1;
+    p.cpu_moe = n_cpu_moe >= n_layer_all;
+    p.n_cpu_moe = p.cpu_moe ? 0 : n_cpu_moe;
+    p.override_tensor.clear();
+    p.vram_budget_bytes = budget;
+    return p;
   };
-  const Candidate candidates[] = {
-      {-1, false, "everything on the GPU"},
-      {-1, true, "dense layers, router, shared experts, KV cache and LM head on the GPU, every routed expert on the CPU"},
+  const auto budget_line = [&](const Plan& plan) {
+    return fmt::format("{} left of the {} budget after the {} margin", mib_string(*plan.gpu_free_bytes),
+                       mib_string(budget), mib_string(margin_bytes));
   };
   if (budget > 0) {
-    for (const Candidate& c : candidates) {
-      PlanParams p = base;
-      p.n_gpu_layers = c.n_gpu_layers;
-      p.cpu_moe = c.cpu_moe;
-      p.n_cpu_moe = 0;
-      p.override_tensor.clear();
-      p.vram_budget_bytes = budget;
-      ASSIGN_OR_RETURN(Plan plan, make_plan(hp, arch, tensors, p));
-      if (plan.fits.value_or(false)) {
-        const std::string choice = fmt::format("--fit: {} ({:.0f} MiB of the {:.0f} MiB budget left, {:.0f} MiB kept free)",
-                                               c.what, *plan.gpu_free_bytes / 1048576.0, budget / 1048576.0,
-                                               margin_bytes / 1048576.0);
-        return FitResult{.params = std::move(p), .plan = std::move(plan), .choice = choice};
+    // 1. Everything on the GPU.
+    PlanParams all = gpu_params(0);
+    ASSIGN_OR_RETURN(Plan all_plan, make_plan(hp, arch, tensors, all));
+    if (all_plan.fits.value_or(false)) {
+      std::string choice = fmt::format("--fit: -ngl {} -ncmoe 0: everything on the GPU ({})", ngl_all, budget_line(all_plan));
+      const int64_t layers = expert_layers_on_gpu(all_plan);
+      return FitResult{.params = std::move(all),
+                       .plan = std::move(all_plan),
+                       .n_gpu_layers = ngl_all,
+                       .n_cpu_moe = 0,
+                       .expert_layers_on_gpu = layers,
+                       .flags = fmt::format("-ngl {} -ncmoe 0", ngl_all),
+                       .choice = std::move(choice)};
+    }
+    // 2. Dense parts on the GPU, every routed expert on the CPU; then the experts of the last
+    // blocks while they fit. Each step down in -ncmoe adds one block's experts to the GPU, so
+    // the GPU total only grows and the first N that does not fit ends the search. (A block
+    // whose experts cannot move, an MTP block that does not run, changes nothing: a plan is
+    // taken only when it holds more experts than the best so far.)
+    PlanParams best = gpu_params(n_layer_all);
+    ASSIGN_OR_RETURN(Plan best_plan, make_plan(hp, arch, tensors, best));
+    if (best_plan.fits.value_or(false)) {
+      int64_t best_n = n_layer_all;
+      int64_t best_layers = expert_layers_on_gpu(best_plan);
+      for (int64_t n = n_layer_all - 1; n >= 1; --n) {
+        PlanParams p = gpu_params(n);
+        ASSIGN_OR_RETURN(Plan plan, make_plan(hp, arch, tensors, p));
+        if (!plan.fits.value_or(false)) break;
+        if (const int64_t layers = expert_layers_on_gpu(plan); layers > best_layers) {
+          best = std::move(p);
+          best_plan = std::move(plan);
+          best_n = n;
+          best_layers = layers;
+        }
       }
+      int64_t expert_bytes = 0;
+      for (const LayerPlan& l : best_plan.layers) expert_bytes += l.experts == kGpuDevice ? l.expert_bytes : 0;
+      std::string flags = fmt::format("-ngl {} -ncmoe {}", ngl_all, best_n);
+      std::string choice =
+          best_layers == 0
+              ? fmt::format("--fit: {}: dense layers, router, shared experts, KV cache and LM head on the GPU, every "
+                            "routed expert on the CPU (no block's experts fit: {})",
+                            flags, budget_line(best_plan))
+              : fmt::format("--fit: {}: dense layers, KV cache and LM head on the GPU, and {} layer{} experts ({}, "
+                            "{}); {}",
+                            flags, best_layers, best_layers == 1 ? "'s" : "s'", mib_string(expert_bytes),
+                            best_layers == 1 ? fmt::format("block {}", best_n)
+                                             : fmt::format("blocks {}-{}", best_n, best_n + best_layers - 1),
+                            budget_line(best_plan));
+      return FitResult{.params = std::move(best),
+                       .plan = std::move(best_plan),
+                       .n_gpu_layers = ngl_all,
+                       .n_cpu_moe = best_n,
+                       .expert_layers_on_gpu = best_layers,
+                       .flags = std::move(flags),
+                       .choice = std::move(choice)};
     }
   }
+  // 3. Nothing on the GPU.
   PlanParams p = cpu_only(base);
   ASSIGN_OR_RETURN(Plan plan, make_plan(hp, arch, tensors, p));
   return FitResult{.params = std::move(p),
                    .plan = std::move(plan),
-                   .choice = fmt::format("--fit: not even the dense part fits {:.0f} MiB of GPU memory (after the {:.0f} MiB "
+                   .n_gpu_layers = 0,
+                   .n_cpu_moe = 0,
+                   .expert_layers_on_gpu = 0,
+                   .flags = "-ngl 0",
+                   .choice = fmt::format("--fit: -ngl 0: not even the dense part fits {} of GPU memory (after the {} "
                                          "margin): everything on the CPU",
-                                         std::max<int64_t>(budget, 0) / 1048576.0, margin_bytes / 1048576.0)};
+                                         mib_string(std::max<int64_t>(budget, 0)), mib_string(margin_bytes))};
 }
 
 }  // namespace moetier

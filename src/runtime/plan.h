@@ -129,14 +129,35 @@ PlanParams cpu_only(PlanParams p);
 // (the headroom the seeds needed: a driver that runs out spills to system RAM silently).
 // Candidates, in order, as the seeds measured them (../shared/docs/mission.md):
 //   1. everything on the GPU;
-//   2. every dense part and the LM head on the GPU, every routed expert on the CPU (-ngl all
-//      -cmoe: 4.2x faster than spilling experts to a small GPU, and partial expert offload
-//      was no better);
+//   2. every dense part and the LM head on the GPU (-ngl all), and then the routed experts
+//      of as many whole blocks as the budget still holds, the LAST blocks first: the
+//      smallest -ncmoe N whose GPU part (weights, KV cache, state, scratch) fits, up to
+//      -ncmoe n_layer_all (= -cmoe, every routed expert on the CPU);
 //   3. nothing on the GPU (partial dense offload was slower than none).
+// Why experts go to the GPU in candidate 2: seed 000's "partial expert offload was no
+// better" was measured by spilling experts past a 6 GB card (PCIe traffic every token).
+// Experts that fit the budget cost no transfer and take their blocks' share of the CPU's
+// expert reads away (the bottleneck, finding 7); seed 004 measured -ncmoe 34 (six blocks'
+// experts on the GPU) as its best setting on 8 GB, which is what this picks there at -c 65536
+// (with Q5_K expert downs; a Q4_K_M file whose last blocks have Q6_K downs gets -ncmoe 35),
+// and users report -ncmoe 35 beating -ncmoe 41 on 6 GB cards. Whole blocks, counted from the
+// end as -ncmoe does, so the choice is one llama.cpp flag a user can paste or change. A token
+// reads the same share of every block's experts (8 of 256), so the CPU's bytes per token fall
+// by that share of whatever expert bytes move, whichever blocks they are; packing blocks of
+// mixed sizes tighter than a suffix would need -ot rules, left to a tuner that measures.
+// `-ngl all -cmoe` gives candidate 2 without the experts (the choice before this rule).
 // The first that fits is chosen; its PlanParams carry vram_budget_bytes = free − margin.
 struct FitResult {
   PlanParams params;
   Plan plan;
+  // The choice as llama.cpp's flags, the starting point a tuner measures around:
+  // n_gpu_layers as -ngl counts layers (n_layer_all + 1 = every block and the output
+  // layer, 0 = CPU only), n_cpu_moe as -ncmoe (0 = every routed expert on the GPU,
+  // n_layer_all = -cmoe), `flags` those two spelled out ("-ngl 41 -ncmoe 34").
+  int64_t n_gpu_layers = 0;
+  int64_t n_cpu_moe = 0;
+  int64_t expert_layers_on_gpu = 0;  // blocks whose routed experts the plan puts on the GPU
+  std::string flags;
   std::string choice;  // one line: what was chosen and why
 };
 Result<FitResult> fit_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,

@@ -49,7 +49,8 @@ std::string epilog() {
          "examples:\n"
          "  moetier inspect model.gguf\n"
          "  moetier inspect model.gguf --json --sha256\n"
-         "  moetier inspect model.gguf --plan -c 65536 -ngl all -cmoe --vram-budget 6144\n";
+         "  moetier inspect model.gguf --plan -c 65536 -ngl all -cmoe --vram-budget 6144\n"
+         "  moetier inspect model.gguf -c 65536 --fit on --vram-budget 8192\n";
 }
 
 }  // namespace
@@ -100,7 +101,9 @@ int cmd_inspect(int argc, char** argv) {
   p.flag({"-cmoe", "--cpu-moe"}, &plan_params.cpu_moe, "keep all routed experts on the CPU");
   p.option({"-ot", "--override-tensor"}, "REGEX=DEV", "place tensors matching REGEX on DEV: CPU or GPU0 (repeatable)",
            &plan_params.override_tensor);
-  p.option({"--fit"}, "on|off", "choose the best plan for --vram-budget (or the first GPU's free memory)", &fit);
+  p.option({"--fit"}, "on|off", "choose the plan for --vram-budget (or the first GPU's free memory) less --fit-margin: everything on the "
+           "GPU if it fits, else the dense part there plus the routed experts of as many of the last layers as "
+           "fit (-ngl all -ncmoe N), else the CPU", &fit);
   p.option({"--fit-margin"}, "MiB", "GPU memory --fit keeps free (default 1536)", [&](std::string_view v) -> Status {
     ASSIGN_OR_RETURN(fit_margin_bytes, parse_mib(v, "--fit-margin"));
     return Status::ok();
@@ -156,6 +159,7 @@ int cmd_inspect(int argc, char** argv) {
   const inspect::Summary summary = inspect::summarize(*file);
 
   std::optional<Plan> plan;
+  std::optional<FitResult> fitted_choice;  // --fit on: what it chose, for the JSON's "fit"
   if (want_plan) {
     if (!summary.hparams) {
       const std::string why = summary.arch_info == nullptr
@@ -179,6 +183,7 @@ int cmd_inspect(int argc, char** argv) {
       plan_params = fitted->params;
       plan = std::move(fitted->plan);
       if (!want_json) std::printf("%s\n\n", fitted->choice.c_str());
+      fitted_choice = std::move(fitted).value();
     } else {
       auto made = make_plan(*summary.hparams, *summary.arch_info, tensors, plan_params);
       if (!made) return report_error(made.status());
@@ -200,7 +205,16 @@ int cmd_inspect(int argc, char** argv) {
                                 .plan = plan ? &*plan : nullptr,
                                 .plan_params = &plan_params};
   if (want_json) {
-    std::cout << inspect::render_json(in).dump(2) << "\n";
+    nlohmann::ordered_json j = inspect::render_json(in);
+    if (fitted_choice) {
+      // The choice as numbers a tuner can start from (-ngl and -ncmoe as llama.cpp counts them).
+      j["fit"] = {{"flags", fitted_choice->flags},
+                  {"n_gpu_layers", fitted_choice->n_gpu_layers},
+                  {"n_cpu_moe", fitted_choice->n_cpu_moe},
+                  {"expert_layers_on_gpu", fitted_choice->expert_layers_on_gpu},
+                  {"choice", fitted_choice->choice}};
+    }
+    std::cout << j.dump(2) << "\n";
   } else {
     std::fputs(inspect::render_text(in).c_str(), stdout);
   }

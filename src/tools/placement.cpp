@@ -100,6 +100,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
       d.plan = std::move(fr.plan);
       params = fr.params;
       d.note = fr.choice;
+      d.fit_flags = fr.flags;
     }
   } else {
     ASSIGN_OR_RETURN(params.n_gpu_layers, parse_gpu_layers(r.n_gpu_layers));

@@ -54,8 +54,10 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
            &f.device);
   p.flag({"--list-devices"}, &f.list_devices, "list the Vulkan devices and exit");
   p.option({"--fit"}, "on|off|auto",
-           "choose the placement for the GPU's free memory (default auto: when a hardware GPU is present and no "
-           "-ngl/-ncmoe/-cmoe/-ot is given)",
+           "choose the placement for the GPU's free memory less --fit-margin: everything on the GPU if it fits, else "
+           "the dense part there plus the routed experts of as many of the last layers as fit (-ngl all -ncmoe N; "
+           "-ngl all -cmoe keeps every expert on the CPU), else the CPU (default auto: when a hardware GPU is "
+           "present and no -ngl/-ncmoe/-cmoe/-ot is given)",
            &f.fit);
   p.option({"--fit-margin"}, "MiB", "GPU memory --fit keeps free (default 1536, the headroom the seeds needed)",
            &f.fit_margin_mib);

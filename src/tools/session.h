@@ -147,6 +147,9 @@ struct PlacementDecision {
   GpuPlacement gpu;    // the GPU layout (empty when gpu_part is false)
   bool gpu_part = false;
   std::string note;    // one line on what was decided ("" = nothing to say)
+  // --fit's choice as llama.cpp's flags ("-ngl 41 -ncmoe 34"; FitResult::flags), the
+  // starting point for a tuner; "" when --fit did not choose (flags given, or no GPU).
+  std::string fit_flags;
 };
 // From the header alone (before any tensor data is read), so the loader knows which experts
 // stay on the CPU.

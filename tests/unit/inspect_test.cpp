@@ -185,6 +185,22 @@ TEST(Inspect, PlanJson) {
   EXPECT_TRUE(plan["gpu_free_bytes"].is_number());
 }
 
+TEST(Inspect, FitJsonCarriesTheChosenFlags) {
+  // small qwen35moe, -c 4096: the dense part, KV, state and scratch take 24.1 MiB of the GPU
+  // (PlanJson's figures), each block's routed experts ~1.8 MiB; a 30 MiB budget without a
+  // margin holds 3 more blocks' experts: -ngl 9 (8 blocks + output) -ncmoe 5.
+  const json j = inspect_json(fmt::format("'{}' --json -c 4096 --fit on --vram-budget 30 --fit-margin 0",
+                                          model_path("qwen35moe-small-q4_k_m")));
+  ASSERT_TRUE(j.contains("fit")) << j.dump();
+  const json& fit = j["fit"];
+  EXPECT_EQ(fit["flags"], "-ngl 9 -ncmoe 5");
+  EXPECT_EQ(fit["n_gpu_layers"].get<int64_t>(), 9);
+  EXPECT_EQ(fit["n_cpu_moe"].get<int64_t>(), 5);
+  EXPECT_EQ(fit["expert_layers_on_gpu"].get<int64_t>(), 3);
+  for (const auto& l : j["plan"]["layers"]) EXPECT_EQ(l["experts"], l["layer"].get<int>() < 5 ? "CPU" : "GPU0");
+  EXPECT_TRUE(j["plan"]["fits"].get<bool>());
+}
+
 TEST(Inspect, PlanFlagsImplyPlanAndTextShowsTable) {
   const RunResult r = run_inspect(fmt::format("'{}' -ngl 3 -ncmoe 1", model_path("qwen3moe-small-q4_k_m")));
   ASSERT_EQ(r.rc, 0) << r.err;

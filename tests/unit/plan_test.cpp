@@ -13,6 +13,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "model/arch.h"
 #include "runtime/plan.h"
 #include "tensor/dtype.h"
@@ -357,26 +359,122 @@ TEST_F(PlanQwen36, BadParametersAreBadInput) {
 }
 
 // --fit on the Qwen3.6-35B-A3B shape (header only), 65,536 context, the seeds' cards.
-// GPU part of -ngl all -cmoe (SixGigabyteBudgetFitsDenseOnGpuExpertsOnCpu): 4,006,242,816 B.
-TEST_F(PlanQwen36, FitPutsEveryRoutedExpertOnTheCpuForSixAndEightGigabyteCards) {
+// GPU part of -ngl all -cmoe (SixGigabyteBudgetFitsDenseOnGpuExpertsOnCpu): 4,006,242,816 B;
+// each block's routed experts add kExpertBytesPerLayer = 486,539,264 B (464 MiB).
+constexpr int64_t kDenseGpuTotal = 4006242816;
+
+// Every block's experts on the CPU up to `n_cpu_moe`, on the GPU from there on.
+void expect_experts_from(const Plan& p, int64_t n_cpu_moe, const std::string& what) {
+  for (const auto& l : p.layers) {
+    EXPECT_EQ(l.dense, kGpuDevice) << what << ", layer " << l.layer;
+    EXPECT_EQ(l.experts, l.layer < n_cpu_moe ? kCpuDevice : kGpuDevice) << what << ", layer " << l.layer;
+  }
+}
+
+TEST_F(PlanQwen36, FitPutsTheLastLayersExpertsOnTheGpuWhileTheyFit) {
   constexpr int64_t kMargin = 1536 * kMiB;
-  for (const int64_t vram_mib : {6144, 8192}) {
-    auto r = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, vram_mib * kMiB, kMargin);
+  // 8 GiB: budget 8192 - 1536 = 6656 MiB = 6,979,321,856 B; after the dense part
+  // 2,973,079,040 B are left = 6.11 blocks' experts: 6 blocks (34-39), -ncmoe 34 (seed 004's
+  // best measured setting on 8 GB), 2,973,079,040 - 6 * 486,539,264 = 53,843,456 B left.
+  // 6 GiB: budget 4608 MiB = 4,831,838,208 B; 825,595,392 B left = 1.7 blocks: 1 block (39),
+  // -ncmoe 39, 825,595,392 - 486,539,264 = 339,056,128 B left.
+  struct Case {
+    int64_t vram_mib, n_cpu_moe, free_bytes;
+  };
+  for (const Case c : {Case{8192, 34, 53843456}, Case{6144, 39, 339056128}}) {
+    const std::string what = fmt::format("{} MiB", c.vram_mib);
+    auto r = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, c.vram_mib * kMiB, kMargin);
     ASSERT_TRUE(r.is_ok()) << r.status().message();
     const Plan& p = r->plan;
-    for (const auto& l : p.layers) {
-      EXPECT_EQ(l.dense, kGpuDevice) << vram_mib << " MiB, layer " << l.layer;
-      EXPECT_EQ(l.experts, kCpuDevice) << vram_mib << " MiB, layer " << l.layer;
-    }
+    expect_experts_from(p, c.n_cpu_moe, what);
     EXPECT_EQ(p.output_device, kGpuDevice);
     ASSERT_TRUE(p.fits.has_value());
     EXPECT_TRUE(*p.fits);
-    // The budget is the card minus the margin; what is left of it is said.
-    EXPECT_EQ(p.device(kGpuDevice)->budget_bytes, vram_mib * kMiB - kMargin);
-    EXPECT_EQ(*p.gpu_free_bytes, vram_mib * kMiB - kMargin - 4006242816);
-    EXPECT_NE(r->choice.find("every routed expert on the CPU"), std::string::npos) << r->choice;
-    EXPECT_NE(r->choice.find("MiB of the"), std::string::npos) << r->choice;
+    // The budget is the card minus the margin; what is left of it is said, and is less than
+    // one more block's experts.
+    EXPECT_EQ(p.device(kGpuDevice)->budget_bytes, c.vram_mib * kMiB - kMargin);
+    EXPECT_EQ(p.device(kGpuDevice)->total_bytes(), kDenseGpuTotal + (40 - c.n_cpu_moe) * kExpertBytesPerLayer);
+    EXPECT_EQ(*p.gpu_free_bytes, c.free_bytes);
+    EXPECT_LT(*p.gpu_free_bytes, kExpertBytesPerLayer);
+    // The choice as flags: -ngl counts the 40 blocks and the output layer.
+    EXPECT_EQ(r->n_gpu_layers, 41);
+    EXPECT_EQ(r->n_cpu_moe, c.n_cpu_moe);
+    EXPECT_EQ(r->expert_layers_on_gpu, 40 - c.n_cpu_moe);
+    EXPECT_EQ(r->flags, fmt::format("-ngl 41 -ncmoe {}", c.n_cpu_moe));
+    EXPECT_EQ(r->params.n_gpu_layers, -1);
+    EXPECT_EQ(r->params.n_cpu_moe, c.n_cpu_moe);
+    EXPECT_FALSE(r->params.cpu_moe);
+    EXPECT_NE(r->choice.find(r->flags), std::string::npos) << r->choice;
+    EXPECT_NE(r->choice.find("left of the " + std::to_string(c.vram_mib - 1536) + " MiB budget after the 1536 MiB margin"),
+              std::string::npos)
+        << r->choice;
   }
+  auto eight = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 8192 * kMiB, kMargin);
+  ASSERT_TRUE(eight.is_ok());
+  // 6 x 464 MiB = 2784 MiB of experts; 53,843,456 B = 51 MiB left.
+  EXPECT_NE(eight->choice.find("6 layers' experts (2784 MiB, blocks 34-39); 51 MiB left"), std::string::npos)
+      << eight->choice;
+}
+
+TEST_F(PlanQwen36, FitKeepsEveryExpertOnTheCpuWhenNoBlocksExpertsFit) {
+  // 5632 MiB: budget 4096 MiB = 4,294,967,296 B; 288,724,480 B left after the dense part,
+  // less than one block's experts: the -cmoe choice.
+  auto r = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 5632 * kMiB, 1536 * kMiB);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  expect_experts_from(r->plan, 40, "5632 MiB");
+  EXPECT_EQ(*r->plan.gpu_free_bytes, 288724480);
+  EXPECT_TRUE(r->params.cpu_moe);
+  EXPECT_EQ(r->n_cpu_moe, 40);
+  EXPECT_EQ(r->expert_layers_on_gpu, 0);
+  EXPECT_EQ(r->flags, "-ngl 41 -ncmoe 40");
+  EXPECT_NE(r->choice.find("every routed expert on the CPU"), std::string::npos) << r->choice;
+}
+
+TEST_F(PlanQwen36, FitNeverExceedsTheBudgetAndItsFlagsReproduceThePlan) {
+  // From below the dense part to more than everything, in 256 MiB steps: the GPU part stays
+  // within free - margin, more memory never means fewer blocks' experts on the GPU, a
+  // partial choice leaves less than one block's experts unused, and make_plan with the
+  // printed -ngl/-ncmoe gives the same placement (what a tuner starts from).
+  int64_t last_gpu_layers = -1;
+  for (int64_t vram_mib = 2048; vram_mib <= 28 * 1024; vram_mib += 256) {
+    const std::string what = fmt::format("{} MiB", vram_mib);
+    auto r = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, vram_mib * kMiB, 1536 * kMiB);
+    ASSERT_TRUE(r.is_ok()) << what << ": " << r.status().message();
+    const DevicePlan* gpu = r->plan.device(kGpuDevice);
+    if (gpu != nullptr) {
+      EXPECT_LE(gpu->total_bytes(), (vram_mib - 1536) * kMiB) << what;
+      if (r->expert_layers_on_gpu > 0 && r->expert_layers_on_gpu < 40) {
+        EXPECT_LT(*r->plan.gpu_free_bytes, kExpertBytesPerLayer) << what;
+      }
+    }
+    const int64_t gpu_layers = gpu == nullptr ? -1 : r->expert_layers_on_gpu;
+    EXPECT_GE(gpu_layers, last_gpu_layers) << what;
+    last_gpu_layers = gpu_layers;
+    auto again = make_plan(hp, arch, tensors, {.n_ctx = 65536, .n_gpu_layers = r->n_gpu_layers, .n_cpu_moe = r->n_cpu_moe});
+    ASSERT_TRUE(again.is_ok()) << what;
+    EXPECT_EQ(again->tensor_devices, r->plan.tensor_devices) << what << " (" << r->flags << ")";
+  }
+  EXPECT_EQ(last_gpu_layers, 40);  // 28 GiB holds everything
+}
+
+TEST_F(PlanQwen36, FitCountsTheMtpBlockOnlyWhenItRuns) {
+  HParams with_mtp = hp;
+  with_mtp.n_layer_mtp = 1;
+  const std::vector<PlanTensor> t = ud_mix_tensors(with_mtp);
+  // Not drafting: the MTP block (41st) stays on the CPU whatever -ncmoe says; the same six
+  // blocks' experts fit 8 GiB, spelled -ngl 42 -ncmoe 34.
+  auto off = fit_plan(with_mtp, arch, t, {.n_ctx = 65536}, 8192 * kMiB, 1536 * kMiB);
+  ASSERT_TRUE(off.is_ok()) << off.status().message();
+  EXPECT_EQ(off->flags, "-ngl 42 -ncmoe 34");
+  EXPECT_EQ(off->expert_layers_on_gpu, 6);
+  EXPECT_EQ(off->plan.layers.back().experts, kCpuDevice);
+  // draft-mtp: the MTP block's dense part and KV cache take GPU memory, and its experts are
+  // the first to go to the GPU (the last block, as -ncmoe counts).
+  auto on = fit_plan(with_mtp, arch, t, {.n_ctx = 65536, .mtp = true}, 8192 * kMiB, 1536 * kMiB);
+  ASSERT_TRUE(on.is_ok()) << on.status().message();
+  EXPECT_EQ(on->plan.layers.back().experts, kGpuDevice);
+  EXPECT_LE(on->plan.device(kGpuDevice)->total_bytes(), (8192 - 1536) * kMiB);
+  EXPECT_EQ(on->n_cpu_moe, 41 - on->expert_layers_on_gpu);
 }
 
 TEST_F(PlanQwen36, FitUsesTheWholeGpuWhenEverythingFitsAndTheCpuWhenNothingDoes) {
@@ -385,6 +483,8 @@ TEST_F(PlanQwen36, FitUsesTheWholeGpuWhenEverythingFitsAndTheCpuWhenNothingDoes)
   ASSERT_TRUE(big.is_ok());
   for (const auto& l : big->plan.layers) EXPECT_EQ(l.experts, kGpuDevice) << l.layer;
   EXPECT_NE(big->choice.find("everything on the GPU"), std::string::npos);
+  EXPECT_EQ(big->n_cpu_moe, 0);
+  EXPECT_EQ(big->expert_layers_on_gpu, 40);
   // 3 GiB minus the margin holds not even the 4 GB dense part: no partial offload (the seeds
   // found partial dense offload slower than none).
   auto small = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 3072 * kMiB, 1536 * kMiB);
@@ -392,6 +492,9 @@ TEST_F(PlanQwen36, FitUsesTheWholeGpuWhenEverythingFitsAndTheCpuWhenNothingDoes)
   EXPECT_EQ(small->plan.device(kGpuDevice), nullptr);
   for (const auto& l : small->plan.layers) EXPECT_EQ(l.dense, kCpuDevice);
   EXPECT_EQ(small->params.n_gpu_layers, 0);
+  EXPECT_EQ(small->n_gpu_layers, 0);
+  EXPECT_EQ(small->flags, "-ngl 0");
+  EXPECT_NE(small->choice.find("not even the dense part fits"), std::string::npos) << small->choice;
   EXPECT_FALSE(fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 8192 * kMiB, -1).is_ok());
 }
 
