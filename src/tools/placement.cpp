@@ -89,6 +89,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
     return Status::ok();
   };
   GpuChoice gpu;
+  int64_t fit_limit_bytes = 0;  // --fit's budget (free − margin): the GPU allocation ceiling
   if (fit) {
     gpu = choose_gpu(r.device);
     if (gpu.index < 0) {
@@ -101,6 +102,22 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
       params = fr.params;
       d.note = fr.choice;
       d.fit_flags = fr.flags;
+      // The budget is a ceiling for every GPU allocation, so the headroom --fit promises holds
+      // whatever the backend allocates later. Prompt batches stream a GPU layer's CPU experts
+      // through an area the size of one layer's experts, which only exists when it fits in
+      // what the plan leaves; say which it is.
+      fit_limit_bytes = params.vram_budget_bytes;
+      int64_t stream_bytes = 0;
+      for (const LayerPlan& lp : d.plan.layers) {
+        if (lp.dense == kGpuDevice && lp.experts != kGpuDevice && !lp.mtp) stream_bytes = std::max(stream_bytes, lp.expert_bytes);
+      }
+      if (stream_bytes > 0 && r.op_offload && d.plan.gpu_free_bytes) {
+        d.note += *d.plan.gpu_free_bytes >= stream_bytes
+                      ? fmt::format("; prompt batches can stream CPU experts through the GPU ({} area)", mib(static_cast<uint64_t>(stream_bytes)))
+                      : fmt::format("; no room left to stream CPU experts through the GPU in prompt batches ({} needed), so "
+                                    "prompts compute them on the CPU (one more -ncmoe layer makes room; `moetier tune` measures which is faster)",
+                                    mib(static_cast<uint64_t>(stream_bytes)));
+      }
     }
   } else {
     ASSIGN_OR_RETURN(params.n_gpu_layers, parse_gpu_layers(r.n_gpu_layers));
@@ -120,7 +137,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
   d.gpu_part = has_gpu_part(d.plan);
   d.gpu = GpuPlacement{.device = gpu.index,
                        .progress = r.progress,
-                       .memory_limit_bytes = static_cast<uint64_t>(r.vram_budget_mib * kMiB),
+                       .memory_limit_bytes = static_cast<uint64_t>(fit_limit_bytes > 0 ? fit_limit_bytes : r.vram_budget_mib * kMiB),
                        .op_offload = r.op_offload,
                        .exact_kernels = r.exact_kernels};
   for (int64_t il = 0; il < hp.n_layer && d.gpu_part; ++il) {
