@@ -256,9 +256,9 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            int_list(&b.n_batch, "-b", 1));
   p.option({"-ub", "--ubatch-size"}, "N", "tokens per micro-batch, at most -b (default 512)",
            int_list(&b.n_ubatch, "-ub", 1));
-  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f16 or f32 (default f16)",
+  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f32, f16, q8_0 or q4_0 (default f16)",
            cache_type_list(&b.type_k, "-ctk"));
-  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f16 or f32 (default f16)",
+  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32, f16, q8_0 or q4_0 (default f16)",
            cache_type_list(&b.type_v, "-ctv"));
   p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)",
            [h = int_list(&b.n_threads, "-t", 1), &b](std::string_view v) -> Status {
@@ -346,6 +346,39 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              else if (v == "jsonl") b.output = OutputFormat::kJsonl;
              else if (v == "csv") b.output = OutputFormat::kCsv;
              else return Status::bad_input(fmt::format("flag '-o': '{}' is not one of md, json, jsonl, csv", v));
+             return Status::ok();
+           });
+  p.option({"--interleave"}, "on|off",
+           "run the repetitions round-robin over the tests of each model load, one repetition of each test "
+           "per round after all warm-ups, so drift hits every test alike (default: on when more than one "
+           "configuration is tested)",
+           [&b](std::string_view v) -> Status {
+             if (v != "on" && v != "off") return Status::bad_input("flag '--interleave': give on or off");
+             b.interleave = v == "on" ? 1 : 0;
+             return Status::ok();
+           });
+  p.flag({"--compare"}, &b.compare,
+         "print the t/s ratio of every configuration to the first, per test kind, with a 95% confidence "
+         "interval (without it: only when exactly two configurations differ in one knob)");
+  p.option({"--chart"}, "FILE.svg|FILE.png",
+           "write a chart: t/s (mean, sd error bars) and peak-idle memory against the swept knob; .png "
+           "needs rsvg-convert (Debian: librsvg2-bin)",
+           [&b](std::string_view v) -> Status {
+             const auto ends_with = [&](std::string_view tail) {
+               return v.size() > tail.size() && v.substr(v.size() - tail.size()) == tail;
+             };
+             if (!ends_with(".svg") && !ends_with(".png")) {
+               return Status::bad_input(fmt::format("flag '--chart': '{}' does not end in .svg or .png", v));
+             }
+             b.chart_path = std::string(v);
+             return Status::ok();
+           });
+  p.option({"--report"}, "DIR",
+           "write DIR/index.html: one self-contained page (inline SVG charts, no external resources) with the "
+           "provenance, the results with their statistics, the comparisons and the charts",
+           [&b](std::string_view v) -> Status {
+             if (v.empty()) return Status::bad_input("flag '--report': empty directory");
+             b.report_dir = std::string(v);
              return Status::ok();
            });
   p.flag({"--no-warmup"}, &b.no_warmup, "skip the untimed warm-up run before each test");
