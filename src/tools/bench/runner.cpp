@@ -342,6 +342,7 @@ Status TestRun::prepare(LoadedModel& loaded) {
   result_.test_time = utc_now_rfc3339();
   tokens_ = TokenSource(options_.seed, model.hparams().n_vocab, loaded.bos_token);
   RETURN_IF_ERROR(ensure_placement(loaded, test_, options_));
+  pool_ = std::make_unique<ThreadPool>(static_cast<int>(test_.n_threads));
   if (test_.spec && !loaded.tokenizer) {
     auto tok = text::Tokenizer::from_gguf(loaded.file->header());
     if (!tok) return tok.status().with_context("--spec-replay needs the model's vocabulary");
@@ -351,8 +352,7 @@ Status TestRun::prepare(LoadedModel& loaded) {
   auto seq = model.new_sequence({.n_ctx = test_context(test_), .type_k = test_.type_k, .type_v = test_.type_v});
   if (!seq) return seq.status().with_context(loaded.path);
   configure(model);
-  ThreadPool pool(static_cast<int>(test_.n_threads));
-  Workspace w{.model = model, .seq = *seq, .pool = pool, .tokens = tokens_, .batch = {}, .logits = {}};
+  Workspace w{.model = model, .seq = *seq, .pool = *pool_, .tokens = tokens_, .batch = {}, .logits = {}};
   model.set_profiler(nullptr);
   if (options_.warmup) {
     progress("warm-up");
@@ -379,18 +379,19 @@ void TestRun::progress(const std::string& what) const {
 }
 
 Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
+  CHECK(pool_ != nullptr);  // prepare() first
   Model& model = *loaded.model;
   RETURN_IF_ERROR(ensure_placement(loaded, test_, options_));
-  // The peak of this repetition starts here: the sequence (KV cache, recurrent state) and
-  // the thread pool are made for it and freed after it, so no other test's are counted.
+  // The peak of this repetition starts here: the sequence (KV cache, recurrent state) is made
+  // for it and freed after it, so no other test's is counted (the test's thread pool lives
+  // from prepare() to finish(): a few stack pages per thread).
   release_free_heap();
   if (reset_peak_rss()) peak_rss_reset_ = true;
   {
     auto seq = model.new_sequence({.n_ctx = test_context(test_), .type_k = test_.type_k, .type_v = test_.type_v});
     if (!seq) return seq.status().with_context(loaded.path);
     configure(model);
-    ThreadPool pool(static_cast<int>(test_.n_threads));
-    Workspace w{.model = model, .seq = *seq, .pool = pool, .tokens = tokens_, .batch = {}, .logits = {}};
+    Workspace w{.model = model, .seq = *seq, .pool = *pool_, .tokens = tokens_, .batch = {}, .logits = {}};
     const bool gpu_part = !model.gpu_backend_name().empty();
     model.set_gpu_timestamps(options_.profile && gpu_part);
     int64_t ns = 0;
@@ -444,6 +445,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
 
 TestResult TestRun::finish(const LoadedModel& loaded) {
   const Model& model = *loaded.model;
+  pool_.reset();
   result_.peak_rss_scope = peak_rss_reset_ ? "test" : "cumulative";
   result_.spec_n_drafted = spec_stats_.n_drafted;
   result_.spec_n_accepted = spec_stats_.n_accepted;

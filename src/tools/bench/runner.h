@@ -14,6 +14,7 @@
 #include "core/gpu_census.h"
 #include "core/profiler.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
 #include "runtime/speculative.h"
@@ -90,8 +91,9 @@ class TokenSource {
 
 // One test across its repetitions. prepare() once (placement, warm-up: untimed), then
 // repetition() r times, possibly with other tests' repetitions in between, then finish().
-// Nothing of the test stays allocated between its repetitions (each makes its own sequence
-// and thread pool), so another test's peak memory never includes this one's KV cache.
+// Its sequence exists only during a repetition (each makes a fresh one), so another test's
+// peak memory never includes this one's KV cache; its thread pool (the same threads for the
+// warm-up and the repetitions) lives from prepare() to finish().
 class TestRun {
  public:
   TestRun(const TestSpec& test, const RunOptions& options, const ModelInfo& info);
@@ -109,6 +111,7 @@ class TestRun {
   RunOptions options_;
   TestResult result_;
   TokenSource tokens_;
+  std::unique_ptr<ThreadPool> pool_;
   Profiler profiler_;
   GpuCensus census_;
   int64_t total_ns_ = 0;
