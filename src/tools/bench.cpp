@@ -279,7 +279,10 @@ int cmd_bench(int argc, char** argv) {
     comparisons.push_back({.a_name = bench::test_name(tests[pair.a]),
                            .b_name = bench::test_name(tests[pair.b]),
                            .what = pair.what,
-                           .ci = bench::ratio_ci(results[pair.a].ts_summary(), results[pair.b].ts_summary())});
+                           .ci = bench::ratio_ci(results[pair.a].ts_summary(), results[pair.b].ts_summary()),
+                           .interleaved = results[pair.a].interleaved && results[pair.b].interleaved &&
+                                          tests[pair.a].model == tests[pair.b].model &&
+                                          tests[pair.a].use_mmap == tests[pair.b].use_mmap});
     std::fprintf(stderr, "moetier bench: compare %s\n", bench::describe_comparison(comparisons.back()).c_str());
   }
   printer->comparisons(comparisons);

@@ -115,6 +115,20 @@ TEST(BenchMemory, StatusFieldsInBytes) {
   if (reset_peak_rss()) EXPECT_LT(peak_rss_bytes().value_or(0), before - (32 << 20));
 }
 
+TEST(BenchReport, ComparisonLines) {
+  Comparison c{.a_name = "tg4", .b_name = "tg4", .what = "n_threads 1 -> 2",
+               .ci = RatioCi{.ratio = 1.02, .low = 0.97, .high = 1.07, .df = 8}, .interleaved = true};
+  EXPECT_EQ(describe_comparison(c), "tg4: n_threads 1 -> 2: t/s ratio 1.020, 95% CI [0.970, 1.070]: no difference");
+  c.ci = RatioCi{.ratio = 0.5, .low = 0.4, .high = 0.6, .df = 8};
+  c.b_name = "tg4 @ d512";
+  c.what = "n_depth 0 -> 512";
+  c.interleaved = false;
+  EXPECT_EQ(describe_comparison(c), "tg4 @ d512 vs tg4: n_depth 0 -> 512: t/s ratio 0.500, 95% CI [0.400, 0.600]: slower "
+                                    "(not interleaved: drift between the runs is not accounted for)");
+  c.ci.reset();
+  EXPECT_NE(describe_comparison(c).find("no interval"), std::string::npos);
+}
+
 TEST(BenchReport, EscapingAndCommandLine) {
   EXPECT_EQ(xml_escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
   std::vector<std::string> words = {"moetier", "bench", "-m", "my model.gguf", "-p", "8", "-ot", "a=CPU;b=GPU", "it's"};

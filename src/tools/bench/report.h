@@ -127,6 +127,7 @@ struct Comparison {
   std::string a_name, b_name;   // test names
   std::string what;             // the knobs that differ: "n_threads 1 -> 2"
   std::optional<RatioCi> ci;    // nullopt: fewer than 2 repetitions
+  bool interleaved = true;      // false: the two ran one after the other (e.g. different files)
 };
 // "tg4: n_threads 1 -> 2: t/s ratio 1.034, 95% CI [0.981, 1.087]: no difference" (names
 // differ only when the knob is the depth: "tg4 @ d512 vs tg4: n_depth 0 -> 512: ...").
