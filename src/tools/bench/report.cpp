@@ -385,6 +385,7 @@ class MarkdownPrinter : public Printer {
 
   void test(const TestResult& r) override {
     const auto fields = record_fields(r, env_);
+    if (!r.gpu_info.empty() && std::find(gpus_.begin(), gpus_.end(), r.gpu_info) == gpus_.end()) gpus_.push_back(r.gpu_info);
     std::string line = "|";
     for (const auto& c : columns_) {
       std::string value;
@@ -429,6 +430,9 @@ class MarkdownPrinter : public Printer {
   void comparisons(const std::vector<Comparison>& list) override { comparisons_ = list; }
 
   void footer() override {
+    // The GPU is known once a test placed layers there (opening a device before the tests
+    // would put its driver's memory into every CPU test's peak).
+    for (const std::string& gpu : gpus_) fmt::print(out_, "\nGPU: {}\n", gpu);
     if (!noisy_.empty()) {
       fmt::print(out_, "\nwarning: coefficient of variation above {:.0f}% in the rows marked ! (too noisy to compare "
                        "differences of that size; rerun with more -r or a quieter machine): {}\n",
@@ -460,6 +464,7 @@ class MarkdownPrinter : public Printer {
   std::FILE* out_;
   std::vector<Column> columns_;
   std::vector<std::string> noisy_;          // tests with cv > 5%, for the footer
+  std::vector<std::string> gpus_;           // the devices tests ran on, with their drivers
   std::vector<Comparison> comparisons_;
 };
 
