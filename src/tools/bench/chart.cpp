@@ -71,16 +71,18 @@ ChartData chart_from_results(const std::vector<TestResult>& results, const Envir
     double x = 0;
     std::string name = test_kind(r.spec);
     for (const Knob& k : test_knobs(r.spec)) {
+      // A model is shown by its file name (the records and the header have the path).
+      const std::string text = k.name == "model" ? std::filesystem::path(k.text).filename().string() : k.text;
       if (k.name == x_knob) {
         if (numeric) {
           x = *k.numeric;
         } else {
-          auto it = std::find(chart.categories.begin(), chart.categories.end(), k.text);
+          auto it = std::find(chart.categories.begin(), chart.categories.end(), text);
           x = static_cast<double>(it - chart.categories.begin());
-          if (it == chart.categories.end()) chart.categories.push_back(k.text);
+          if (it == chart.categories.end()) chart.categories.push_back(text);
         }
       } else if (std::find(swept.begin(), swept.end(), k.name) != swept.end()) {
-        name += fmt::format(", {}={}", k.name, k.name == "model" ? std::filesystem::path(k.text).filename().string() : k.text);
+        name += fmt::format(", {}={}", k.name, text);
       }
     }
     const Summary s = r.ts_summary();
