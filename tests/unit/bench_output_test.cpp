@@ -112,7 +112,9 @@ TEST(BenchMemory, StatusFieldsInBytes) {
   const int64_t before = peak_rss_bytes().value_or(0);
   big.clear();
   big.shrink_to_fit();
-  if (reset_peak_rss()) EXPECT_LT(peak_rss_bytes().value_or(0), before - (32 << 20));
+  if (reset_peak_rss()) {
+    EXPECT_LT(peak_rss_bytes().value_or(0), before - (32 << 20));
+  }
 }
 
 TEST(BenchReport, ComparisonLines) {
