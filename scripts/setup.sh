@@ -10,6 +10,7 @@ packages=(
   mesa-vulkan-drivers                 # lavapipe: Vulkan on the CPU, so the GPU kernels are tested without a GPU
   libgtest-dev libgmock-dev
   chromium                   # the web UI test (tests/node/webui_test.mjs): headless, driven by puppeteer-core
+  librsvg2-bin               # rsvg-convert: bench --chart FILE.png (SVG -> PNG)
   clang libclang-rt-14-dev   # libFuzzer target and sanitizer runtime
 )
 missing=()

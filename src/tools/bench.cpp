@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <span>
 #include <thread>
 
@@ -13,9 +15,15 @@
 #include "core/thread_pool.h"
 #include "cpu/membw.h"
 #include "tools/bench/bench_params.h"
+#include "tools/bench/chart.h"
+#include "tools/bench/configs.h"
+#include "tools/bench/html_report.h"
+#include "tools/bench/memory.h"
 #include "tools/bench/report.h"
 #include "tools/bench/runner.h"
+#include "tools/bench/stats.h"
 #include "tools/commands.h"
+#include "tools/sha256_cache.h"
 
 namespace moetier {
 
@@ -66,9 +74,69 @@ void print_census(const bench::TestResult& r) {
   if (!c.timed) std::fprintf(stderr, "  (no GPU timestamps on this device)\n");
 }
 
+
+// The stderr line after a test: t/s with its statistics, bandwidth, memory, drafts.
+void print_summary(const bench::TestResult& result, const bench::Environment& env, const std::string& prefix,
+                   int64_t model_n_layer) {
+  const bench::Summary s = result.ts_summary();
+  std::string summary = fmt::format("{:.2f} ± {:.2f} t/s (min {:.2f}, max {:.2f}, cv {:.1f}%", s.mean, s.sd, s.min, s.max,
+                                    100 * s.cv);
+  if (result.interleaved) {
+    if (auto d = result.drift_percent()) summary += fmt::format(", drift {:+.1f}%", *d);
+  }
+  summary += ")";
+  if (auto gbps = result.achieved_gbps()) {
+    summary += fmt::format(", {:.2f} GB/s of weights ({:.1f} MB per token)", *gbps,
+                           static_cast<double>(result.model.weight_bytes_per_token) / 1e6);
+  }
+  if (auto fraction = result.bandwidth_fraction()) summary += fmt::format(" = {:.0f}% of measured bandwidth", 100 * *fraction);
+  if (auto mem = result.rss_peak_minus_idle_bytes(env)) {
+    summary += fmt::format(", peak - idle RSS {:.1f} MiB", static_cast<double>(*mem) / 1048576.0);
+  }
+  if (result.vram_peak_minus_idle_bytes) {
+    summary += fmt::format(", VRAM {:.1f} MiB ({})", static_cast<double>(*result.vram_peak_minus_idle_bytes) / 1048576.0,
+                           result.vram_source);
+  }
+  const bench::TestSpec& test = result.spec;
+  if (test.spec && result.spec_n_drafted > 0) {
+    summary += fmt::format(", {} of {} drafted tokens accepted ({:.1f}%)", result.spec_n_accepted, result.spec_n_drafted,
+                           100.0 * static_cast<double>(result.spec_n_accepted) / static_cast<double>(result.spec_n_drafted));
+  }
+  std::fprintf(stderr, "moetier bench: %s: %s\n", prefix.c_str(), summary.c_str());
+  if (s.cv > bench::kNoisyCv) {
+    std::fprintf(stderr, "moetier bench: warning: %s varies by %.1f%% (cv above %.0f%%): too noisy to compare differences "
+                 "of that size\n", bench::test_name(test).c_str(), 100 * s.cv, 100 * bench::kNoisyCv);
+  }
+  if (result.estimate) {
+    std::fprintf(stderr,
+                 "moetier bench: ESTIMATE, not measured: %s on the same model with %lld layers instead of %lld "
+                 "≈ %.2f t/s (per-layer time scaled by %lld/%lld)\n",
+                 bench::test_name(test).c_str(), static_cast<long long>(result.estimate->n_layer),
+                 static_cast<long long>(model_n_layer), result.estimate->ts,
+                 static_cast<long long>(result.estimate->n_layer), static_cast<long long>(model_n_layer));
+  }
+}
+
+// File size and SHA-256 of every model, the digest from the cache when the file is unchanged.
+Result<std::vector<bench::ModelFile>> describe_model_files(const std::vector<std::string>& paths) {
+  std::vector<bench::ModelFile> files;
+  const std::string cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+  for (const std::string& path : paths) {
+    if (std::any_of(files.begin(), files.end(), [&](const bench::ModelFile& f) { return f.path == path; })) continue;
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) return Status::bad_input(fmt::format("{}: {}", path, ec.message()));
+    ASSIGN_OR_RETURN(CachedSha256 digest, cached_file_sha256(path, {.cache_dir = cache_dir, .log = stderr}));
+    files.push_back({.path = path, .file_bytes = static_cast<int64_t>(size), .sha256 = digest.sha256});
+  }
+  return files;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  // The idle baseline of the seeds' memory method: after start-up, before any model is read.
+  const std::optional<int64_t> idle_rss = bench::current_rss_bytes();
   bool help = false;
   std::string help_text;
   auto parsed = bench::parse_bench_args(argc, argv, cpu_features().physical_cores, &help, &help_text);
@@ -80,7 +148,23 @@ int cmd_bench(int argc, char** argv) {
   const bench::BenchParams params = std::move(parsed).value();
 
   const std::vector<bench::TestSpec> tests = bench::expand_tests(params);
-  const bench::Environment env = bench::detect_environment();
+  bench::Environment env = bench::detect_environment();
+  env.idle_rss_bytes = idle_rss;
+  env.n_threads = params.n_threads;
+  env.interleaved = params.interleave == 1 || (params.interleave == -1 && bench::count_configurations(tests) > 1);
+  env.peak_rss_resettable = bench::reset_peak_rss();
+  // Outputs that need a tool or a folder fail before any time is spent measuring.
+  if (auto st = bench::check_chart_output(params.chart_path); !st.is_ok()) return report_error(st);
+  if (!params.report_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(params.report_dir, ec);
+    if (ec) return report_error(Status::bad_input(fmt::format("--report {}: {}", params.report_dir, ec.message())));
+  }
+  {
+    auto files = describe_model_files(params.models);
+    if (!files) return report_error(files.status());
+    env.model_files = std::move(files).value();
+  }
 
   std::optional<double> machine_gbps;
   if (params.measure_bandwidth) {
@@ -94,81 +178,128 @@ int cmd_bench(int argc, char** argv) {
 
   auto printer = bench::make_printer(params, env, stdout);
   printer->header();
+  std::vector<bench::TestResult> results;
   std::optional<bench::LoadedModel> loaded;
-  for (size_t i = 0; i < tests.size(); ++i) {
-    const bench::TestSpec& test = tests[i];
-    // Load a model only when the file or the load mode changes (tests are ordered so that
-    // each model loads once per mode).
-    if (!loaded || loaded->path != test.model || loaded->use_mmap != test.use_mmap) {
-      loaded.reset();  // free the previous model first: two big models may not fit together
-      std::fprintf(stderr, "moetier bench: loading %s (%s)\n", test.model.c_str(),
-                   test.use_mmap ? "mmap" : "read into RAM");
-      // The tests this load serves: the run of tests with the same file and load mode.
-      size_t end = i;
-      while (end < tests.size() && tests[end].model == test.model && tests[end].use_mmap == test.use_mmap) ++end;
-      const bench::RunOptions placement_options{.device = params.device,
-                                                .vram_budget_mib = params.vram_budget_mib,
-                                                .exact_kernels = params.exact_kernels};
-      auto m = bench::load_bench_model(
-          test.model, {.use_mmap = test.use_mmap,
-                       .verbose = params.verbose,
-                       .expert_pages = params.expert_pages,
-                       .tests = std::span<const bench::TestSpec>(tests.data() + i, end - i),
-                       .run = &placement_options});
-      if (!m) {
-        printer->footer();
-        return report_error(m.status());
-      }
-      loaded = std::move(m).value();
-    }
-    if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
-    const std::string name = bench::test_name(test);
-    const bench::RunOptions options{
-        .repetitions = params.repetitions,
-        .warmup = !params.no_warmup,
-        .profile = params.profile,
-        .scale_layers = params.scale_layers,
-        .verbose = params.verbose,
-        .seed = params.seed + static_cast<uint32_t>(i),
-        .progress_prefix = fmt::format("[{}/{}] {} t={}", i + 1, tests.size(), name, test.n_threads),
-        .device = params.device,
-        .vram_budget_mib = params.vram_budget_mib,
-        .exact_kernels = params.exact_kernels,
-    };
-    auto result = bench::run_test(*loaded, test, options);
-    if (!result) {
+  // Tests are ordered so that each model loads once per mode: one load serves a group of
+  // consecutive tests, whose repetitions are interleaved (or not) among themselves.
+  for (size_t begin = 0; begin < tests.size();) {
+    const bench::TestSpec& first = tests[begin];
+    size_t end = begin;
+    while (end < tests.size() && tests[end].model == first.model && tests[end].use_mmap == first.use_mmap) ++end;
+    loaded.reset();  // free the previous model first: two big models may not fit together
+    std::fprintf(stderr, "moetier bench: loading %s (%s)\n", first.model.c_str(), first.use_mmap ? "mmap" : "read into RAM");
+    const bench::RunOptions placement_options{.device = params.device,
+                                              .vram_budget_mib = params.vram_budget_mib,
+                                              .exact_kernels = params.exact_kernels};
+    auto m = bench::load_bench_model(first.model,
+                                     {.use_mmap = first.use_mmap,
+                                      .verbose = params.verbose,
+                                      .expert_pages = params.expert_pages,
+                                      .tests = std::span<const bench::TestSpec>(tests.data() + begin, end - begin),
+                                      .run = &placement_options});
+    if (!m) {
       printer->footer();
-      return report_error(result.status());
+      return report_error(m.status());
     }
-    result->machine_read_gbps = machine_gbps;
-    std::string summary = fmt::format("{:.2f} ± {:.2f} t/s", result->avg_ts(), result->stddev_ts());
-    if (auto gbps = result->achieved_gbps()) {
-      summary += fmt::format(", {:.2f} GB/s of weights ({:.1f} MB per token)", *gbps,
-                             static_cast<double>(result->model.weight_bytes_per_token) / 1e6);
+    loaded = std::move(m).value();
+    for (const bench::ModelFile& f : env.model_files) {
+      if (f.path == first.model) {
+        loaded->info.file_bytes = f.file_bytes;
+        loaded->info.sha256 = f.sha256;
+      }
     }
-    if (auto fraction = result->bandwidth_fraction()) summary += fmt::format(" = {:.0f}% of measured bandwidth", 100 * *fraction);
-    if (test.spec && result->spec_n_drafted > 0) {
-      summary += fmt::format(", {} of {} drafted tokens accepted ({:.1f}%)", result->spec_n_accepted,
-                             result->spec_n_drafted,
-                             100.0 * static_cast<double>(result->spec_n_accepted) / static_cast<double>(result->spec_n_drafted));
+
+    std::vector<bench::TestRun> runs;
+    std::vector<std::string> prefixes;
+    for (size_t i = begin; i < end; ++i) {
+      const bench::TestSpec& test = tests[i];
+      prefixes.push_back(fmt::format("[{}/{}] {} t={}", i + 1, tests.size(), bench::test_name(test), test.n_threads));
+      runs.emplace_back(test,
+                        bench::RunOptions{
+                            .repetitions = params.repetitions,
+                            .warmup = !params.no_warmup,
+                            .profile = params.profile,
+                            .scale_layers = params.scale_layers,
+                            .verbose = params.verbose,
+                            .seed = params.seed + static_cast<uint32_t>(i),
+                            .progress_prefix = prefixes.back(),
+                            .device = params.device,
+                            .vram_budget_mib = params.vram_budget_mib,
+                            .exact_kernels = params.exact_kernels,
+                        },
+                        loaded->info);
     }
-    std::fprintf(stderr, "moetier bench: %s: %s\n", options.progress_prefix.c_str(), summary.c_str());
-    if (result->estimate) {
-      std::fprintf(stderr,
-                   "moetier bench: ESTIMATE, not measured: %s on the same model with %lld layers instead of %lld "
-                   "≈ %.2f t/s (per-layer time scaled by %lld/%lld)\n",
-                   name.c_str(), static_cast<long long>(result->estimate->n_layer),
-                   static_cast<long long>(loaded->model->hparams().n_layer), result->estimate->ts,
-                   static_cast<long long>(result->estimate->n_layer),
-                   static_cast<long long>(loaded->model->hparams().n_layer));
+    const bool interleave = env.interleaved && runs.size() > 1;
+    // Warm-ups first (untimed), then the timed repetitions in the schedule's order; a test's
+    // record is printed as soon as it and every test before it are complete.
+    std::vector<int64_t> done(runs.size(), 0);
+    size_t next_to_print = 0;
+    Status failed = Status::ok();
+    for (size_t k = 0; k < runs.size() && failed.is_ok(); ++k) {
+      if (interleave || k == 0) {
+        if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
+        failed = runs[k].prepare(*loaded);
+      }
     }
-    if (params.profile) {
-      print_profile(*result);
-      print_census(*result);
+    for (const bench::Slot& slot : bench::repetition_order(runs.size(), params.repetitions, interleave)) {
+      if (!failed.is_ok()) break;
+      bench::TestRun& run = runs[slot.test];
+      if (!interleave && slot.repetition == 0 && slot.test > 0) {  // in a row: each test's warm-up just before it
+        if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
+        failed = run.prepare(*loaded);
+        if (!failed.is_ok()) break;
+      }
+      failed = run.repetition(*loaded, slot.repetition);
+      if (!failed.is_ok()) break;
+      ++done[slot.test];
+      while (next_to_print < runs.size() && done[next_to_print] == params.repetitions) {
+        bench::TestResult result = runs[next_to_print].finish(*loaded);
+        result.machine_read_gbps = machine_gbps;
+        result.interleaved = interleave;
+        print_summary(result, env, prefixes[next_to_print], loaded->model->hparams().n_layer);
+        if (params.profile) {
+          print_profile(result);
+          print_census(result);
+        }
+        printer->test(result);
+        results.push_back(std::move(result));
+        ++next_to_print;
+      }
     }
-    printer->test(*result);
+    if (!failed.is_ok()) {
+      printer->footer();
+      return report_error(failed);
+    }
+    begin = end;
   }
+  loaded.reset();
+
+  std::vector<bench::Comparison> comparisons;
+  for (const bench::ComparisonPair& pair : bench::plan_comparisons(tests, params.compare)) {
+    comparisons.push_back({.a_name = bench::test_name(tests[pair.a]),
+                           .b_name = bench::test_name(tests[pair.b]),
+                           .what = pair.what,
+                           .ci = bench::ratio_ci(results[pair.a].ts_summary(), results[pair.b].ts_summary()),
+                           .interleaved = results[pair.a].interleaved && results[pair.b].interleaved &&
+                                          tests[pair.a].model == tests[pair.b].model &&
+                                          tests[pair.a].use_mmap == tests[pair.b].use_mmap});
+    std::fprintf(stderr, "moetier bench: compare %s\n", bench::describe_comparison(comparisons.back()).c_str());
+  }
+  printer->comparisons(comparisons);
   printer->footer();
+
+  const bench::ChartData chart = bench::chart_from_results(results, env);
+  if (!params.chart_path.empty()) {
+    if (auto st = bench::write_chart(chart, params.chart_path); !st.is_ok()) return report_error(st);
+    std::fprintf(stderr, "moetier bench: chart written to %s\n", params.chart_path.c_str());
+  }
+  if (!params.report_dir.empty()) {
+    const std::string path = params.report_dir + "/index.html";
+    const std::string page = bench::render_html_report({.env = env, .results = results, .comparisons = comparisons,
+                                                        .chart = chart, .command_line = bench::command_line(argc, argv)});
+    if (auto st = bench::write_text_file(path, page); !st.is_ok()) return report_error(st);
+    std::fprintf(stderr, "moetier bench: report written to %s\n", path.c_str());
+  }
   return 0;
 }
 

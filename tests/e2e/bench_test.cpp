@@ -4,12 +4,18 @@
 // input answered with exit status 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <map>
+#include <filesystem>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
@@ -22,6 +28,8 @@ namespace {
 using moetier::testing::run_moetier;
 const std::string kModelPath = std::string(moetier::testing::kRefDir) + "/models/qwen35moe-tiny-f32.gguf";
 const std::string kModel = "'" + kModelPath + "'";
+// From ../shared/ref/manifest.json (models → qwen35moe-tiny-f32.gguf → sha256).
+const std::string kModelSha256 = "1d44f0978d02650236ac4cf7edfb0423917479d04ce9a3248778e57fa53a8d8a";
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -39,7 +47,9 @@ const std::vector<std::string> kFields = {
     "cpu_isa", "machine_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts", "gpu_device",
     "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
-    "spec_acceptance", "spec_draft_ms_per_token"};
+    "spec_acceptance", "spec_draft_ms_per_token", "moetier_version", "date", "model_file", "model_file_bytes",
+    "model_sha256", "min_ts", "max_ts", "cv_ts", "drift_pct", "interleaved", "idle_rss_bytes", "peak_rss_scope",
+    "rss_peak_minus_idle_bytes", "vram_peak_minus_idle_bytes", "vram_source"};
 
 // Weight bytes per generated token counted from the file alone: every tensor but the
 // routed experts ("*_exps"), of which a token uses n_expert_used of n_expert, and of the
@@ -170,16 +180,38 @@ TEST(CliBench, CsvJsonlAndMarkdownShapes) {
     const auto r = run_moetier(common + "md");
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto lines = lines_of(r.out);
-    ASSERT_EQ(lines.size(), 8u) << r.out;  // header, rule, 4 rows, blank, build line
-    EXPECT_EQ(lines[0].rfind("| model ", 0), 0u) << lines[0];
-    EXPECT_NE(lines[0].find("| threads |"), std::string::npos) << lines[0];
-    EXPECT_NE(lines[0].find("t/s |"), std::string::npos) << lines[0];
-    EXPECT_EQ(lines[1].rfind("| ---", 0), 0u) << lines[1];
-    EXPECT_NE(lines[2].find(" pp8 |"), std::string::npos) << lines[2];
-    EXPECT_NE(lines[3].find(" tg4 |"), std::string::npos) << lines[3];
-    EXPECT_NE(lines[2].find(" ± "), std::string::npos) << lines[2];
-    EXPECT_EQ(lines[6], "");
-    EXPECT_EQ(lines[7].rfind("build: ", 0), 0u);
+    // The provenance header, a blank line, then llama-bench's table.
+    ASSERT_GE(lines.size(), 16u) << r.out;
+    EXPECT_EQ(lines[0].rfind("moetier ", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find("(commit "), std::string::npos) << lines[0];
+    EXPECT_TRUE(std::regex_search(lines[0], std::regex(R"(run \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$)"))) << lines[0];
+    EXPECT_EQ(lines[1], "model: " + kModelPath + " (" + std::to_string(std::filesystem::file_size(kModelPath)) +
+                            " bytes, sha256 " + kModelSha256 + ")");
+    EXPECT_EQ(lines[2].rfind("CPU: ", 0), 0u) << lines[2];
+    EXPECT_NE(lines[2].find("threads 1,2"), std::string::npos) << lines[2];
+    EXPECT_EQ(lines[3].rfind("memory: idle RSS ", 0), 0u) << lines[3];
+    EXPECT_EQ(lines[4], "repetitions: interleaved round-robin over the tests of each model load");
+    EXPECT_EQ(lines[5], "");
+    EXPECT_EQ(lines[6].rfind("| model ", 0), 0u) << lines[6];
+    EXPECT_NE(lines[6].find("| threads |"), std::string::npos) << lines[6];
+    EXPECT_NE(lines[6].find("t/s |"), std::string::npos) << lines[6];
+    EXPECT_NE(lines[6].find(" cv |"), std::string::npos) << lines[6];
+    EXPECT_NE(lines[6].find(" drift |"), std::string::npos) << lines[6];
+    EXPECT_NE(lines[6].find("| peak-idle MiB |"), std::string::npos) << lines[6];
+    EXPECT_EQ(lines[7].rfind("| ---", 0), 0u) << lines[7];
+    EXPECT_NE(lines[8].find(" pp8 |"), std::string::npos) << lines[8];
+    EXPECT_NE(lines[9].find(" tg4 |"), std::string::npos) << lines[9];
+    EXPECT_NE(lines[8].find(" ± "), std::string::npos) << lines[8];
+    EXPECT_EQ(lines[12], "");
+    // Two configurations differing in the thread count: one comparison per test kind
+    // (the noise warning before them depends on the machine's noise).
+    const auto title = std::find(lines.begin(), lines.end(),
+                                 "comparisons (ratio of mean t/s with a 95% Welch interval, delta method):");
+    ASSERT_NE(title, lines.end()) << r.out;
+    ASSERT_LT(title + 2, lines.end());
+    EXPECT_EQ(title[1].rfind("- pp8: n_threads 1 -> 2: t/s ratio ", 0), 0u) << title[1];
+    EXPECT_EQ(title[2].rfind("- tg4: n_threads 1 -> 2: t/s ratio ", 0), 0u) << title[2];
+    EXPECT_EQ(lines.back().rfind("build: ", 0), 0u);
   }
 }
 
@@ -291,7 +323,10 @@ TEST(CliBench, BadInputExitsTwoWithOneLine) {
                                        "bench -m " + kModel + " --spec-replay 0.8 --spec-draft-n-max 0",
                                        "bench -m " + kModel + " --spec-adaptive maybe",
                                        "bench -m " + kModel + " --spec-type ngram-simple",
-                                       "bench -m " + kModel + " --spec-draft-n-max 2"};  // without --spec-replay
+                                       "bench -m " + kModel + " --spec-draft-n-max 2",  // without --spec-replay
+                                       "bench -m " + kModel + " --interleave maybe",
+                                       "bench -m " + kModel + " --chart out.jpg",
+                                       "bench -m " + kModel + " --report ''"};
   for (const std::string& args : bad) {
     const auto r = run_moetier(args);
     EXPECT_EQ(r.rc, 2) << args << "\n" << r.err;
@@ -324,6 +359,171 @@ TEST(CliBench, ScaleLayersEstimateLiesBetweenMeasuredAndProportionalTime) {
   EXPECT_TRUE(rec["machine_read_gbps"].is_null());  // only with --membw
   const auto bad = run_moetier("bench -m " + kModel + " --scale-layers 0");
   EXPECT_EQ(bad.rc, 2);
+}
+
+// Interleaving: with two configurations (-t 1,2) the repetitions alternate by default, and
+// every record carries its statistics (min, max, cv, drift), the provenance (file, size,
+// SHA-256, version, date) and the memory figures (idle, peak of the test, peak - idle).
+TEST(CliBench, InterleavedRecordsCarryStatisticsProvenanceAndMemory) {
+  for (const std::string mode : {"", " --interleave off"}) {
+    SCOPED_TRACE(mode);
+    const auto r = run_moetier("bench -m " + kModel + " -p 0 -n 2 -t 1,2 -r 3 -o jsonl" + mode);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const bool interleaved = mode.empty();
+    // stderr: one repetition of each test per round, or each test's in a row.
+    const size_t a1 = r.err.find("[1/2] tg2 t=1: repetition 1/3"), a2 = r.err.find("[1/2] tg2 t=1: repetition 2/3");
+    const size_t b1 = r.err.find("[2/2] tg2 t=2: repetition 1/3"), a3 = r.err.find("[1/2] tg2 t=1: repetition 3/3");
+    ASSERT_TRUE(a1 != std::string::npos && a2 != std::string::npos && b1 != std::string::npos && a3 != std::string::npos)
+        << r.err;
+    if (interleaved) {
+      EXPECT_LT(b1, a2) << r.err;
+    } else {
+      EXPECT_GT(b1, a3) << r.err;
+    }
+    const auto lines = lines_of(r.out);
+    ASSERT_EQ(lines.size(), 2u) << r.out;
+    for (const std::string& line : lines) {
+      const auto rec = nlohmann::json::parse(line);
+      EXPECT_EQ(rec["interleaved"], interleaved);
+      const auto ts = rec["samples_ts"].get<std::vector<double>>();
+      ASSERT_EQ(ts.size(), 3u);
+      // samples_ts has 6 significant digits
+      const double lo = *std::min_element(ts.begin(), ts.end()), hi = *std::max_element(ts.begin(), ts.end());
+      EXPECT_NEAR(rec["min_ts"].get<double>(), lo, 1e-5 * lo);
+      EXPECT_NEAR(rec["max_ts"].get<double>(), hi, 1e-5 * hi);
+      EXPECT_NEAR(rec["cv_ts"].get<double>(), rec["stddev_ts"].get<double>() / rec["avg_ts"].get<double>(), 1e-5);
+      // drift of 3 samples: the last against the first (the middle one in neither half).
+      EXPECT_NEAR(rec["drift_pct"].get<double>(), 100 * (ts[2] - ts[0]) / ts[0], 1e-3 * std::max(1.0, ts[2] / ts[0]));
+      EXPECT_EQ(rec["model_file"], "qwen35moe-tiny-f32.gguf");
+      EXPECT_EQ(rec["model_file_bytes"], static_cast<int64_t>(std::filesystem::file_size(kModelPath)));
+      EXPECT_EQ(rec["model_sha256"], kModelSha256);
+      EXPECT_FALSE(rec["moetier_version"].get<std::string>().empty());
+      EXPECT_TRUE(std::regex_match(rec["date"].get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
+          << rec["date"];
+      const int64_t idle = rec["idle_rss_bytes"], peak = rec["peak_rss_bytes"];
+      EXPECT_GT(idle, 0);
+      EXPECT_GT(peak, idle);
+      EXPECT_EQ(rec["rss_peak_minus_idle_bytes"].get<int64_t>(), peak - idle);
+      EXPECT_TRUE(rec["peak_rss_scope"] == "test" || rec["peak_rss_scope"] == "cumulative") << rec["peak_rss_scope"];
+      EXPECT_TRUE(rec["vram_source"].is_null());  // CPU only
+    }
+  }
+}
+
+// The seeds' "memory is deterministic": two identical runs give the same peak - idle RSS up
+// to what differs between two processes doing the same work. That is page-granular state
+// placed by address-space randomisation and thread timing: the lazily touched pages of the
+// main and worker threads' stacks and of glibc's per-thread malloc arenas (tcache and arena
+// headers, a few pages each), and where the heap's top falls when malloc_trim returns free
+// memory. A bound of 64 pages (256 KiB) per thread plus 1 MiB for the main thread, the loader
+// and libc covers that with margin (observed: ~0.2 MiB apart); a real difference in what a
+// test allocates (a KV cache, a scratch buffer, the weights) is at least megabytes.
+TEST(CliBench, PeakMinusIdleRssIsReproducible) {
+  const std::string args = "bench -m " + kModel + " -p 0 -n 4 -r 2 -t 1 -ngl 0 -o jsonl";
+  std::vector<int64_t> figures;
+  for (int run = 0; run < 2; ++run) {
+    const auto r = run_moetier(args);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto rec = nlohmann::json::parse(lines_of(r.out).at(0));
+    if (rec["peak_rss_scope"] != "test") GTEST_SKIP() << "VmHWM cannot be reset here (/proc/self/clear_refs)";
+    figures.push_back(rec["rss_peak_minus_idle_bytes"].get<int64_t>());
+  }
+  const int64_t threads = 1;
+  const int64_t tolerance = (int64_t{1} << 20) + threads * (int64_t{256} << 10);
+  EXPECT_LE(std::abs(figures[0] - figures[1]), tolerance) << figures[0] << " vs " << figures[1];
+  // And the figure holds at least the weights the test reads (the whole file is mapped or moved).
+  EXPECT_GT(figures[0], static_cast<int64_t>(std::filesystem::file_size(kModelPath)) / 2);
+}
+
+// -ctk/-ctv take every KV cache type the engine has (f32, f16, q8_0, q4_0), at depth; the
+// records say which; --chart writes an SVG with one line per test kind and cache type
+// against the depth, and --report a self-contained HTML page that opens in headless Chromium
+// without console errors (tests/node/bench_report_test.mjs; skipped without Node.js and
+// puppeteer-core unless MOETIER_REQUIRE_NODE/MOETIER_REQUIRE_CHROMIUM are set, as in scripts/test.sh).
+TEST(CliBench, KvCacheTypesChartAndReport) {
+  const std::string dir = testing::temp_file("report");
+  const std::string svg = testing::temp_file("chart.svg");
+  const auto r = run_moetier("bench -m " + kModel + " -p 0 -n 2 -d 0,64 -ctk f16,q8_0,q4_0 -ctv q8_0 -r 2 -t 1 -o json"
+                             " --chart '" + svg + "' --report '" + dir + "'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc.size(), 6u);
+  const std::vector<std::string> types = {"f16", "f16", "q8_0", "q8_0", "q4_0", "q4_0"};
+  for (size_t i = 0; i < doc.size(); ++i) {
+    EXPECT_EQ(doc[i]["type_k"], types[i]);
+    EXPECT_EQ(doc[i]["type_v"], "q8_0");
+    EXPECT_EQ(doc[i]["n_depth"], i % 2 == 0 ? 0 : 64);
+    EXPECT_GT(doc[i]["rss_peak_minus_idle_bytes"].get<int64_t>(), 0);
+  }
+  // Six configurations differing in two knobs: no comparison unless --compare.
+  EXPECT_EQ(r.err.find("moetier bench: compare"), std::string::npos) << r.err;
+
+  // The chart: x = n_depth, one speed series per cache type (a single test kind), two
+  // points each, and the same series of peak - idle RSS in the memory panel.
+  const std::string text = testing::slurp_file(svg);
+  std::filesystem::remove(svg);
+  ASSERT_EQ(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u) << text.substr(0, 200);
+  const std::regex series(R"re(<g class="series" data-name="([^"]*)")re");
+  std::vector<std::string> names;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), series); it != std::sregex_iterator(); ++it) {
+    names.push_back((*it)[1]);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"tg2, type_k=f16", "tg2, type_k=q8_0", "tg2, type_k=q4_0", "tg2, type_k=f16 RSS",
+                                             "tg2, type_k=q8_0 RSS", "tg2, type_k=q4_0 RSS"}));
+  size_t circles = 0;
+  for (size_t pos = 0; (pos = text.find("<circle class=\"point\"", pos)) != std::string::npos; ++pos) ++circles;
+  EXPECT_EQ(circles, 12u);
+
+  const std::string html = testing::slurp_file(dir + "/index.html");
+  ASSERT_FALSE(html.empty());
+  // Self-contained: the only URL is the SVG namespace.
+  EXPECT_EQ(std::regex_replace(html, std::regex("http://www.w3.org/2000/svg"), "").find("://"), std::string::npos);
+  EXPECT_NE(html.find(kModelSha256), std::string::npos);
+
+  const std::filesystem::path node_dir = std::filesystem::path(MOETIER_SOURCE_DIR) / "tests" / "node";
+  const bool have_node = std::system("node --version >/dev/null 2>&1") == 0 &&
+                         std::filesystem::exists(node_dir / "node_modules" / "puppeteer-core" / "package.json");
+  std::string chromium = std::getenv("MOETIER_CHROMIUM") ? std::getenv("MOETIER_CHROMIUM") : "";
+  for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"}) {
+    if (chromium.empty() && std::filesystem::exists(p)) chromium = p;
+  }
+  if (!have_node || chromium.empty()) {
+    std::filesystem::remove_all(dir);
+    if (std::getenv("MOETIER_REQUIRE_NODE") || std::getenv("MOETIER_REQUIRE_CHROMIUM")) {
+      FAIL() << "Node.js, puppeteer-core (cd tests/node && npm ci) or Chromium is missing";
+    }
+    GTEST_SKIP() << "Node.js, tests/node/node_modules or Chromium missing; scripts/test.sh installs them";
+  }
+  const std::string out = testing::temp_file("report.out");
+  const std::string cmd = fmt::format(
+      "cd '{}' && CHROMIUM_PATH='{}' timeout 120 node bench_report_test.mjs '{}/index.html' 6 'tg2, type_k=q4_0' "
+      "'tg2, type_k=f16 RSS' >'{}' 2>&1",
+      node_dir.string(), chromium, dir, out);
+  const int rc = std::system(cmd.c_str());
+  const std::string log = testing::slurp_file(out);
+  std::filesystem::remove(out);
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("all checks passed"), std::string::npos) << log;
+}
+
+// --chart FILE.png converts with rsvg-convert; where it is missing, that is said before
+// anything runs (exit status 2, one line naming the Debian package).
+TEST(CliBench, PngChartNeedsRsvgConvert) {
+  const std::string png = testing::temp_file("chart.png");
+  const bool have = std::system("command -v rsvg-convert >/dev/null 2>&1") == 0;
+  const auto r = run_moetier("bench -m " + kModel + " -p 0 -n 2 -r 1 -t 1 --chart '" + png + "'");
+  if (!have) {
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find("librsvg2-bin"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty());
+    return;
+  }
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string bytes = testing::slurp_file(png);
+  std::filesystem::remove(png);
+  ASSERT_GT(bytes.size(), 8u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
 }
 
 }  // namespace

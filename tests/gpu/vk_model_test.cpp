@@ -315,6 +315,36 @@ TEST(GpuCli, BenchReportsTheBackendAndTheCensus) {
   EXPECT_NE(bad_run.err.find("--gpu-kernels"), std::string::npos) << bad_run.err;
 }
 
+// bench's VRAM figure (peak - idle): from the driver's budget where it reports one, else
+// from moetier's own allocations, which are a function of the placement and the test alone,
+// so two identical runs give the same number of bytes (lavapipe reports no budget: the
+// allocator's figure, compared exactly; a driver's figure includes other processes and is
+// only checked to be there).
+TEST(GpuCli, BenchVramPeakMinusIdleIsReproducible) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string model = kRef + "/models/qwen35moe-tiny-f32.gguf";
+  std::vector<nlohmann::json> records;
+  for (int run = 0; run < 2; ++run) {
+    const auto r = testing::run_moetier("bench -m '" + model + "' -dev 0 -ngl 99 -p 0 -n 2 -d 8 -r 1 -t 2 -o jsonl");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    records.push_back(nlohmann::json::parse(r.out.substr(0, r.out.find('\n'))));
+  }
+  for (const auto& j : records) {
+    EXPECT_EQ(j["backends"], "Vulkan");
+    ASSERT_TRUE(j["vram_source"] == "allocator" || j["vram_source"] == "driver") << j.dump();
+    EXPECT_GT(j["vram_peak_minus_idle_bytes"].get<int64_t>(), 0);
+    EXPECT_FALSE(j["gpu_info"].get<std::string>().empty());
+  }
+  EXPECT_EQ(records[0]["vram_source"], records[1]["vram_source"]);
+  if (records[0]["vram_source"] == "allocator") {
+    const int64_t sum = records[0]["gpu_weight_bytes"].get<int64_t>() + records[0]["gpu_kv_bytes"].get<int64_t>() +
+                        records[0]["gpu_state_bytes"].get<int64_t>() + records[0]["gpu_scratch_bytes"].get<int64_t>();
+    EXPECT_EQ(records[0]["vram_peak_minus_idle_bytes"].get<int64_t>(), sum);
+    EXPECT_EQ(records[0]["vram_peak_minus_idle_bytes"], records[1]["vram_peak_minus_idle_bytes"]);
+  }
+}
+
 TEST(GpuCli, ServeWithGpuLayersAnswersLikeTheCpuServer) {
   GPU_OR_SKIP(probe);
   probe.reset();

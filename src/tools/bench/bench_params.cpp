@@ -117,9 +117,10 @@ ArgParser::Handler cache_type_list(std::vector<DType>* out, std::string flag) {
 constexpr const char* kSummary =
     "Measure prompt processing (pp) and generation (tg) speed like llama-bench: every test parameter\n"
     "takes a comma list or a range, and the tests are the cartesian product of the lists. Each test\n"
-    "starts from an empty sequence, fills -d tokens of KV depth (untimed), runs one untimed warm-up,\n"
-    "then -r timed repetitions on random token ids. Results (t/s as mean ± sample stddev over the\n"
-    "repetitions) go to stdout; progress goes to stderr.";
+    "runs one untimed warm-up, then -r timed repetitions on random token ids, each on an empty\n"
+    "sequence after an untimed fill of -d tokens of KV depth. With more than one configuration the\n"
+    "repetitions run round-robin (--interleave). Results (t/s as mean ± sample stddev, cv, drift,\n"
+    "peak - idle memory; provenance in the header) go to stdout; progress goes to stderr.";
 
 constexpr const char* kEpilog =
     "tests:\n"
@@ -134,7 +135,17 @@ constexpr const char* kEpilog =
     "  weight_bytes_per_token  weight bytes one generated token reads: all non-expert matrices incl.\n"
     "                          the LM head, one token_embd row, n_expert_used/n_expert of the routed experts\n"
     "  achieved_gbps           weight_bytes_per_token x tg t/s / 1e9 (tg tests; null otherwise)\n"
-    "  peak_rss_bytes          the process's peak resident memory after the test (VmHWM)\n"
+    "  peak_rss_bytes          the process's peak resident memory during the test (VmHWM, reset before each\n"
+    "                          repetition; peak_rss_scope says \"test\", or \"cumulative\" where it cannot be reset)\n"
+    "  idle_rss_bytes          resident memory after start-up, before any model is loaded (VmRSS)\n"
+    "  rss_peak_minus_idle_bytes  peak_rss_bytes - idle_rss_bytes: the test's memory footprint\n"
+    "  vram_peak_minus_idle_bytes, vram_source  GPU memory peak - idle: \"driver\" (device usage after a\n"
+    "                          repetition minus before placing) or \"allocator\" (gpu_*_bytes summed)\n"
+    "  min_ts, max_ts, cv_ts   extremes and coefficient of variation (stddev_ts / avg_ts) of the samples\n"
+    "  drift_pct               mean t/s of the last half of the repetitions vs the first half, in %\n"
+    "  interleaved             whether the repetitions alternated with other tests'\n"
+    "  moetier_version, date, model_file, model_file_bytes, model_sha256   provenance (the SHA-256 is\n"
+    "                          cached in $XDG_CACHE_HOME/moetier or ~/.cache/moetier by path, size and mtime)\n"
     "  gpu_device              the GPU the test ran on (null: CPU only)\n"
     "  gpu_weight_bytes, gpu_kv_bytes, gpu_state_bytes, gpu_scratch_bytes\n"
     "                          what moetier allocated on the GPU, by purpose (deterministic)\n"
@@ -153,7 +164,9 @@ constexpr const char* kEpilog =
     "  moetier bench -m model.gguf -p 64 -n 16 -r 2 -o json\n"
     "  moetier bench -m model.gguf -t 1,2 -p 128,512 -n 0   pp tests for 1 and 2 threads\n"
     "  moetier bench -m model.gguf -p 0 -n 32 -d 0,512-4096*2  tg32 at depths 0, 512, 1024, 2048, 4096\n"
-    "  moetier bench -m a.gguf,b.gguf -pg 512,128 --profile -mmp 0";
+    "  moetier bench -m a.gguf,b.gguf -pg 512,128 --profile -mmp 0\n"
+    "  moetier bench -m model.gguf -p 0 -n 32 -d 16384 -ctk f16,q8_0,q4_0 -ctv f16,q8_0,q4_0 --compare\n"
+    "  moetier bench -m model.gguf -t 1,2 --chart speed.svg --report out/bench   chart and HTML report";
 
 template <typename T>
 void default_if_empty(std::vector<T>& list, T value) {
@@ -256,9 +269,9 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            int_list(&b.n_batch, "-b", 1));
   p.option({"-ub", "--ubatch-size"}, "N", "tokens per micro-batch, at most -b (default 512)",
            int_list(&b.n_ubatch, "-ub", 1));
-  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f16 or f32 (default f16)",
+  p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f32, f16, q8_0 or q4_0 (default f16)",
            cache_type_list(&b.type_k, "-ctk"));
-  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f16 or f32 (default f16)",
+  p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32, f16, q8_0 or q4_0 (default f16)",
            cache_type_list(&b.type_v, "-ctv"));
   p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)",
            [h = int_list(&b.n_threads, "-t", 1), &b](std::string_view v) -> Status {
@@ -346,6 +359,39 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              else if (v == "jsonl") b.output = OutputFormat::kJsonl;
              else if (v == "csv") b.output = OutputFormat::kCsv;
              else return Status::bad_input(fmt::format("flag '-o': '{}' is not one of md, json, jsonl, csv", v));
+             return Status::ok();
+           });
+  p.option({"--interleave"}, "on|off",
+           "run the repetitions round-robin over the tests of each model load, one repetition of each test "
+           "per round after all warm-ups, so drift hits every test alike (default: on when more than one "
+           "configuration is tested)",
+           [&b](std::string_view v) -> Status {
+             if (v != "on" && v != "off") return Status::bad_input("flag '--interleave': give on or off");
+             b.interleave = v == "on" ? 1 : 0;
+             return Status::ok();
+           });
+  p.flag({"--compare"}, &b.compare,
+         "print the t/s ratio of every configuration to the first, per test kind, with a 95% confidence "
+         "interval (without it: only when exactly two configurations differ in one knob)");
+  p.option({"--chart"}, "FILE.svg|FILE.png",
+           "write a chart: t/s (mean, sd error bars) and peak-idle memory against the swept knob; .png "
+           "needs rsvg-convert (Debian: librsvg2-bin)",
+           [&b](std::string_view v) -> Status {
+             const auto ends_with = [&](std::string_view tail) {
+               return v.size() > tail.size() && v.substr(v.size() - tail.size()) == tail;
+             };
+             if (!ends_with(".svg") && !ends_with(".png")) {
+               return Status::bad_input(fmt::format("flag '--chart': '{}' does not end in .svg or .png", v));
+             }
+             b.chart_path = std::string(v);
+             return Status::ok();
+           });
+  p.option({"--report"}, "DIR",
+           "write DIR/index.html: one self-contained page (inline SVG charts, no external resources) with the "
+           "provenance, the results with their statistics, the comparisons and the charts",
+           [&b](std::string_view v) -> Status {
+             if (v.empty()) return Status::bad_input("flag '--report': empty directory");
+             b.report_dir = std::string(v);
              return Status::ok();
            });
   p.flag({"--no-warmup"}, &b.no_warmup, "skip the untimed warm-up run before each test");

@@ -67,6 +67,13 @@ struct BenchParams {
   // (real drafts: on a random-weight model they are rarely accepted, so this measures the
   // head's cost), once per --spec-draft-n-max.
   bool spec_mtp = false;
+  // --interleave: run the repetitions round-robin over the tests of a model load (one
+  // repetition of each test per round) so drift hits all alike. -1 = auto: on when more
+  // than one configuration is tested.
+  int interleave = -1;
+  bool compare = false;                      // --compare: every configuration against the first
+  std::string chart_path;                    // --chart FILE.svg|FILE.png ("" = none)
+  std::string report_dir;                    // --report DIR: DIR/index.html ("" = none)
 };
 
 // Registers every bench flag on `parser`, writing into `params`.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -44,6 +45,31 @@ std::vector<double> TestResult::samples_ts() const {
 
 double TestResult::avg_ts() const { return mean(samples_ts()); }
 double TestResult::stddev_ts() const { return sample_stddev(samples_ts()); }
+
+Summary TestResult::ts_summary() const {
+  const auto ts = samples_ts();
+  return summarize(ts);
+}
+
+std::optional<double> TestResult::drift_percent() const {
+  const auto ts = samples_ts();
+  return bench::drift_percent(ts);
+}
+
+std::optional<int64_t> TestResult::rss_peak_minus_idle_bytes(const Environment& env) const {
+  if (!peak_rss_bytes || !env.idle_rss_bytes) return std::nullopt;
+  return *peak_rss_bytes - *env.idle_rss_bytes;
+}
+
+std::string describe_comparison(const Comparison& c) {
+  std::string text = c.a_name == c.b_name ? fmt::format("{}: {}: ", c.a_name, c.what)
+                                          : fmt::format("{} vs {}: {}: ", c.b_name, c.a_name, c.what);
+  if (!c.ci) return text + "no interval (needs at least 2 repetitions)";
+  text += fmt::format("t/s ratio {:.3f}, 95% CI [{:.3f}, {:.3f}]", c.ci->ratio, c.ci->low, c.ci->high);
+  text += c.ci->includes_one() ? ": no difference" : c.ci->ratio > 1 ? ": faster" : ": slower";
+  // Drift between two separate runs is not in the interval (the seeds saw ~15% between sittings).
+  return c.interleaved ? text : text + " (not interleaved: drift between the runs is not accounted for)";
+}
 
 std::optional<double> TestResult::bandwidth_fraction() const {
   const auto achieved = achieved_gbps();
@@ -90,11 +116,12 @@ std::string lower(std::string_view s) {
 // The scalar fields of a record in output order (llama-bench's, then moetier's own).
 std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
   const TestSpec& t = r.spec;
+  const Summary s = r.ts_summary();
   return {
       str("build_commit", env.build_commit),
       num("build_number", env.build_number),
       str("cpu_info", env.cpu_info),
-      str("gpu_info", env.gpu_info),
+      str("gpu_info", r.gpu_info.empty() ? env.gpu_info : r.gpu_info),
       str("backends", r.backend),
       str("model_filename", r.model.filename),
       str("model_type", r.model.type),
@@ -149,6 +176,24 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       // draft-mtp: the head's own time per drafted token (catch-up rows included).
       opt_real("spec_draft_ms_per_token", t.spec && t.spec_mtp ? std::optional<double>(r.spec_draft_ms_per_token)
                                                                : std::nullopt),
+      // Provenance (the seeds' "cite what was measured").
+      str("moetier_version", env.version),
+      str("date", env.date),
+      str("model_file", std::filesystem::path(r.model.filename).filename().string()),
+      num("model_file_bytes", r.model.file_bytes),
+      r.model.sha256.empty() ? Field{"model_sha256", Kind::kNull, ""} : str("model_sha256", r.model.sha256),
+      // Statistics of the repetitions' t/s (stats.h).
+      real("min_ts", s.min),
+      real("max_ts", s.max),
+      real("cv_ts", s.cv),
+      opt_real("drift_pct", r.drift_percent()),
+      boolean("interleaved", r.interleaved),
+      // Memory: peak - idle (RSS: idle = before loading; VRAM: see vram_source).
+      opt_num("idle_rss_bytes", env.idle_rss_bytes),
+      str("peak_rss_scope", r.peak_rss_scope),
+      opt_num("rss_peak_minus_idle_bytes", r.rss_peak_minus_idle_bytes(env)),
+      opt_num("vram_peak_minus_idle_bytes", r.vram_peak_minus_idle_bytes),
+      r.vram_source.empty() ? Field{"vram_source", Kind::kNull, ""} : str("vram_source", r.vram_source),
   };
 }
 
@@ -275,6 +320,30 @@ size_t display_width(const std::string& s) {
   return n;
 }
 
+}  // namespace
+
+std::vector<std::string> provenance_lines(const Environment& env) {
+  std::vector<std::string> lines;
+  lines.push_back(fmt::format("moetier {} (commit {}), run {}", env.version, env.build_commit, env.date));
+  for (const ModelFile& m : env.model_files) {
+    lines.push_back(fmt::format("model: {} ({} bytes, sha256 {})", m.path, m.file_bytes,
+                                m.sha256.empty() ? "not computed" : m.sha256));
+  }
+  lines.push_back(fmt::format("CPU: {}, ISA {}, threads {}", env.cpu_info.empty() ? "unknown" : env.cpu_info, env.cpu_isa,
+                              fmt::join(env.n_threads, ",")));
+  if (!env.gpu_info.empty()) lines.push_back(fmt::format("GPU: {}", env.gpu_info));
+  lines.push_back(fmt::format("memory: idle RSS {} before loading; peak = {}", 
+                              env.idle_rss_bytes ? fmt::format("{:.1f} MiB", static_cast<double>(*env.idle_rss_bytes) / 1048576.0)
+                                                 : std::string("unknown"),
+                              env.peak_rss_resettable ? "VmHWM of the test (reset before each repetition)"
+                                                      : "VmHWM since start (could not be reset: cumulative)"));
+  lines.push_back(env.interleaved ? "repetitions: interleaved round-robin over the tests of each model load"
+                                  : "repetitions: each test's in a row");
+  return lines;
+}
+
+namespace {
+
 class MarkdownPrinter : public Printer {
  public:
   MarkdownPrinter(const BenchParams& params, const Environment& env, std::FILE* out)
@@ -296,9 +365,14 @@ class MarkdownPrinter : public Printer {
     if (params.use_mmap != std::vector<bool>{true}) add("use_mmap", "mmap", 4);
     add("test", "test", 15);
     add("t/s", "t/s", 20);
+    add("cv", "cv", 7);
+    if (env.interleaved) add("drift", "drift", 7);
+    add("mem", "peak-idle MiB", 13);
   }
 
   void header() override {
+    for (const std::string& line : provenance_lines(env_)) fmt::print(out_, "{}\n", line);
+    fmt::print(out_, "\n");
     std::string names = "|", rule = "|";
     for (const auto& c : columns_) {
       const size_t w = static_cast<size_t>(std::abs(c.width));
@@ -311,6 +385,7 @@ class MarkdownPrinter : public Printer {
 
   void test(const TestResult& r) override {
     const auto fields = record_fields(r, env_);
+    if (!r.gpu_info.empty() && std::find(gpus_.begin(), gpus_.end(), r.gpu_info) == gpus_.end()) gpus_.push_back(r.gpu_info);
     std::string line = "|";
     for (const auto& c : columns_) {
       std::string value;
@@ -328,6 +403,19 @@ class MarkdownPrinter : public Printer {
         value = test_name(r.spec);
       } else if (c.field == "t/s") {
         value = fmt::format("{:.2f} ± {:.2f}", r.avg_ts(), r.stddev_ts());
+      } else if (c.field == "cv") {
+        const Summary s = r.ts_summary();
+        value = fmt::format("{:.1f}%{}", 100 * s.cv, s.cv > kNoisyCv ? " !" : "");
+        if (s.cv > kNoisyCv) noisy_.push_back(fmt::format("{} ({:.1f}%)", test_name(r.spec), 100 * s.cv));
+      } else if (c.field == "drift") {
+        const auto d = r.drift_percent();
+        value = d ? fmt::format("{:+.1f}%", *d) : "-";
+      } else if (c.field == "mem") {
+        const auto rss = r.rss_peak_minus_idle_bytes(env_);
+        value = rss ? fmt::format("{:.1f}", static_cast<double>(*rss) / 1048576.0) : "-";
+        if (r.vram_peak_minus_idle_bytes) {
+          value += fmt::format(" + {:.1f} GPU", static_cast<double>(*r.vram_peak_minus_idle_bytes) / 1048576.0);
+        }
       } else {
         for (const auto& f : fields) {
           if (f.name == c.field) value = f.text;
@@ -339,7 +427,23 @@ class MarkdownPrinter : public Printer {
     std::fflush(out_);
   }
 
-  void footer() override { fmt::print(out_, "\nbuild: {} ({})\n", env_.build_commit, env_.build_number); }
+  void comparisons(const std::vector<Comparison>& list) override { comparisons_ = list; }
+
+  void footer() override {
+    // The GPU is known once a test placed layers there (opening a device before the tests
+    // would put its driver's memory into every CPU test's peak).
+    for (const std::string& gpu : gpus_) fmt::print(out_, "\nGPU: {}\n", gpu);
+    if (!noisy_.empty()) {
+      fmt::print(out_, "\nwarning: coefficient of variation above {:.0f}% in the rows marked ! (too noisy to compare "
+                       "differences of that size; rerun with more -r or a quieter machine): {}\n",
+                 100 * kNoisyCv, fmt::join(noisy_, ", "));
+    }
+    if (!comparisons_.empty()) {
+      fmt::print(out_, "\ncomparisons (ratio of mean t/s with a 95% Welch interval, delta method):\n");
+      for (const Comparison& c : comparisons_) fmt::print(out_, "- {}\n", describe_comparison(c));
+    }
+    fmt::print(out_, "\nbuild: {} ({})\n", env_.build_commit, env_.build_number);
+  }
 
  private:
   struct Column {
@@ -359,6 +463,9 @@ class MarkdownPrinter : public Printer {
   const Environment& env_;
   std::FILE* out_;
   std::vector<Column> columns_;
+  std::vector<std::string> noisy_;          // tests with cv > 5%, for the footer
+  std::vector<std::string> gpus_;           // the devices tests ran on, with their drivers
+  std::vector<Comparison> comparisons_;
 };
 
 }  // namespace

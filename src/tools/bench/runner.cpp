@@ -2,6 +2,8 @@
 #include "model/gpu_backend.h"
 #include "tools/session.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -14,12 +16,14 @@
 
 #include <fmt/format.h>
 
+#include "core/build_info.h"
 #include "core/cpu_features.h"
 #include "core/profiler.h"
 #include "core/thread_pool.h"
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
+#include "tools/bench/memory.h"
 #include "tools/inspect/summary.h"
 
 namespace moetier::bench {
@@ -78,23 +82,6 @@ std::string cpu_model_name() {
   }
   return "";
 }
-
-// Random token ids for one test; the first token of a sequence is BOS when the model asks
-// for one (as llama-bench does), so the model sees a realistic start.
-class TokenSource {
- public:
-  TokenSource(uint32_t seed, int64_t n_vocab, int32_t bos) : rng_(seed), dist_(0, static_cast<int32_t>(n_vocab - 1)), bos_(bos) {}
-  void fill(std::vector<int32_t>& tokens, int64_t n, bool sequence_start) {
-    tokens.resize(static_cast<size_t>(n));
-    for (auto& t : tokens) t = dist_(rng_);
-    if (sequence_start && bos_ >= 0 && n > 0) tokens[0] = bos_;
-  }
-
- private:
-  std::mt19937 rng_;
-  std::uniform_int_distribution<int32_t> dist_;
-  int32_t bos_;
-};
 
 struct Workspace {
   Model& model;
@@ -194,25 +181,11 @@ std::vector<ProfileRow> summarize_profile(const Profiler& profiler, int64_t tota
 
 }  // namespace
 
-std::optional<int64_t> peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      long long kb = 0;
-      if (std::sscanf(line.c_str() + 6, "%lld", &kb) == 1) return static_cast<int64_t>(kb) * 1024;
-    }
-  }
-  return std::nullopt;
-}
-
 Environment detect_environment() {
   Environment env;
-#ifdef MOETIER_GIT_COMMIT
-  env.build_commit = MOETIER_GIT_COMMIT;
-#else
-  env.build_commit = MOETIER_VERSION;
-#endif
+  env.version = MOETIER_VERSION;
+  env.build_commit = build_git_commit()[0] != '\0' ? build_git_commit() : MOETIER_VERSION;
+  env.date = utc_now_rfc3339();
   env.cpu_info = cpu_model_name();
   env.cpu_isa = cpu_features().describe();
   return env;
@@ -317,137 +290,192 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
   return m;
 }
 
-Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const RunOptions& options) {
+namespace {
+
+// Puts the test's placement (-ngl, -ncmoe, -ot) in place when it differs from the model's
+// current one (untimed; with interleaved tests of different placements this re-uploads
+// the GPU part at each switch). Remembers the device's usage before placing and its description.
+Status ensure_placement(LoadedModel& loaded, const TestSpec& test, const RunOptions& options) {
   Model& model = *loaded.model;
-  TestResult result;
-  result.spec = test;
-  result.model = loaded.info;
-  result.test_time = utc_now_rfc3339();
-
-  const int64_t n_ctx = test_context(test);
-
-  // The test's placement (-ngl, -ncmoe, -ot): re-placed only when it differs from the last.
   ASSIGN_OR_RETURN(PlacementDecision placement,
-                   decide_placement(loaded.file->header(), model.hparams(), placement_request(test, options, n_ctx)));
+                   decide_placement(loaded.file->header(), model.hparams(),
+                                    placement_request(test, options, test_context(test))));
   const std::string layout = placement.gpu_part ? fmt::format("ngl={} ncmoe={} ot={}", test.n_gpu_layers, test.n_cpu_moe,
                                                                test.tensor_overrides)
                                                 : "";
-  std::optional<uint64_t> used_before;
-  if (layout != loaded.placement) {
-    if (!placement.note.empty()) std::fprintf(stderr, "moetier bench: %s\n", placement.note.c_str());
-    RETURN_IF_ERROR(model.place_on_gpu({}));  // release the previous layout first
-    if (placement.gpu_part) {
-      auto devices = list_gpu_devices();
-      if (devices && placement.gpu.device < static_cast<int>(devices->size())) {
-        const uint64_t used = (*devices)[static_cast<size_t>(placement.gpu.device)].used_bytes;
-        if (used > 0) used_before = used;
-      }
-      RETURN_IF_ERROR(model.place_on_gpu(placement.gpu));
+  if (layout == loaded.placement) return Status::ok();
+  if (!placement.note.empty()) std::fprintf(stderr, "moetier bench: %s\n", placement.note.c_str());
+  RETURN_IF_ERROR(model.place_on_gpu({}));  // release the previous layout first
+  loaded.vram_used_before.reset();
+  loaded.gpu_description.clear();
+  if (placement.gpu_part) {
+    auto devices = list_gpu_devices();
+    if (devices && placement.gpu.device < static_cast<int>(devices->size())) {
+      const GpuDeviceInfo& d = (*devices)[static_cast<size_t>(placement.gpu.device)];
+      if (d.used_bytes > 0) loaded.vram_used_before = d.used_bytes;
+      loaded.gpu_description = d.description;
     }
-    loaded.placement = layout;
+    RETURN_IF_ERROR(model.place_on_gpu(placement.gpu));
   }
-  auto seq = model.new_sequence({.n_ctx = n_ctx, .type_k = test.type_k, .type_v = test.type_v});
-  if (!seq) return seq.status().with_context(loaded.path);
-  // A micro-batch never exceeds the logical batch (llama.cpp clamps -ub to -b the same way).
-  model.set_n_ubatch(std::min(test.n_ubatch, test.n_batch));
-  model.set_flash_attention(test.flash_attn != 0);  // -fa: 1 on, -1 auto = flash; 0 off = exact
-  ThreadPool pool(static_cast<int>(test.n_threads));
-  TokenSource tokens(options.seed, model.hparams().n_vocab, loaded.bos_token);
-  Workspace w{.model = model, .seq = *seq, .pool = pool, .tokens = tokens, .batch = {}, .logits = {}};
-  const auto progress = [&](const std::string& what) {
-    std::fprintf(stderr, "moetier bench: %s: %s\n", options.progress_prefix.c_str(), what.c_str());
-  };
+  loaded.placement = layout;
+  return Status::ok();
+}
 
-  if (test.spec && !loaded.tokenizer) {
+// Returns freed heap memory to the system (glibc keeps it otherwise), so that the next
+// peak starts from what is really in use and not from an earlier test's buffers.
+void release_free_heap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace
+
+TestRun::TestRun(const TestSpec& test, const RunOptions& options, const ModelInfo& info)
+    : test_(test), options_(options), tokens_(options.seed, 1, -1) {
+  result_.spec = test;
+  result_.model = info;
+}
+
+Status TestRun::prepare(LoadedModel& loaded) {
+  Model& model = *loaded.model;
+  result_.test_time = utc_now_rfc3339();
+  tokens_ = TokenSource(options_.seed, model.hparams().n_vocab, loaded.bos_token);
+  RETURN_IF_ERROR(ensure_placement(loaded, test_, options_));
+  pool_ = std::make_unique<ThreadPool>(static_cast<int>(test_.n_threads));
+  if (test_.spec && !loaded.tokenizer) {
     auto tok = text::Tokenizer::from_gguf(loaded.file->header());
     if (!tok) return tok.status().with_context("--spec-replay needs the model's vocabulary");
     loaded.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
   }
+  if (!options_.warmup && !test_.spec) return Status::ok();
+  auto seq = model.new_sequence({.n_ctx = test_context(test_), .type_k = test_.type_k, .type_v = test_.type_v});
+  if (!seq) return seq.status().with_context(loaded.path);
+  configure(model);
+  Workspace w{.model = model, .seq = *seq, .pool = *pool_, .tokens = tokens_, .batch = {}, .logits = {}};
   model.set_profiler(nullptr);
-  if (options.warmup) {
+  if (options_.warmup) {
     progress("warm-up");
-    if (test.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test.n_prompt, test.n_batch));
-    if (test.n_gen > 0) RETURN_IF_ERROR(generate(w, 1));
+    if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
+    if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, 1));
   }
+  if (test_.spec) {
+    tokens_.fill(spec_prompt_, std::max<int64_t>(1, test_.n_depth), true);
+    if (test_.spec_draft_max > 0 && !test_.spec_mtp) {
+      RETURN_IF_ERROR(greedy_generation(loaded, test_, w, spec_prompt_, nullptr, &spec_expected_).status());
+    }
+  }
+  return Status::ok();
+}
 
-  Profiler profiler;
-  int64_t total_ns = 0;
-  // The GPU census of the timed parts (with --profile also timestamps per dispatch, which
-  // cost a query each: the t/s of a profiled run is slightly lower).
-  GpuCensus census;
-  const bool gpu_part = !model.gpu_backend_name().empty();
-  model.set_gpu_timestamps(options.profile && gpu_part);
-  SpecStats spec_stats;
-  double draft_seconds = 0;  // summed over repetitions
-  std::vector<int32_t> spec_prompt, spec_expected;
-  if (test.spec) {
-    tokens.fill(spec_prompt, std::max<int64_t>(1, test.n_depth), true);
-    if (test.spec_draft_max > 0 && !test.spec_mtp) {
-      RETURN_IF_ERROR(greedy_generation(loaded, test, w, spec_prompt, nullptr, &spec_expected).status());
+void TestRun::configure(Model& model) const {
+  // A micro-batch never exceeds the logical batch (llama.cpp clamps -ub to -b the same way).
+  model.set_n_ubatch(std::min(test_.n_ubatch, test_.n_batch));
+  model.set_flash_attention(test_.flash_attn != 0);  // -fa: 1 on, -1 auto = flash; 0 off = exact
+}
+
+void TestRun::progress(const std::string& what) const {
+  std::fprintf(stderr, "moetier bench: %s: %s\n", options_.progress_prefix.c_str(), what.c_str());
+}
+
+Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
+  CHECK(pool_ != nullptr);  // prepare() first
+  Model& model = *loaded.model;
+  RETURN_IF_ERROR(ensure_placement(loaded, test_, options_));
+  // The peak of this repetition starts here: the sequence (KV cache, recurrent state) is made
+  // for it and freed after it, so no other test's is counted (the test's thread pool lives
+  // from prepare() to finish(): a few stack pages per thread).
+  release_free_heap();
+  if (reset_peak_rss()) peak_rss_reset_ = true;
+  {
+    auto seq = model.new_sequence({.n_ctx = test_context(test_), .type_k = test_.type_k, .type_v = test_.type_v});
+    if (!seq) return seq.status().with_context(loaded.path);
+    configure(model);
+    Workspace w{.model = model, .seq = *seq, .pool = *pool_, .tokens = tokens_, .batch = {}, .logits = {}};
+    const bool gpu_part = !model.gpu_backend_name().empty();
+    model.set_gpu_timestamps(options_.profile && gpu_part);
+    int64_t ns = 0;
+    if (test_.spec) {
+      ASSIGN_OR_RETURN(ns, speculative_repetition(loaded, test_, w, spec_prompt_, spec_expected_, rep, spec_stats_,
+                                                  draft_seconds_));
+    } else {
+      if (test_.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_depth, test_.n_batch));  // untimed
+      if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);
+      (void)model.take_gpu_census();  // the untimed work so far
+      const auto start = std::chrono::steady_clock::now();
+      if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
+      if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, test_.n_gen));
+      ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      census_.add(model.take_gpu_census());
+      model.set_profiler(nullptr);
+    }
+    model.set_gpu_timestamps(false);
+    result_.samples_ns.push_back(ns);
+    total_ns_ += ns;
+    const int64_t n_tokens = test_.spec ? test_.n_gen : test_.n_prompt + test_.n_gen;
+    if (options_.verbose || options_.repetitions <= 10 || rep + 1 == options_.repetitions) {
+      progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options_.repetitions,
+                           static_cast<double>(ns) / 1e6, 1e9 * static_cast<double>(n_tokens) / static_cast<double>(ns)));
+    }
+    // GPU memory while this test's sequence still exists: the driver's figure (all
+    // processes, so minus the usage before placing) where it reports one, else moetier's
+    // own allocations.
+    if (auto gpu = model.gpu_memory()) {
+      result_.gpu = gpu;
+      if (gpu_part) {
+        std::optional<int64_t> delta;
+        if (loaded.vram_used_before && gpu->used_bytes > 0) {
+          delta = static_cast<int64_t>(gpu->used_bytes) - static_cast<int64_t>(*loaded.vram_used_before);
+          result_.vram_used_delta_bytes = std::max(result_.vram_used_delta_bytes.value_or(INT64_MIN), *delta);
+          result_.vram_source = "driver";
+        } else {
+          delta = static_cast<int64_t>(gpu->total());
+          result_.vram_source = "allocator";
+        }
+        result_.vram_peak_minus_idle_bytes = std::max(result_.vram_peak_minus_idle_bytes.value_or(INT64_MIN), *delta);
+        result_.backend = "Vulkan";
+        result_.gpu_backend = model.gpu_backend_name();
+        result_.gpu_info = loaded.gpu_description;
+      }
     }
   }
-  for (int64_t rep = 0; rep < options.repetitions; ++rep) {
-    if (test.spec) {
-      ASSIGN_OR_RETURN(const int64_t ns,
-                       speculative_repetition(loaded, test, w, spec_prompt, spec_expected, rep, spec_stats,
-                                              draft_seconds));
-      result.samples_ns.push_back(ns);
-      total_ns += ns;
-      progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options.repetitions,
-                           static_cast<double>(ns) / 1e6, 1e9 * static_cast<double>(test.n_gen) / static_cast<double>(ns)));
-      continue;
-    }
-    w.seq.clear();
-    if (test.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test.n_depth, test.n_batch));  // untimed
-    if (options.profile || options.scale_layers > 0) model.set_profiler(&profiler);
-    (void)model.take_gpu_census();  // the untimed work so far
-    const auto start = std::chrono::steady_clock::now();
-    if (test.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test.n_prompt, test.n_batch));
-    if (test.n_gen > 0) RETURN_IF_ERROR(generate(w, test.n_gen));
-    const int64_t ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
-    census.add(model.take_gpu_census());
-    model.set_profiler(nullptr);
-    result.samples_ns.push_back(ns);
-    total_ns += ns;
-    const double tps = 1e9 * static_cast<double>(test.n_prompt + test.n_gen) / static_cast<double>(ns);
-    if (options.verbose || options.repetitions <= 10 || rep + 1 == options.repetitions) {
-      progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options.repetitions,
-                           static_cast<double>(ns) / 1e6, tps));
-    }
+  if (auto peak = peak_rss_bytes()) result_.peak_rss_bytes = std::max(result_.peak_rss_bytes.value_or(0), *peak);
+  return Status::ok();
+}
+
+TestResult TestRun::finish(const LoadedModel& loaded) {
+  const Model& model = *loaded.model;
+  pool_.reset();
+  result_.peak_rss_scope = peak_rss_reset_ ? "test" : "cumulative";
+  result_.spec_n_drafted = spec_stats_.n_drafted;
+  result_.spec_n_accepted = spec_stats_.n_accepted;
+  result_.spec_draft_ms_per_token = 1e3 * draft_seconds_ / static_cast<double>(std::max<int64_t>(1, options_.repetitions));
+  if (options_.profile && !result_.gpu_backend.empty()) {
+    result_.gpu_census = census_;
+    result_.census_tokens = (test_.n_prompt + test_.n_gen) * options_.repetitions;
   }
-  model.set_gpu_timestamps(false);
-  result.spec_n_drafted = spec_stats.n_drafted;
-  result.spec_n_accepted = spec_stats.n_accepted;
-  result.spec_draft_ms_per_token = 1e3 * draft_seconds / static_cast<double>(std::max<int64_t>(1, options.repetitions));
-  result.peak_rss_bytes = peak_rss_bytes();
-  result.gpu = model.gpu_memory();
-  if (gpu_part) {
-    result.backend = "Vulkan";
-    result.gpu_backend = model.gpu_backend_name();
-    if (options.profile) {
-      result.gpu_census = census;
-      result.census_tokens = (test.n_prompt + test.n_gen) * options.repetitions;
-    }
-  }
-  if (result.gpu && used_before && result.gpu->used_bytes > 0) {
-    result.vram_used_delta_bytes = static_cast<int64_t>(result.gpu->used_bytes) - static_cast<int64_t>(*used_before);
-  }
-  if (options.profile) result.profile = summarize_profile(profiler, total_ns, options.repetitions);
-  if (options.scale_layers > 0 && total_ns > 0) {
+  if (options_.profile) result_.profile = summarize_profile(profiler_, total_ns_, options_.repetitions);
+  if (options_.scale_layers > 0 && total_ns_ > 0) {
     // Time outside the layers (embedding lookup, final norm + LM head) is per token and does
     // not grow with depth; everything else is per layer. Both models must have the same
     // layer mix (Qwen3.6-35B-A3B: 3 DeltaNet : 1 attention in 8 layers and in 40).
     const int64_t n_layer = model.hparams().n_layer;
-    const double fixed_ns = static_cast<double>(profiler.entry(ProfileBlock::kEmbedding).ns +
-                                                profiler.entry(ProfileBlock::kLmHead).ns);
-    const double layer_ns = static_cast<double>(total_ns) - fixed_ns;
-    const double estimate_ns = fixed_ns + layer_ns * static_cast<double>(options.scale_layers) / static_cast<double>(n_layer);
-    result.estimate = LayerEstimate{
-        .n_layer = options.scale_layers,
-        .ts = 1e9 * static_cast<double>((test.n_prompt + test.n_gen) * options.repetitions) / estimate_ns};
+    const double fixed_ns = static_cast<double>(profiler_.entry(ProfileBlock::kEmbedding).ns +
+                                                profiler_.entry(ProfileBlock::kLmHead).ns);
+    const double layer_ns = static_cast<double>(total_ns_) - fixed_ns;
+    const double estimate_ns = fixed_ns + layer_ns * static_cast<double>(options_.scale_layers) / static_cast<double>(n_layer);
+    result_.estimate = LayerEstimate{
+        .n_layer = options_.scale_layers,
+        .ts = 1e9 * static_cast<double>((test_.n_prompt + test_.n_gen) * options_.repetitions) / estimate_ns};
   }
-  return result;
+  return result_;
+}
+
+Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const RunOptions& options) {
+  TestRun run(test, options, loaded.info);
+  RETURN_IF_ERROR(run.prepare(loaded));
+  for (int64_t rep = 0; rep < options.repetitions; ++rep) RETURN_IF_ERROR(run.repetition(loaded, rep));
+  return run.finish(loaded);
 }
 
 }  // namespace moetier::bench

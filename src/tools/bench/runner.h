@@ -1,16 +1,23 @@
-// Running one `moetier bench` test the way llama-bench does: a fresh sequence, an untimed
-// warm-up, then r timed repetitions, each on a cleared sequence with an optional untimed
-// depth fill, processing random token ids.
+// Running one `moetier bench` test the way llama-bench does: an untimed warm-up, then r
+// timed repetitions, each on a fresh sequence with an optional untimed depth fill,
+// processing random token ids. A test is a TestRun object so that the repetitions of
+// several tests can be interleaved (bench.cpp runs them round-robin).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <random>
 #include <span>
 #include <string>
 
+#include "core/gpu_census.h"
+#include "core/profiler.h"
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
+#include "runtime/speculative.h"
 #include "text/tokenizer.h"
 #include "tools/bench/bench_params.h"
 #include "tools/bench/report.h"
@@ -26,6 +33,10 @@ struct LoadedModel {
   bool use_mmap = true;
   std::string placement;  // the GPU layout now in place ("" = all on the CPU)
   std::unique_ptr<text::Tokenizer> tokenizer;  // loaded for --spec-replay tests (the generation loop's)
+  // When the layout has a GPU part: the device's memory in use by every process just before
+  // placing it (nullopt: the driver does not say) and the device's one-line description.
+  std::optional<uint64_t> vram_used_before;
+  std::string gpu_description;
 };
 
 struct RunOptions;
@@ -60,13 +71,61 @@ struct RunOptions {
   bool exact_kernels = false;   // --gpu-kernels exact
 };
 
-// Runs `test` on `loaded`. Errors (context allocation, forward failures) are values.
+// Random token ids for one test; the first token of a sequence is BOS when the model asks
+// for one (as llama-bench does), so the model sees a realistic start.
+class TokenSource {
+ public:
+  TokenSource(uint32_t seed, int64_t n_vocab, int32_t bos)
+      : rng_(seed), dist_(0, static_cast<int32_t>(n_vocab - 1)), bos_(bos) {}
+  void fill(std::vector<int32_t>& tokens, int64_t n, bool sequence_start) {
+    tokens.resize(static_cast<size_t>(n));
+    for (auto& t : tokens) t = dist_(rng_);
+    if (sequence_start && bos_ >= 0 && n > 0) tokens[0] = bos_;
+  }
+
+ private:
+  std::mt19937 rng_;
+  std::uniform_int_distribution<int32_t> dist_;
+  int32_t bos_;
+};
+
+// One test across its repetitions. prepare() once (placement, warm-up: untimed), then
+// repetition() r times, possibly with other tests' repetitions in between, then finish().
+// Its sequence exists only during a repetition (each makes a fresh one), so another test's
+// peak memory never includes this one's KV cache; its thread pool (the same threads for the
+// warm-up and the repetitions) lives from prepare() to finish().
+class TestRun {
+ public:
+  TestRun(const TestSpec& test, const RunOptions& options, const ModelInfo& info);
+  Status prepare(LoadedModel& loaded);
+  // Re-places the model if another test changed the placement, resets the process's peak
+  // RSS (memory.h), fills the depth untimed and times one repetition.
+  Status repetition(LoadedModel& loaded, int64_t rep);
+  TestResult finish(const LoadedModel& loaded);
+  const TestSpec& spec() const { return test_; }
+
+ private:
+  void configure(Model& model) const;
+  void progress(const std::string& what) const;
+  TestSpec test_;
+  RunOptions options_;
+  TestResult result_;
+  TokenSource tokens_;
+  std::unique_ptr<ThreadPool> pool_;
+  Profiler profiler_;
+  GpuCensus census_;
+  int64_t total_ns_ = 0;
+  SpecStats spec_stats_;
+  double draft_seconds_ = 0;  // summed over repetitions
+  std::vector<int32_t> spec_prompt_, spec_expected_;
+  bool peak_rss_reset_ = false;
+};
+
+// Runs `test` on `loaded` (all repetitions in a row). Errors (context allocation, forward
+// failures) are values.
 Result<TestResult> run_test(LoadedModel& loaded, const TestSpec& test, const RunOptions& options);
 
 // The machine and build facts for every record.
 Environment detect_environment();
-
-// VmHWM of this process in bytes (nullopt where /proc is missing).
-std::optional<int64_t> peak_rss_bytes();
 
 }  // namespace moetier::bench

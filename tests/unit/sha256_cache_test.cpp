@@ -1,0 +1,49 @@
+// The SHA-256 cache of `moetier bench`'s provenance (tools/sha256_cache.h): where it lives,
+// a digest computed once and then read back, and recomputed when the file changes.
+#include <gtest/gtest.h>
+
+#include <sys/time.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/cli.h"
+#include "tools/sha256_cache.h"
+
+namespace moetier {
+namespace {
+
+TEST(Sha256Cache, ComputedOnceThenTakenFromTheCacheUntilTheFileChanges) {
+  EXPECT_EQ(default_cache_dir("/x/cache", "/home/u"), "/x/cache/moetier");
+  EXPECT_EQ(default_cache_dir("relative", "/home/u"), "/home/u/.cache/moetier");
+  EXPECT_EQ(default_cache_dir(nullptr, nullptr), "");
+  const std::filesystem::path dir = testing::temp_file("shacache");
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "model.bin").string();
+  std::ofstream(file) << "abc";
+  const Sha256CacheOptions options{.cache_dir = (dir / "cache").string(), .log = nullptr, .progress = false};
+  // SHA-256("abc"), FIPS 180-2 appendix B.1.
+  const std::string abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+  auto first = cached_file_sha256(file, options);
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  EXPECT_EQ(first->sha256, abc);
+  EXPECT_FALSE(first->from_cache);
+  auto second = cached_file_sha256(file, options);
+  ASSERT_TRUE(second.is_ok());
+  EXPECT_TRUE(second->from_cache);
+  EXPECT_EQ(second->sha256, abc);
+  // Same size, new content and mtime: hashed again.
+  std::ofstream(file) << "abd";
+  struct timeval times[2] = {{1000, 0}, {1000, 0}};
+  ASSERT_EQ(::utimes(file.c_str(), times), 0);
+  auto third = cached_file_sha256(file, options);
+  ASSERT_TRUE(third.is_ok());
+  EXPECT_FALSE(third->from_cache);
+  EXPECT_NE(third->sha256, abc);
+  EXPECT_FALSE(cached_file_sha256((dir / "missing").string(), options).is_ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moetier
