@@ -206,7 +206,7 @@ TEST(CliBench, CsvJsonlAndMarkdownShapes) {
     // Two configurations differing in the thread count: one comparison per test kind
     // (the noise warning before them depends on the machine's noise).
     const auto title = std::find(lines.begin(), lines.end(),
-                                 "comparisons (ratio of mean t/s with a 95% Welch interval, delta method):");
+                                 "comparisons (ratio of mean t/s with a 95% Welch interval on the log ratio):");
     ASSERT_NE(title, lines.end()) << r.out;
     ASSERT_LT(title + 2, lines.end());
     EXPECT_EQ(title[1].rfind("- pp8: n_threads 1 -> 2: t/s ratio ", 0), 0u) << title[1];

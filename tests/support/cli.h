@@ -33,11 +33,14 @@ inline std::string temp_file(const std::string& stem) {
 }
 
 // Runs `moetier <args>` through the shell (quote paths in args); stdin from `stdin_file`
-// when given, else /dev/null.
+// when given, else /dev/null. XDG_CACHE_HOME points at a directory under the temp
+// directory, so tests never write the user's ~/.cache (bench's SHA-256 cache).
 inline CliResult run_moetier(const std::string& args, const std::string& stdin_file = "") {
   const std::string out = temp_file("stdout"), err = temp_file("stderr");
   const std::string in = stdin_file.empty() ? "/dev/null" : stdin_file;
-  const std::string cmd = fmt::format("'{}' {} <'{}' >'{}' 2>'{}'", MOETIER_BINARY, args, in, out, err);
+  const std::string cache = (std::filesystem::temp_directory_path() / "moetier_test_cache").string();
+  const std::string cmd =
+      fmt::format("XDG_CACHE_HOME='{}' '{}' {} <'{}' >'{}' 2>'{}'", cache, MOETIER_BINARY, args, in, out, err);
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -63,8 +63,9 @@ TEST(BenchStats, RatioIntervalByHand) {
   ASSERT_TRUE(r.has_value());
   EXPECT_DOUBLE_EQ(r->ratio, 1.1);
   EXPECT_NEAR(r->df, 8.0, 1e-9);
-  EXPECT_NEAR(r->low, 1.1 - 0.0320858, 1e-6);
-  EXPECT_NEAR(r->high, 1.1 + 0.0320858, 1e-6);
+  // t(0.975, 8) = 2.306004, se(ln R) = sqrt(2 · 8e-5): R · exp(∓0.0291683).
+  EXPECT_NEAR(r->low, 1.0683776, 1e-6);
+  EXPECT_NEAR(r->high, 1.1325583, 1e-6);
   EXPECT_FALSE(r->includes_one());
   // Means 1% apart with 5% noise: the interval holds 1 ("no difference").
   const Summary c{.n = 5, .mean = 101, .sd = 5, .min = 0, .max = 0, .cv = 0};

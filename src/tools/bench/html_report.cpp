@@ -94,8 +94,8 @@ std::string render_html_report(const HtmlReportInput& in) {
                      100 * kNoisyCv, xml_escape(fmt::format("{}", fmt::join(noisy, ", "))));
   }
   if (!in.comparisons.empty()) {
-    h += "<h2>Comparisons</h2>\n<p>Ratio of mean t/s with a 95% confidence interval (Welch t interval on the ratio, "
-         "delta method); \"no difference\" when the interval holds 1.</p>\n<ul id=\"comparisons\">\n";
+    h += "<h2>Comparisons</h2>\n<p>Ratio of mean t/s with a 95% confidence interval (Welch t interval on the log "
+         "ratio, delta method); \"no difference\" when the interval holds 1.</p>\n<ul id=\"comparisons\">\n";
     for (const Comparison& c : in.comparisons) h += fmt::format("<li>{}</li>\n", xml_escape(describe_comparison(c)));
     h += "</ul>\n";
   }

@@ -439,7 +439,7 @@ class MarkdownPrinter : public Printer {
                  100 * kNoisyCv, fmt::join(noisy_, ", "));
     }
     if (!comparisons_.empty()) {
-      fmt::print(out_, "\ncomparisons (ratio of mean t/s with a 95% Welch interval, delta method):\n");
+      fmt::print(out_, "\ncomparisons (ratio of mean t/s with a 95% Welch interval on the log ratio):\n");
       for (const Comparison& c : comparisons_) fmt::print(out_, "- {}\n", describe_comparison(c));
     }
     fmt::print(out_, "\nbuild: {} ({})\n", env_.build_commit, env_.build_number);

@@ -113,9 +113,9 @@ std::optional<RatioCi> ratio_ci(const Summary& a, const Summary& b) {
     return r;
   }
   r.df = u * u / (ua * ua / static_cast<double>(a.n - 1) + ub * ub / static_cast<double>(b.n - 1));
-  const double half_width = student_t_975(r.df) * std::abs(r.ratio) * std::sqrt(u);
-  r.low = r.ratio - half_width;
-  r.high = r.ratio + half_width;
+  const double half_width = student_t_975(r.df) * std::sqrt(u);  // on ln R
+  r.low = r.ratio * std::exp(-half_width);
+  r.high = r.ratio * std::exp(half_width);
   return r;
 }
 

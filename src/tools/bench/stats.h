@@ -32,14 +32,18 @@ std::optional<double> drift_percent(std::span<const double> samples_in_order);
 // regularized incomplete beta function. Accurate to ~1e-9.
 double student_t_975(double df);
 
-// Ratio of means b / a with a 95% confidence interval (Welch t interval via the delta method):
+// Ratio of means b / a with a 95% confidence interval (Welch t interval on the log ratio,
+// delta method):
 //   R = mean_b / mean_a,  u_x = sd_x^2 / (n_x mean_x^2)  (squared relative standard errors),
-//   se(R) ≈ R sqrt(u_a + u_b),
+//   se(ln R) ≈ sqrt(u_a + u_b),
 //   df = (u_a + u_b)^2 / (u_a^2 / (n_a - 1) + u_b^2 / (n_b - 1))   (Welch–Satterthwaite),
-//   CI = R ± t_{0.975, df} se(R).
-// Chosen over a bootstrap because with the seeds' 5 repetitions a percentile bootstrap
-// is known to be too narrow, and this has a closed form. nullopt when either side has
-// fewer than 2 samples or a mean of 0. With both sds 0 the interval is [R, R].
+//   CI = R · exp(± t_{0.975, df} se(ln R)).
+// On the log scale because a ratio of speeds is positive and its error multiplicative: the
+// interval never reaches 0 or below however noisy the runs (the linear form did), and a
+// ratio and its inverse get mirrored intervals. Chosen over a bootstrap because with the
+// seeds' 5 repetitions a percentile bootstrap is known to be too narrow, and this has a
+// closed form. nullopt when either side has fewer than 2 samples or a mean of 0. With both
+// sds 0 the interval is [R, R].
 struct RatioCi {
   double ratio = 0, low = 0, high = 0;
   double df = 0;  // Welch's degrees of freedom (infinite when both sds are 0)

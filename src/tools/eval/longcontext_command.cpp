@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "core/args.h"
+#include "core/build_info.h"
 #include "core/progress.h"
 #include "tools/commands.h"
 #include "tools/eval/eval_commands.h"
@@ -24,7 +26,7 @@
 #include "tools/eval/longcontext_score.h"
 #include "tools/eval/openai_client.h"
 #include "tools/eval/server_child.h"
-#include "tools/file_sha256.h"
+#include "tools/sha256_cache.h"
 #include "tools/session.h"
 
 namespace moetier {
@@ -342,16 +344,16 @@ int cmd_eval_longcontext(int argc, char** argv) {
                {"max_tokens", o.max_tokens},
                {"temperature", o.temperature},
                {"server", server_info}};
-#ifdef MOETIER_GIT_COMMIT
-  prov["engine"]["moetier_commit"] = MOETIER_GIT_COMMIT;
-#endif
+  if (const std::string commit = build_git_commit(); !commit.empty()) prov["engine"]["moetier_commit"] = commit;
   if (!o.model.empty()) {
     struct stat st {};
     json m = {{"file", fs::path(o.model).filename().string()}, {"path", o.model}};
     if (stat(o.model.c_str(), &st) == 0) m["size_bytes"] = static_cast<int64_t>(st.st_size);
     if (!o.no_sha256) {
-      auto sha = file_sha256(o.model);
-      if (sha) m["sha256"] = *sha;
+      // Cached by path, size and mtime (bench shares the cache): a 20 GB file is hashed once.
+      auto sha = cached_file_sha256(o.model, {.cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME")),
+                                              .log = stderr});
+      if (sha) m["sha256"] = sha->sha256;
     }
     prov["model"] = m;
   }
