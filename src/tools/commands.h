@@ -13,6 +13,7 @@ int cmd_logits(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
 
 // Print "moetier: <message>" to stderr and return the status's exit code.
 class Status;
