@@ -50,6 +50,9 @@ export async function launchBrowser({ chromium } = {}) {
     executablePath,
     headless: true,
     userDataDir: profile,
+    // A page in an endless loop never answers; a screenshot then fails after this long
+    // instead of puppeteer's default 3 minutes.
+    protocolTimeout: 20_000,
     args: ["--no-sandbox", "--disable-dev-shm-usage", "--no-first-run", "--mute-audio",
       "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--ignore-gpu-blocklist",
       "--disable-background-timer-throttling", "--disable-renderer-backgrounding"],
@@ -145,22 +148,34 @@ export async function renderPage(browser, html, { times = DEFAULT_TIMES_MS, load
     }
     const t0 = Date.now();
     let firstProbe = null, lastProbe = null;
-    const probe = () => page.evaluate(() => {
-      const s = window.__moetierProbe;
-      return s ? { frames: s.frames, glFrames: s.glFrames, contexts: s.contexts, now: performance.now() } : null;
-    }).catch(() => null);
+    const HUNG = "hung";
+    const probe = () => Promise.race([
+      page.evaluate(() => {
+        const s = window.__moetierProbe;
+        return s ? { frames: s.frames, glFrames: s.glFrames, contexts: s.contexts, now: performance.now() } : null;
+      }).catch(() => null),
+      new Promise((r) => setTimeout(r, 5000, HUNG)),
+    ]);
     let previous = null;
     for (const t of times) {
       const wait = t0 + t - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       const p = await probe();
+      if (p === HUNG) {
+        result.pageErrors.push(`the page did not respond at ${t} ms (an endless loop?)`);
+        break;
+      }
       if (p) { if (!firstProbe) firstProbe = p; lastProbe = p; }
       let png = null;
       try {
-        png = Buffer.from(await page.screenshot({ type: "png" }));
+        const shot = page.screenshot({ type: "png" });
+        shot.catch(() => {});  // when the race below gives up first
+        png = Buffer.from(await Promise.race([shot,
+          new Promise((_, reject) => setTimeout(reject, 10_000, new Error("no screenshot within 10 s")))]));
       } catch (e) {
-        result.pageErrors.push(`screenshot failed: ${String(e.message || e).split("\n")[0]}`);
-        continue;
+        // A hung page (an endless loop) times out here; later frames would too.
+        result.pageErrors.push(`the page did not respond (screenshot at ${t} ms failed: ${String(e.message || e).split("\n")[0]})`);
+        break;
       }
       const img = decodePng(png);
       const stats = frameStats(img);
@@ -175,7 +190,10 @@ export async function renderPage(browser, html, { times = DEFAULT_TIMES_MS, load
       result.glFps = (lastProbe.glFrames - firstProbe.glFrames) / seconds;
       result.fpsWindowS = seconds;
     }
-    result.text = await page.evaluate(() => (document.body ? document.body.innerText : "")).catch(() => "");
+    result.text = await Promise.race([
+      page.evaluate(() => (document.body ? document.body.innerText : "")).catch(() => ""),
+      new Promise((r) => setTimeout(r, 5000, "")),
+    ]);
     result.text = (result.text || "").slice(0, 4000);
   } finally {
     await context.close().catch(() => {});

@@ -81,7 +81,7 @@ function turnHtml(dir, task, turn, i) {
     const facts = [];
     if (r.diffs.length) facts.push(`frame changes: ${r.diffs.map((d) => `${(100 * d.changed).toFixed(2)}%`).join(", ")}`);
     if (r.contexts.length) facts.push(`contexts: ${r.contexts.map((c) => `${c.type}${c.ok ? "" : " (null)"}`).join(", ")}`);
-    if (r.fps !== null && r.fps !== undefined) facts.push(`FPS: ${r.fps.toFixed(1)} animation frames/s, ${(r.glFps || 0).toFixed(1)} with WebGL drawing`);
+    if (r.fps > 0 || r.contexts.length) facts.push(`FPS: ${r.fps.toFixed(1)} animation frames/s, ${(r.glFps || 0).toFixed(1)} with WebGL drawing`);
     if (facts.length) parts.push(`<p class="facts">${esc(facts.join(" · "))}</p>`);
     const errors = [...r.pageErrors.map((e) => `uncaught: ${e}`), ...r.consoleErrors.map((e) => `console: ${e}`),
       ...r.blocked.map((u) => `blocked request: ${u}`), ...(r.loadError ? [`load: ${r.loadError}`] : [])];
@@ -108,13 +108,13 @@ function rubricTable(task, verdict) {
   const rows = verdict.items.map((i) => `<tr data-task="${esc(task.task)}" data-item="${esc(i.id)}">` +
     `<td>${esc(i.label)}${i.critical ? ' <span class="crit" title="a fail here fails the task">critical</span>' : ""}</td>` +
     `<td>${badge(i.auto)}</td><td class="note">${esc(i.note)}</td>` +
-    `<td><label class="sr">override ${esc(i.id)}<select class="ov">${options(i.override?.verdict)}</select></label>` +
-    `<label class="sr">note<input class="ov-note" placeholder="why" value="${esc(i.override?.note || "")}"></label></td>` +
+    `<td><label><span class="vh">override ${esc(i.id)}</span><select class="ov">${options(i.override?.verdict)}</select></label> ` +
+    `<label><span class="vh">note for ${esc(i.id)}</span><input class="ov-note" placeholder="why" value="${esc(i.override?.note || "")}"></label></td>` +
     `<td class="eff">${badge(i.verdict)}</td></tr>`).join("");
   const overall = `<tr class="overall" data-task="${esc(task.task)}" data-item="overall"><td><b>Task verdict</b> (fail if a critical item fails; pass if all pass; else partial)</td>` +
     `<td>${badge(verdict.auto)}</td><td class="note"></td>` +
-    `<td><label class="sr">override task verdict<select class="ov">${options(verdict.overallOverride?.verdict)}</select></label>` +
-    `<label class="sr">note<input class="ov-note" placeholder="why" value="${esc(verdict.overallOverride?.note || "")}"></label></td>` +
+    `<td><label><span class="vh">override the task verdict</span><select class="ov">${options(verdict.overallOverride?.verdict)}</select></label> ` +
+    `<label><span class="vh">note for the task verdict</span><input class="ov-note" placeholder="why" value="${esc(verdict.overallOverride?.note || "")}"></label></td>` +
     `<td class="eff">${badge(verdict.overall)}</td></tr>`;
   return `<table class="rubric"><thead><tr><th>rubric item</th><th>automatic</th><th>evidence</th><th>human override</th><th>verdict</th></tr></thead>` +
     `<tbody>${rows}${overall}</tbody></table>`;
@@ -133,7 +133,8 @@ th{background:#eef2f6}.prov th{width:180px}.prov td{word-break:break-all}
 figcaption{font-size:12px;color:#556}.errors{background:#fff1f0;border:1px solid #f3c1bd;padding:4px 10px;margin:.5em 0}
 .errors ul{margin:.2em 0;padding-left:1.2em}.facts{color:#445;font-size:13px;margin:.3em 0}
 pre{background:#f1f3f6;border:1px solid #dde3ea;padding:8px;overflow:auto;max-height:480px;white-space:pre-wrap;word-break:break-word;font-size:12px}
-.turn{border-left:3px solid #dde3ea;padding-left:12px;margin:1em 0}.sr{display:block}.ov-note{width:120px;margin-top:2px}
+.turn{border-left:3px solid #dde3ea;padding-left:12px;margin:1em 0}.ov-note{width:130px}td:nth-child(4){white-space:nowrap}
+.vh{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 #ov-bar{position:sticky;top:0;background:#fffbe6;border:1px solid #f0d98c;padding:6px 10px;margin:1em 0;z-index:1}
 .summary td:first-child{white-space:nowrap}.missing{width:270px;height:200px;background:#eee}
 `;
@@ -208,7 +209,7 @@ export function buildReport(dir, results, provenance, overrides) {
 <title>${esc(SUITE)}: ${esc(model)}</title><style>${CSS}</style></head>
 <body>
 <h1>${esc(SUITE)} — ${esc(model)}</h1>
-<p>${counts.pass} pass, ${counts.partial} partial, ${counts.fail} fail${counts.skipped ? `, ${counts.skipped} skipped` : ""} · ${esc(provenance.date)} · ${esc(provenance.engine || "")}</p>
+<p>${counts.pass} pass, ${counts.partial} partial, ${counts.fail} fail${counts.skipped ? `, ${counts.skipped} skipped` : ""} · ${esc(provenance.date)}${provenance.engine ? ` · ${esc(provenance.engine)}` : ""}</p>
 ${summary}
 <div id="ov-bar"><b id="ov-count">0 overrides</b> · change a verdict in a rubric table, then
 <button id="ov-save" type="button">Download overrides.json</button> and save it as <code>${esc(join(dir, "overrides.json"))}</code>;
