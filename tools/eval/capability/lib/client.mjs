@@ -45,10 +45,14 @@ export function request(baseUrl, method, path, { body, apiKey, timeoutMs = 60_00
 }
 
 // GET that never throws: null when the endpoint is missing (not every server has /props).
+// A refused key (401/403) is thrown, though: every request of the run would fail the same way.
 export async function tryGet(baseUrl, path, apiKey) {
   try {
     return await request(baseUrl, "GET", path, { apiKey, timeoutMs: 15_000 });
-  } catch {
+  } catch (e) {
+    if (e instanceof ApiError && (e.status === 401 || e.status === 403)) {
+      throw new Error(`${baseUrl} refused the request (${e.message}): give the server's key with --api-key or OPENAI_API_KEY`);
+    }
     return null;
   }
 }

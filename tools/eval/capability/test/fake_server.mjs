@@ -29,7 +29,8 @@ function reply(messages) {
   return "?";
 }
 
-export function startFakeServer() {
+// apiKey: when given, requests without `Authorization: Bearer KEY` get a 401.
+export function startFakeServer({ apiKey } = {}) {
   const requests = [];
   const server = http.createServer((req, res) => {
     let body = "";
@@ -39,6 +40,7 @@ export function startFakeServer() {
         res.writeHead(status, { "Content-Type": "application/json" });
         res.end(JSON.stringify(obj));
       };
+      if (apiKey && req.headers.authorization !== `Bearer ${apiKey}`) return send(401, { error: { message: "invalid API key" } });
       if (req.method === "GET" && req.url === "/v1/models") return send(200, { object: "list", data: [{ id: "scripted", object: "model" }] });
       if (req.method === "POST" && req.url === "/v1/chat/completions") {
         const json = JSON.parse(body);

@@ -101,6 +101,23 @@ test("the scripted run: verdicts, repair loop, request fields, outputs; then an 
   assert.match(html, /the shin swings with the thigh/);
 });
 
+test("a server that wants a key: refused without it (exit 1, one line), sent with --api-key", async () => {
+  const keyed = await startFakeServer({ apiKey: "sekrit" });
+  const dir = mkdtempSync(join(tmpdir(), "moetier-capability-key-"));
+  try {
+    const without = await runCommand("node", [RUN, "--url", keyed.url, "--out", dir, "--tasks", "candy-count"], { env: { OPENAI_API_KEY: "" } });
+    assert.equal(without.code, 1, without.stderr);
+    assert.match(without.stderr, /refused the request \(HTTP 401.*--api-key or OPENAI_API_KEY/);
+    const withKey = await runCommand("node", [RUN, "--url", keyed.url, "--out", dir, "--tasks", "candy-count", "--api-key", "sekrit"]);
+    assert.equal(withKey.code, 0, withKey.stderr);
+    assert.match(withKey.stdout, /candy-count\s+pass/);
+    assert.doesNotMatch(readFileSync(join(dir, "provenance.json"), "utf8"), /sekrit/);
+  } finally {
+    await keyed.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("usage errors exit 2 with one line", async () => {
   for (const [args, msg] of [[[], /either --url URL or -m MODEL/], [["--url", "x"], /must start with http/],
     [["--url", "http://h", "--tasks", "nope"], /unknown task 'nope'/], [["--url", "http://h", "--bogus"], /unknown option '--bogus'/],
