@@ -240,12 +240,14 @@ async function main() {
   mkdirSync(join(out, "code"), { recursive: true });
   rmSync(join(out, "results.jsonl"), { force: true });
 
-  const browser = await launchBrowser({ chromium: o.chromium });
+  // The browser first, so a missing one stops the run before a server is started; only
+  // the puzzles need none.
+  const browser = tasks.some((t) => t.kind === "render") ? await launchBrowser({ chromium: o.chromium }) : null;
   let server = null;
   const cleanup = async () => {
     if (server) await server.stop().catch(() => {});
     server = null;
-    await browser.close().catch(() => {});
+    if (browser) await browser.close().catch(() => {});
   };
   for (const sig of ["SIGINT", "SIGTERM"]) {
     process.once(sig, () => { log(`${sig}: stopping`); cleanup().finally(() => process.exit(130)); });
@@ -265,7 +267,7 @@ async function main() {
     const props = await tryGet(url, "props", o.apiKey);
     const serverModel = models && Array.isArray(models.data) && models.data[0] ? models.data[0].id : null;
     const params = { model: o.modelName || serverModel || undefined, max_tokens: o.maxTokens, temperature: o.temperature, seed: o.seed, extra: o.extra };
-    const webgl = await webglAvailable(browser);
+    const webgl = browser ? await webglAvailable(browser) : null;
     const chromiumPath = findChromium(o.chromium);
     const provenance = {
       suite: SUITE,
@@ -283,7 +285,7 @@ async function main() {
       tasks: tasks.map((t) => t.id),
       screenshot_times_ms: o.frames || DEFAULT_TIMES_MS,
       argv: process.argv.slice(2).map((a) => (a === o.apiKey ? "<api key>" : a)),
-      chromium: `${(await browser.version())} (${chromiumPath})`,
+      chromium: browser ? `${await browser.version()} (${chromiumPath})` : null,
       webgl,
       node: process.version,
     };
