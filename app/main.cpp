@@ -25,7 +25,8 @@ constexpr Command kCommands[] = {
      moetier::cmd_logits},
     {"tokenize", "show the token ids of a text (works on vocab-only files)", moetier::cmd_tokenize},
     {"bench", "measure prompt and generation speed (llama-bench's flags and output formats)", moetier::cmd_bench},
-    {"eval", "evaluation suites (longcontext-v1) against moetier or any OpenAI-compatible server", moetier::cmd_eval},
+    {"eval", "evaluation suites (longcontext-v1, capability-v1) against moetier or any OpenAI-compatible server",
+     moetier::cmd_eval},
 };
 
 void print_usage(std::FILE* out) {

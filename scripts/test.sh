@@ -7,8 +7,8 @@
 #      (clang), each for a bounded time (MOETIER_FUZZ_SECONDS, default 60).
 # The server tests include one with the official `openai` npm package (tests/node), which
 # this script installs with npm ci, and one of the web UI in headless Chromium (puppeteer-core;
-# a missing browser fails it). The GPU tests run every Vulkan kernel and whole models on
-# lavapipe (Mesa's Vulkan on the CPU).
+# a missing browser fails it); so do the capability-v1 suite's tests (tools/eval/capability).
+# The GPU tests run every Vulkan kernel and whole models on lavapipe (Mesa's Vulkan on the CPU).
 # Reference data is read from ../shared/ref (override with MOETIER_REF_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,7 @@ fi
 
 echo "== 1/3 release build and tests"
 (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+(cd tools/eval/capability && npm ci --no-audit --no-fund --loglevel=error)
 export MOETIER_REQUIRE_NODE=1
 export MOETIER_REQUIRE_CHROMIUM=1
 # The GPU tests run on Mesa's lavapipe here; a missing Vulkan device fails them instead of skipping.
