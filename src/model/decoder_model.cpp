@@ -47,6 +47,7 @@ Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
                                                           .output_on_gpu = p.output_on_gpu,
                                                           .memory_limit_bytes = p.memory_limit_bytes,
                                                           .op_offload = p.op_offload,
+                                                          .op_offload_limit_bytes = p.op_offload_limit_bytes,
                                                           .op_offload_min_tokens = p.op_offload_min_tokens,
                                                           .op_offload_always = p.op_offload_always,
                                                           .exact_kernels = p.exact_kernels}));

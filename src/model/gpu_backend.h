@@ -32,6 +32,7 @@ struct GpuBackendOptions {
   bool output_on_gpu = false;        // output_norm + output (the LM head)
   uint64_t memory_limit_bytes = 0;   // refuse GPU allocations beyond this (0: the device's own limit)
   bool op_offload = true;            // see GpuPlacement
+  uint64_t op_offload_limit_bytes = 0;  // see GpuPlacement
   int64_t op_offload_min_tokens = 32;
   bool op_offload_always = false;
   bool exact_kernels = false;        // see GpuPlacement

@@ -50,6 +50,10 @@ struct GpuPlacement {
   // Prompt batches of at least op_offload_min_tokens: stream a GPU layer's CPU-resident
   // experts to the GPU when the measured cost model says it is faster (--no-op-offload: never).
   bool op_offload = true;
+  // --fit's budget (free − margin; 0: none): the expert streaming area is only allocated
+  // while the GPU's total stays within it, so an optional buffer never eats the headroom.
+  // (Not a ceiling for the weights and caches: the allocator's chunks round the plan up.)
+  uint64_t op_offload_limit_bytes = 0;
   int64_t op_offload_min_tokens = 32;
   bool op_offload_always = false;    // tests: skip the cost model
   // The reference GPU kernels instead of the fast ones (--gpu-kernels exact; vk_ops.h).

@@ -89,7 +89,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
     return Status::ok();
   };
   GpuChoice gpu;
-  int64_t fit_limit_bytes = 0;  // --fit's budget (free − margin): the GPU allocation ceiling
+  int64_t fit_limit_bytes = 0;  // --fit's budget (free − margin): the ceiling for optional GPU buffers
   if (fit) {
     gpu = choose_gpu(r.device);
     if (gpu.index < 0) {
@@ -102,10 +102,9 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
       params = fr.params;
       d.note = fr.choice;
       d.fit_flags = fr.flags;
-      // The budget is a ceiling for every GPU allocation, so the headroom --fit promises holds
-      // whatever the backend allocates later. Prompt batches stream a GPU layer's CPU experts
-      // through an area the size of one layer's experts, which only exists when it fits in
-      // what the plan leaves; say which it is.
+      // Prompt batches stream a GPU layer's CPU experts through an area the size of one
+      // layer's experts; it is optional, so it is only allocated while the GPU's total stays
+      // within the budget (the headroom --fit promises holds). Say which it will be.
       fit_limit_bytes = params.vram_budget_bytes;
       int64_t stream_bytes = 0;
       for (const LayerPlan& lp : d.plan.layers) {
@@ -137,8 +136,9 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
   d.gpu_part = has_gpu_part(d.plan);
   d.gpu = GpuPlacement{.device = gpu.index,
                        .progress = r.progress,
-                       .memory_limit_bytes = static_cast<uint64_t>(fit_limit_bytes > 0 ? fit_limit_bytes : r.vram_budget_mib * kMiB),
+                       .memory_limit_bytes = static_cast<uint64_t>(r.vram_budget_mib * kMiB),
                        .op_offload = r.op_offload,
+                       .op_offload_limit_bytes = static_cast<uint64_t>(fit_limit_bytes),
                        .exact_kernels = r.exact_kernels};
   for (int64_t il = 0; il < hp.n_layer && d.gpu_part; ++il) {
     const LayerPlan& lp = d.plan.layers[static_cast<size_t>(il)];

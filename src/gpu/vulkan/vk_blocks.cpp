@@ -345,8 +345,12 @@ bool VulkanBackend::stream_experts(const MoeWeights& w, int64_t n_pairs) {
                                                w.down_exps.row_bytes * w.down_exps.n_out * w.down_exps.n_mat);
   if (stream_area_.bytes < bytes) {
     // The area for the largest layer's experts, allocated once; if the GPU has no room for it
-    // (e.g. --vram-budget), streaming is off for good.
+    // (e.g. --vram-budget, or --fit's budget would be passed), streaming is off for good.
     Allocator& a = dev_->allocator();
+    if (options_.op_offload_limit_bytes > 0 && a.device_bytes() + bytes > options_.op_offload_limit_bytes) {
+      stream_disabled_ = true;
+      return false;
+    }
     stream_area_ = {};
     const uint64_t piece = std::min<uint64_t>(a.max_range() / 256 * 256, 256ull << 20);
     for (uint64_t left = bytes + 3 * 256 * 16; left > 0;) {
