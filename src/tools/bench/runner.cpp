@@ -375,6 +375,7 @@ void TestRun::configure(Model& model) const {
 }
 
 void TestRun::progress(const std::string& what) const {
+  if (options_.quiet) return;
   std::fprintf(stderr, "moetier bench: %s: %s\n", options_.progress_prefix.c_str(), what.c_str());
 }
 

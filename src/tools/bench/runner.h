@@ -69,6 +69,7 @@ struct RunOptions {
   int device = -1;              // -dev
   int64_t vram_budget_mib = 0;  // --vram-budget
   bool exact_kernels = false;   // --gpu-kernels exact
+  bool quiet = false;           // no progress lines on stderr (tune draws its own progress bar)
 };
 
 // Random token ids for one test; the first token of a sequence is BOS when the model asks
