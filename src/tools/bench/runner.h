@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
+#include "runtime/chat_prompt.h"
 #include "runtime/speculative.h"
 #include "text/tokenizer.h"
 #include "tools/bench/bench_params.h"
@@ -32,7 +33,8 @@ struct LoadedModel {
   std::string path;
   bool use_mmap = true;
   std::string placement;  // the GPU layout now in place ("" = all on the CPU)
-  std::unique_ptr<text::Tokenizer> tokenizer;  // loaded for --spec-replay tests (the generation loop's)
+  std::unique_ptr<text::Tokenizer> tokenizer;  // loaded for --spec-replay and --e2e tests (the generation loop's)
+  std::unique_ptr<ChatPrompt> chat;            // the chat template, for --e2e tests
   // When the layout has a GPU part: the device's memory in use by every process just before
   // placing it (nullopt: the driver does not say) and the device's one-line description.
   std::optional<uint64_t> vram_used_before;
