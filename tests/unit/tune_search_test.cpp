@@ -41,6 +41,8 @@ class FakeMeasurer final : public Measurer {
   double clock = 0;
   int64_t opens = 0;
   std::vector<Candidate> ran;  // every candidate that ran a repetition, in order
+  std::function<bool(const Candidate&)> fails;  // candidates that cannot run (e.g. out of GPU memory)
+  double warmup_s = 0.5;                        // untimed seconds of a candidate's first repetition
 
   Status open(std::span<const Candidate> set, RunSize size, int64_t) override {
     set_.assign(set.begin(), set.end());
@@ -51,16 +53,19 @@ class FakeMeasurer final : public Measurer {
     for (const Candidate& c : set) EXPECT_EQ(c.use_mmap, set.front().use_mmap) << "one load mode per set";
     return Status::ok();
   }
-  Status repetition(size_t i, int64_t rep) override {
+  Result<RepTiming> repetition(size_t i, int64_t rep) override {
+    if (fails && fails(set_[i])) return Status::runtime("GPU memory budget exhausted");
     const Speeds s = speeds_(set_[i]);
     // ±0.2% alternating wobble: a spread for the statistics, far below the gaps between candidates.
     const double w = 1.0 + ((rep % 2 == 0) ? 0.002 : -0.002);
     ms_[i].pp_ts.push_back(s.pp * w);
     ms_[i].tg_ts.push_back(s.tg * w);
     ms_[i].rss_bytes = s.rss_mib << 20;
-    clock += static_cast<double>(size_.n_prompt) / s.pp + static_cast<double>(size_.n_gen) / s.tg;
+    const RepTiming t{.pp_s = static_cast<double>(size_.n_prompt) / s.pp, .tg_s = static_cast<double>(size_.n_gen) / s.tg};
+    clock += t.pp_s + t.tg_s;
+    if (rep == 0) clock += warmup_s;  // placement and warm-up, untimed
     ran.push_back(set_[i]);
-    return Status::ok();
+    return t;
   }
   Result<std::vector<Measurement>> close() override { return ms_; }
 
@@ -177,13 +182,15 @@ TEST(TuneSearch, PhaseOneRunsRoundRobin) {
 TEST(TuneSearch, TimeBudgetLeavesCandidatesOutButAlwaysAnswers) {
   const std::vector<Candidate> cands = build_candidates(gpu_space(Purpose::kServe));
   FakeMeasurer m(true_speeds);
-  // One short repetition of the start takes 128/580 + 32/18.56 ≈ 1.9 s, phase 2 ~75 s.
-  auto r = run_search(cands, m, params_for(m, Purpose::kServe, 120));
+  // A short repetition of the start takes 128/580 + 32/18.56 ≈ 1.9 s (+ 0.5 s warm-up), a
+  // full-size one 4× that; the phase-2 reserve (2 finalists × 3 rounds) is ~48 s.
+  auto r = run_search(cands, m, params_for(m, Purpose::kServe, 60));
   ASSERT_TRUE(r.is_ok());
   EXPECT_TRUE(r->candidates[0].measured);
   EXPECT_GT(r->n_skipped, 0);
   EXPECT_LT(r->n_skipped, static_cast<int64_t>(cands.size()));
-  EXPECT_LE(m.clock, 120 * 1.1);
+  EXPECT_LE(m.clock, 60 * 1.1);
+  EXPECT_TRUE(r->phase2) << r->phase2_note;
   EXPECT_TRUE(r->candidates[r->winner].measured);
 
   FakeMeasurer tiny(true_speeds);
@@ -211,6 +218,7 @@ TEST(TuneSearch, NoDifferencePrefersTheLighterOne) {
   ASSERT_TRUE(r.is_ok());
   EXPECT_TRUE(r->no_difference);
   EXPECT_TRUE(r->chose_lighter);
+  EXPECT_EQ(r->lighter_reason, "less peak − idle memory (100.0 vs 150.0 MiB)");
   EXPECT_TRUE(r->candidates[r->winner].candidate.use_mmap);
   ASSERT_TRUE(r->ci.has_value());
   EXPECT_LT(r->ci->ratio, 1.0);
@@ -218,6 +226,39 @@ TEST(TuneSearch, NoDifferencePrefersTheLighterOne) {
   const std::string md = render_markdown({.model_path = "m.gguf", .purpose = Purpose::kBench, .n_layer_all = 4, .result = *r});
   EXPECT_NE(md.find("no difference"), std::string::npos) << md;
   EXPECT_NE(md.find("    moetier bench -m m.gguf -t 2 -ngl 0\n"), std::string::npos) << md;
+}
+
+// Within noise and within 5% of memory: the one with fewer flags (here: without --no-mmap).
+TEST(TuneSearch, NoDifferenceAtTheSameMemoryPrefersFewerFlags) {
+  const std::vector<Candidate> cands = build_candidates({.purpose = Purpose::kBench, .physical_cores = 2, .threads = {2}});
+  FakeMeasurer m([](const Candidate& c) { return Speeds{100, c.use_mmap ? 20.0 : 20.01, c.use_mmap ? 100 : 98}; });
+  auto r = run_search(cands, m, params_for(m, Purpose::kBench, 1e6));
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_TRUE(r->no_difference);
+  EXPECT_TRUE(r->candidates[r->winner].candidate.use_mmap);
+  EXPECT_EQ(r->lighter_reason, "fewer flags at the same memory");
+}
+
+// A candidate that cannot run is dropped with its reason; the search goes on, and a start
+// that cannot run does not leave the search without an answer.
+TEST(TuneSearch, FailedCandidatesAreDroppedNotFatal) {
+  const std::vector<Candidate> cands = build_candidates(gpu_space(Purpose::kBench));
+  FakeMeasurer m(true_speeds);
+  m.fails = [](const Candidate& c) { return c.n_gpu_layers > 0 && c.n_cpu_moe <= 34; };  // start and -ncmoe 33
+  auto r = run_search(cands, m, params_for(m, Purpose::kBench, 0.001));
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_FALSE(r->candidates[0].measured);
+  EXPECT_EQ(r->candidates[0].failure, "GPU memory budget exhausted");
+  EXPECT_TRUE(r->candidates[r->winner].measured);
+  EXPECT_EQ(r->candidates[r->winner].candidate.n_cpu_moe, 35) << "the first that ran (-ncmoe 35, N+1)";
+  const std::string md = render_markdown({.purpose = Purpose::kBench, .n_layer_all = 40, .result = *r});
+  EXPECT_NE(md.find("failed: GPU memory budget exhausted"), std::string::npos) << md;
+
+  FakeMeasurer all_fail(true_speeds);
+  all_fail.fails = [](const Candidate&) { return true; };
+  auto none = run_search(cands, all_fail, params_for(all_fail, Purpose::kBench, 1e6));
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find("no candidate could run"), std::string::npos);
 }
 
 TEST(TuneSearch, ServeScoreIsTheChatTurnTime) {

@@ -106,6 +106,7 @@ class TestRun {
   Status repetition(LoadedModel& loaded, int64_t rep);
   TestResult finish(const LoadedModel& loaded);
   const TestSpec& spec() const { return test_; }
+  const std::vector<int64_t>& samples_ns() const { return result_.samples_ns; }  // the timed repetitions so far
 
  private:
   void configure(Model& model) const;

@@ -51,18 +51,26 @@ Status BenchMeasurer::open(std::span<const Candidate> set, RunSize size, int64_t
   return Status::ok();
 }
 
-Status BenchMeasurer::repetition(size_t i, int64_t rep) {
+Result<RepTiming> BenchMeasurer::repetition(size_t i, int64_t rep) {
   CHECK(loaded_.has_value() && i < entries_.size());
   Entry& e = entries_[i];
+  Status st = Status::ok();
   if (!e.prepared) {
-    RETURN_IF_ERROR(e.pp->prepare(*loaded_));
-    RETURN_IF_ERROR(e.tg->prepare(*loaded_));
-    e.prepared = true;
+    st = e.pp->prepare(*loaded_);
+    if (st.is_ok()) st = e.tg->prepare(*loaded_);
+    e.prepared = st.is_ok();
   }
-  RETURN_IF_ERROR(e.pp->repetition(*loaded_, rep));
-  RETURN_IF_ERROR(e.tg->repetition(*loaded_, rep));
+  if (st.is_ok()) st = e.pp->repetition(*loaded_, rep);
+  if (st.is_ok()) st = e.tg->repetition(*loaded_, rep);
+  if (!st.is_ok()) {
+    // The placement may be half made: force the next candidate to place the model afresh.
+    loaded_->placement = "(failed)";
+    e.failed = true;
+    return st;
+  }
   e.ran = true;
-  return Status::ok();
+  return RepTiming{.pp_s = static_cast<double>(e.pp->samples_ns().back()) / 1e9,
+                   .tg_s = static_cast<double>(e.tg->samples_ns().back()) / 1e9};
 }
 
 Result<std::vector<Measurement>> BenchMeasurer::close() {
@@ -70,7 +78,7 @@ Result<std::vector<Measurement>> BenchMeasurer::close() {
   std::vector<Measurement> out;
   for (Entry& e : entries_) {
     Measurement m;
-    if (e.ran) {
+    if (e.ran && !e.failed) {
       const bench::TestResult pp = e.pp->finish(*loaded_);
       const bench::TestResult tg = e.tg->finish(*loaded_);
       m.pp_ts = pp.samples_ts();

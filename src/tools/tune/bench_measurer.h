@@ -27,7 +27,7 @@ class BenchMeasurer final : public Measurer {
  public:
   explicit BenchMeasurer(BenchMeasurerParams params) : params_(std::move(params)) {}
   Status open(std::span<const Candidate> set, RunSize size, int64_t repetitions) override;
-  Status repetition(size_t i, int64_t rep) override;
+  Result<RepTiming> repetition(size_t i, int64_t rep) override;
   Result<std::vector<Measurement>> close() override;
   // The model facts of the last load (type string, sizes) for the report.
   const std::optional<bench::ModelInfo>& model_info() const { return info_; }
@@ -37,6 +37,7 @@ class BenchMeasurer final : public Measurer {
     std::unique_ptr<bench::TestRun> pp, tg;
     bool prepared = false;
     bool ran = false;
+    bool failed = false;
   };
   BenchMeasurerParams params_;
   std::optional<bench::LoadedModel> loaded_;

@@ -41,7 +41,7 @@ std::vector<Candidate> build_candidates(const SpaceParams& p) {
                   .n_threads = threads.front(),
                   .use_mmap = true,
                   .type_kv = kv0,
-                  .why = p.gpu ? "start (--fit's choice)" : "start (CPU only: no GPU)"};
+                  .why = p.gpu ? "start (--fit's choice)" : "start (CPU only)"};
   std::vector<Candidate> out = {start};
   const auto add = [&](Candidate c, std::string why, bool check_fit) {
     c.why = std::move(why);

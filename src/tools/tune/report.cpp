@@ -104,7 +104,8 @@ std::string render_markdown(const TuneReport& r) {
     const CandidateResult& c = res.candidates[i];
     const std::string flags = candidate_flags(c.candidate, r.purpose, r.n_layer_all);
     if (!c.measured) {
-      out += fmt::format("| {} | {} | `{}` | - | - | not measured (time budget) | - |\n", i + 1, c.candidate.why, flags);
+      out += fmt::format("| {} | {} | `{}` | - | - | {} | - |\n", i + 1, c.candidate.why, flags,
+                         c.failure.empty() ? std::string("not measured (time budget)") : "failed: " + c.failure);
       continue;
     }
     const Measurement& m = c.short_run;
@@ -145,10 +146,12 @@ std::string render_markdown(const TuneReport& r) {
     if (res.ci) {
       out += fmt::format("- score ratio winner / runner-up {:.3f}, 95% CI [{:.3f}, {:.3f}]: {}\n", res.ci->ratio, res.ci->low,
                          res.ci->high,
-                         res.no_difference ? (res.chose_lighter ? "no difference; the runner-up was faster on average "
-                                                                  "but the winner needs less memory or fewer flags, so it is preferred"
-                                                                : "no difference (the winner is also the lighter or simpler one)")
-                                           : "faster");
+                         res.no_difference
+                             ? (res.chose_lighter
+                                    ? fmt::format("no difference; the runner-up was faster on average, the winner is "
+                                                  "preferred for {}", res.lighter_reason)
+                                    : std::string("no difference (and the runner-up is not lighter or simpler)"))
+                             : std::string("faster"));
     } else {
       out += "- no confidence interval (fewer than 2 repetitions)\n";
     }
@@ -213,7 +216,8 @@ std::string render_json(const TuneReport& r) {
                       {"n_threads", c.candidate.n_threads},
                       {"use_mmap", c.candidate.use_mmap},
                       {"type_kv", std::string(dtype_name(c.candidate.type_kv))},
-                      {"measured", c.measured}};
+                      {"measured", c.measured},
+                      {"failure", c.failure.empty() ? ordered_json(nullptr) : ordered_json(c.failure)}};
     e["phase1"] = c.measured ? measurement(c.short_run) : ordered_json(nullptr);
     e["phase2"] = c.full_run ? measurement(*c.full_run) : ordered_json(nullptr);
     cands.push_back(std::move(e));
@@ -231,6 +235,7 @@ std::string render_json(const TuneReport& r) {
   }
   j["no_difference"] = res.no_difference;
   j["chose_lighter"] = res.chose_lighter;
+  j["lighter_reason"] = res.lighter_reason;
   j["fit_verdict"] = fit_verdict(r);
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -64,6 +64,10 @@ std::vector<std::vector<size_t>> load_groups(const std::vector<Candidate>& c, co
 
 int64_t memory_of(const Measurement& m) { return m.rss_bytes.value_or(0) + m.vram_bytes.value_or(0); }
 
+// Phase 2 is reserved for at least this many rounds while admitting phase-1 candidates
+// (it runs as many as the budget then allows, up to full_reps; fewer than 2 give no spread).
+constexpr int64_t kMinPhase2Reps = 2;
+
 class Phase1 {
  public:
   Phase1(const std::vector<Candidate>& cands, Measurer& m, const SearchParams& p, SearchResult& r)
@@ -83,25 +87,32 @@ class Phase1 {
 
  private:
   double elapsed() const { return p_.now() - t0_; }
-  // Typical seconds of one short repetition (with its share of warm-up), from those so far.
-  double typical_rep() const { return n_timed_ > 0 ? timed_s_ / static_cast<double>(n_timed_) : 0.0; }
-  // Phase 2's two finalists at full size: short repetitions scaled by the larger token
-  // ratio (an upper bound: each part grows by at most that factor).
+  double mean_or_zero(double sum, int64_t n) const { return n > 0 ? sum / static_cast<double>(n) : 0.0; }
+  // A short repetition's timed seconds, and the untimed cost of a candidate's first one
+  // (placement, warm-up), from those measured so far.
+  double typical_rep() const { return mean_or_zero(timed_s_, n_timed_); }
+  double typical_overhead() const { return mean_or_zero(overhead_s_, n_ok_); }
+  // Phase 2's two finalists at full size for kMinPhase2Reps rounds plus their warm-ups: each
+  // part of a short repetition scaled by its token ratio (pp and tg grow linearly), averaged
+  // over the candidates so far (the finalists are the fastest, so this errs long).
   double phase2_estimate() const {
-    const double scale = std::max({1.0, static_cast<double>(p_.full_size.n_prompt) / std::max<int64_t>(1, p_.short_size.n_prompt),
-                                   static_cast<double>(p_.full_size.n_gen) / std::max<int64_t>(1, p_.short_size.n_gen)});
-    return 2.0 * static_cast<double>(p_.full_reps) * typical_rep() * scale;
+    const double full_rep = mean_or_zero(full_rep_s_, n_ok_);
+    return 2.0 * (static_cast<double>(kMinPhase2Reps + 1) * full_rep + typical_overhead());
   }
   bool admit(size_t k, double committed_s) const {
-    if (k == 0) return true;  // the start always runs: there is always a result
-    const double own = static_cast<double>(p_.short_reps) * typical_rep();
-    return elapsed() + committed_s + own + phase2_estimate() <= p_.time_budget_s;
+    // The start always runs, and so does every candidate until one has run: there is always a result.
+    if (k == 0 || n_ok_ == 0) return true;
+    const double own = typical_overhead() + static_cast<double>(p_.short_reps) * typical_rep();
+    // Phase 2 is reserved from the third candidate on: a comparison needs two candidates,
+    // phase 2 only sharpens it (on a slow device the budget may allow one but not both).
+    const double reserve = n_ok_ >= 2 ? phase2_estimate() : 0.0;
+    return elapsed() + committed_s + own + reserve <= p_.time_budget_s;
   }
 
   Status run_group(const std::vector<size_t>& group) {
     // A new load costs about what the last one did; skip the whole group when not even its
     // first candidate fits.
-    if (group.front() != 0 && !admit(group.front(), load_s_)) {
+    if (!admit(group.front(), load_s_)) {
       for (size_t k : group) skip(k);
       return Status::ok();
     }
@@ -128,9 +139,28 @@ class Phase1 {
           continue;
         }
         const double t = p_.now();
-        RETURN_IF_ERROR(m_.repetition(j, rep));
-        timed_s_ += p_.now() - t;
+        Result<RepTiming> timing = m_.repetition(j, rep);
+        if (!timing.is_ok()) {
+          // This configuration cannot run here (e.g. its GPU part does not fit after all):
+          // say so and go on with the others.
+          admitted[j] = false;
+          r_.candidates[group[j]].failure = timing.status().message();
+          if (p_.log) p_.log(fmt::format("{}: failed: {}", cands_[group[j]].why, timing.status().message()));
+          if (p_.on_step) {
+            for (int64_t i = rep; i < p_.short_reps; ++i) p_.on_step();
+          }
+          continue;
+        }
+        const double wall = p_.now() - t;
+        const double timed = timing->pp_s + timing->tg_s;
+        timed_s_ += timed;
         ++n_timed_;
+        if (rep == 0) {
+          ++n_ok_;
+          overhead_s_ += std::max(0.0, wall - timed);
+          full_rep_s_ += timing->pp_s * ratio(p_.full_size.n_prompt, p_.short_size.n_prompt) +
+                         timing->tg_s * ratio(p_.full_size.n_gen, p_.short_size.n_gen);
+        }
         if (p_.on_step) p_.on_step();
       }
     }
@@ -142,6 +172,10 @@ class Phase1 {
       cr.short_run = std::move(ms[j]);
     }
     return Status::ok();
+  }
+
+  static double ratio(int64_t full, int64_t short_n) {
+    return short_n > 0 ? static_cast<double>(full) / static_cast<double>(short_n) : 1.0;
   }
 
   void skip(size_t k) {
@@ -157,9 +191,12 @@ class Phase1 {
   const SearchParams& p_;
   SearchResult& r_;
   double t0_;
-  double timed_s_ = 0;
+  double timed_s_ = 0;      // timed seconds of every short repetition so far
   int64_t n_timed_ = 0;
+  double overhead_s_ = 0;   // untimed seconds of the candidates' first repetitions
+  double full_rep_s_ = 0;   // estimated full-size repetition seconds, summed over candidates
   double load_s_ = 0;
+  int64_t n_ok_ = 0;        // candidates whose first repetition ran
 };
 
 // The index of the best mean score among `which`.
@@ -189,6 +226,9 @@ Result<SearchResult> run_search(const std::vector<Candidate>& candidates, Measur
   for (size_t i = 0; i < r.candidates.size(); ++i) {
     if (r.candidates[i].measured) measured.push_back(i);
   }
+  if (measured.empty()) {
+    return Status::runtime(fmt::format("tune: no candidate could run here (the start: {})", r.candidates[0].failure));
+  }
   std::vector<size_t> order = ranked(r, measured, p.purpose);
 
   // Phase 2: the best two at full size, as many rounds as the budget allows (at most
@@ -198,12 +238,13 @@ Result<SearchResult> run_search(const std::vector<Candidate>& candidates, Measur
     double per_round = 0;
     for (size_t i : finalists) per_round += rep_seconds(r.candidates[i].short_run, p.full_size);
     const bool same_load = candidates[finalists[0]].use_mmap == candidates[finalists[1]].use_mmap;
-    const double left = p.time_budget_s - (p.now() - t0);
+    // One round's worth for the two warm-ups (a full-size prompt each) and the placements.
+    const double left = p.time_budget_s - (p.now() - t0) - per_round;
     int64_t reps = per_round > 0 ? static_cast<int64_t>(std::floor(left / per_round)) : p.full_reps;
     reps = std::min(reps, p.full_reps);
     if (reps < 2) {
       r.phase2_note = fmt::format("phase 2 skipped: {:.0f} s left of the --time-budget, one full-size round of the "
-                                  "two best takes ~{:.0f} s; the verdict rests on phase 1", std::max(0.0, left), per_round);
+                                  "two best takes ~{:.0f} s; the verdict rests on phase 1", std::max(0.0, left + per_round), per_round);
     } else {
       if (reps < p.full_reps) {
         r.phase2_note = fmt::format("phase 2 shortened to {} repetitions by the --time-budget", reps);
@@ -213,23 +254,33 @@ Result<SearchResult> run_search(const std::vector<Candidate>& candidates, Measur
                                p.full_size.n_gen, reps, same_load ? ", interleaved" : ""),
                    2 * reps);
       }
+      Status phase2 = Status::ok();
       for (const std::vector<size_t>& group : load_groups(candidates, finalists)) {
         std::vector<Candidate> set;
         for (size_t k : group) set.push_back(candidates[k]);
         RETURN_IF_ERROR(measurer.open(set, p.full_size, reps));
-        for (int64_t rep = 0; rep < reps; ++rep) {
-          for (size_t j = 0; j < group.size(); ++j) {
-            RETURN_IF_ERROR(measurer.repetition(j, rep));
+        for (int64_t rep = 0; rep < reps && phase2.is_ok(); ++rep) {
+          for (size_t j = 0; j < group.size() && phase2.is_ok(); ++j) {
+            phase2 = measurer.repetition(j, rep).status();
             if (p.on_step) p.on_step();
           }
         }
         ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer.close());
+        if (!phase2.is_ok()) break;
         for (size_t j = 0; j < group.size() && j < ms.size(); ++j) r.candidates[group[j]].full_run = std::move(ms[j]);
       }
-      r.phase2 = true;
-      r.phase2_reps = reps;
-      r.phase2_interleaved = same_load;
-      order = ranked(r, finalists, p.purpose);
+      if (phase2.is_ok()) {
+        r.phase2 = true;
+        r.phase2_reps = reps;
+        r.phase2_interleaved = same_load;
+        order = ranked(r, finalists, p.purpose);
+      } else {
+        // A finalist that ran short but not at full size (e.g. its larger prompt batches do not
+        // fit): the verdict rests on phase 1.
+        for (size_t i : finalists) r.candidates[i].full_run.reset();
+        r.phase2_note = fmt::format("phase 2 failed ({}); the verdict rests on phase 1", phase2.message());
+        if (p.log) p.log(r.phase2_note);
+      }
     }
   }
 
@@ -242,12 +293,19 @@ Result<SearchResult> run_search(const std::vector<Candidate>& candidates, Measur
     if (r.ci && r.ci->includes_one()) {
       r.no_difference = true;
       // Indistinguishable: report the lighter one (less peak − idle memory, then fewer flags).
+      // Footprints within 5% (at least 1 MiB) count as equal: the pages a run happens to
+      // touch vary by that much between load modes, and a smaller difference is not worth a flag.
       const Candidate& cw = candidates[r.winner];
       const Candidate& cu = candidates[*r.runner_up];
       const int64_t mw = memory_of(r.final_measurement(r.winner)), mu = memory_of(r.final_measurement(*r.runner_up));
-      constexpr int64_t kSameMemory = 1 << 20;  // footprints within 1 MiB count as equal (VmHWM page noise)
-      const bool lighter = mu + kSameMemory < mw || (std::llabs(mu - mw) <= kSameMemory && complexity(cu) < complexity(cw));
-      if (lighter) {
+      const int64_t same = std::max<int64_t>(int64_t{1} << 20, std::max(mw, mu) / 20);
+      constexpr double kMiB = 1048576.0;
+      if (mu + same < mw) {
+        r.lighter_reason = fmt::format("less peak − idle memory ({:.1f} vs {:.1f} MiB)", mu / kMiB, mw / kMiB);
+      } else if (std::llabs(mu - mw) <= same && complexity(cu) < complexity(cw)) {
+        r.lighter_reason = "fewer flags at the same memory";
+      }
+      if (!r.lighter_reason.empty()) {
         std::swap(r.winner, *r.runner_up);
         r.chose_lighter = true;
         r.ci = bench::RatioCi{.ratio = 1.0 / r.ci->ratio, .low = 1.0 / r.ci->high, .high = 1.0 / r.ci->low, .df = r.ci->df};

@@ -5,8 +5,9 @@
 // Phase 1: every candidate short (-r 2 of pp128 and tg32 by default), one repetition of
 // each per round (interleaved, as bench does), candidates of one load mode (mmap or not)
 // per model load. A candidate is admitted only while the time already spent, the rest of
-// the admitted runs, its own runs and phase 2 fit in the budget (each estimated from the
-// repetitions measured so far); the first candidate always runs, so there is always a
+// the admitted runs, its own runs (placement and warm-up included) and, from the third
+// candidate on, two rounds of phase 2 fit in the budget (each estimated from the
+// repetitions measured so far); candidates run until one has run, so there is always a
 // result. Phase 2: the best two again at full size (pp512, tg128) with up to -r 5,
 // interleaved when they share a load, as many rounds as the budget still allows (none
 // below 2). The verdict: the better mean score wins; when the 95% interval of the ratio
@@ -53,14 +54,21 @@ double turn_seconds(double pp_ts, double tg_ts);
 // (1 / turn_seconds of that repetition's pp and tg), --for bench the tg t/s.
 std::vector<double> score_samples(const Measurement& m, Purpose purpose);
 
+// The timed seconds of one repetition's pp and tg parts.
+struct RepTiming {
+  double pp_s = 0, tg_s = 0;
+};
+
 // Runs candidates. The search opens one set at a time (all with the same use_mmap: one
 // model load), runs repetitions in the order it chooses, then closes it.
 class Measurer {
  public:
   virtual ~Measurer() = default;
   virtual Status open(std::span<const Candidate> set, RunSize size, int64_t repetitions) = 0;
-  // One timed repetition of set[i] (pp, then tg); the first call for i also warms it up (untimed).
-  virtual Status repetition(size_t i, int64_t rep) = 0;
+  // One timed repetition of set[i] (pp, then tg); the first call for i also places and warms
+  // it up (untimed). Returns the timed seconds of each part (the search's time estimates).
+  // An error means this candidate cannot run here (it is dropped, the search goes on).
+  virtual Result<RepTiming> repetition(size_t i, int64_t rep) = 0;
   // One Measurement per candidate of the set (empty for those never run).
   virtual Result<std::vector<Measurement>> close() = 0;
 };
@@ -81,7 +89,8 @@ struct SearchParams {
 
 struct CandidateResult {
   Candidate candidate;
-  bool measured = false;                 // false: left out by the time budget
+  bool measured = false;                 // false: left out by the time budget, or failed
+  std::string failure;                   // why it could not run ("" = it ran or was left out)
   Measurement short_run;                 // phase 1
   std::optional<Measurement> full_run;   // phase 2 (the finalists)
 };
@@ -97,7 +106,8 @@ struct SearchResult {
   std::optional<bench::RatioCi> ci;  // score ratio winner / runner-up
   bool no_difference = false;      // the interval holds 1
   bool chose_lighter = false;      // ... and the runner-up was faster on average but heavier
-  int64_t n_skipped = 0;           // candidates the budget left out
+  std::string lighter_reason;      // why the winner is the lighter one ("less peak − idle memory (...)")
+  int64_t n_skipped = 0;           // candidates the budget left out (failed ones: CandidateResult::failure)
   double elapsed_s = 0;
   // The measurement the verdict rests on for candidate i (full run when it has one).
   const Measurement& final_measurement(size_t i) const;
