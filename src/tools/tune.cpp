@@ -3,6 +3,8 @@
 // runner (short interleaved runs, then the best two again at full size) and prints the
 // winning command line with its speed, memory and how sure the choice is. The search
 // itself is tools/tune/search.* (unit-tested on made-up speeds); this file is the I/O.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -269,7 +271,10 @@ int cmd_tune(int argc, char** argv) {
       .now = [t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); },
       .on_phase = [&progress](const std::string& what, int64_t steps) { progress.phase(what, steps); },
       .on_step = [&progress] { progress.step(); },
-      .log = [](const std::string& line) { std::fprintf(stderr, "moetier tune: %s\n", line.c_str()); },
+      // On a terminal the line first clears the progress bar's line (the bar redraws below it).
+      .log = [tty = isatty(STDERR_FILENO) != 0](const std::string& line) {
+        std::fprintf(stderr, "%smoetier tune: %s\n", tty ? "\r\033[2K" : "", line.c_str());
+      },
   };
   auto result = tune::run_search(candidates, measurer, search);
   progress.finish();

@@ -98,7 +98,7 @@ std::string render_markdown(const TuneReport& r) {
 
   const std::string pp1 = fmt::format("pp{}", r.search.short_size.n_prompt), tg1 = fmt::format("tg{}", r.search.short_size.n_gen);
   out += fmt::format("## Phase 1: {} + {}, {} repetitions each, interleaved per model load\n\n", pp1, tg1, r.search.short_reps);
-  out += fmt::format("| # | candidate | flags | {} t/s | {} t/s | score | peak-idle MiB |\n", pp1, tg1);
+  out += fmt::format("| # | candidate | flags | {} t/s | {} t/s | score | peak − idle |\n", pp1, tg1);
   out += "|--:|:--|:--|--:|--:|--:|--:|\n";
   for (size_t i = 0; i < res.candidates.size(); ++i) {
     const CandidateResult& c = res.candidates[i];
@@ -117,7 +117,7 @@ std::string render_markdown(const TuneReport& r) {
     const std::string pp2 = fmt::format("pp{}", r.search.full_size.n_prompt), tg2 = fmt::format("tg{}", r.search.full_size.n_gen);
     out += fmt::format("## Phase 2: the best two, {} + {}, {} repetitions each{}\n\n", pp2, tg2, res.phase2_reps,
                        res.phase2_interleaved ? ", interleaved" : ", one after the other (different model loads)");
-    out += fmt::format("| candidate | flags | {} t/s | {} t/s | score | peak-idle MiB |\n|:--|:--|--:|--:|--:|--:|\n", pp2, tg2);
+    out += fmt::format("| candidate | flags | {} t/s | {} t/s | score | peak − idle |\n|:--|:--|--:|--:|--:|--:|\n", pp2, tg2);
     for (size_t i : {res.winner, res.runner_up.value_or(res.winner)}) {
       const CandidateResult& c = res.candidates[i];
       if (!c.full_run) continue;
