@@ -17,6 +17,7 @@
 #include "tools/bench/bench_params.h"
 #include "tools/bench/chart.h"
 #include "tools/bench/configs.h"
+#include "tools/bench/e2e.h"
 #include "tools/bench/html_report.h"
 #include "tools/bench/memory.h"
 #include "tools/bench/report.h"
@@ -90,6 +91,12 @@ void print_summary(const bench::TestResult& result, const bench::Environment& en
                            static_cast<double>(result.model.weight_bytes_per_token) / 1e6);
   }
   if (auto fraction = result.bandwidth_fraction()) summary += fmt::format(" = {:.0f}% of measured bandwidth", 100 * *fraction);
+  if (!result.ttft_ns.empty()) {
+    std::vector<double> ttft(result.ttft_ns.begin(), result.ttft_ns.end());
+    const bench::Summary t = bench::summarize(ttft);
+    summary += fmt::format(", time to first token {:.1f} ± {:.1f} ms, {} prompt tokens", t.mean / 1e6, t.sd / 1e6,
+                           result.spec.n_prompt);
+  }
   if (auto mem = result.rss_peak_minus_idle_bytes(env)) {
     summary += fmt::format(", peak - idle RSS {:.1f} MiB", static_cast<double>(*mem) / 1048576.0);
   }
@@ -160,6 +167,14 @@ int cmd_bench(int argc, char** argv) {
     std::filesystem::create_directories(params.report_dir, ec);
     if (ec) return report_error(Status::bad_input(fmt::format("--report {}: {}", params.report_dir, ec.message())));
   }
+  // A server for --url answers before anything is measured (a wrong URL fails at once).
+  std::optional<bench::E2eServer> server;
+  if (!params.e2e_url.empty()) {
+    auto s = bench::connect_e2e_server(params.e2e_url);
+    if (!s) return report_error(s.status());
+    server = std::move(s).value();
+    std::fprintf(stderr, "moetier bench: --url %s serves '%s'\n", server->url.c_str(), server->model_id.c_str());
+  }
   {
     auto files = describe_model_files(params.models);
     if (!files) return report_error(files.status());
@@ -186,6 +201,27 @@ int cmd_bench(int argc, char** argv) {
     const bench::TestSpec& first = tests[begin];
     size_t end = begin;
     while (end < tests.size() && tests[end].model == first.model && tests[end].use_mmap == first.use_mmap) ++end;
+    if (!first.e2e_url.empty()) {
+      // The server's turns: no model load here; each test's repetitions in a row.
+      loaded.reset();
+      for (size_t i = begin; i < end; ++i) {
+        const std::string prefix = fmt::format("[{}/{}] {} via {}", i + 1, tests.size(), bench::test_name(tests[i]),
+                                               server->url);
+        std::fprintf(stderr, "moetier bench: %s\n", prefix.c_str());
+        auto r = bench::run_http_e2e_test(*server, tests[i],
+                                          {.repetitions = params.repetitions, .warmup = !params.no_warmup,
+                                           .seed = params.seed + static_cast<uint32_t>(i)});
+        if (!r) {
+          printer->footer();
+          return report_error(r.status());
+        }
+        print_summary(*r, env, prefix, 0);
+        printer->test(*r);
+        results.push_back(std::move(r).value());
+      }
+      begin = end;
+      continue;
+    }
     loaded.reset();  // free the previous model first: two big models may not fit together
     std::fprintf(stderr, "moetier bench: loading %s (%s)\n", first.model.c_str(), first.use_mmap ? "mmap" : "read into RAM");
     const bench::RunOptions placement_options{.device = params.device,

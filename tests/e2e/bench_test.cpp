@@ -49,7 +49,8 @@ const std::vector<std::string> kFields = {
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
     "spec_acceptance", "spec_draft_ms_per_token", "moetier_version", "date", "model_file", "model_file_bytes",
     "model_sha256", "min_ts", "max_ts", "cv_ts", "drift_pct", "interleaved", "idle_rss_bytes", "peak_rss_scope",
-    "rss_peak_minus_idle_bytes", "vram_peak_minus_idle_bytes", "vram_source"};
+    "rss_peak_minus_idle_bytes", "vram_peak_minus_idle_bytes", "vram_source", "e2e", "e2e_url", "avg_ttft_ms",
+    "stddev_ttft_ms"};
 
 // Weight bytes per generated token counted from the file alone: every tensor but the
 // routed experts ("*_exps"), of which a token uses n_expert_used of n_expert, and of the

@@ -394,6 +394,19 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              b.report_dir = std::string(v);
              return Status::ok();
            });
+  p.flag({"--e2e"}, &b.e2e,
+         "also measure a chat turn end to end per -n value: a fixed user message through the chat template, "
+         "tokenization, prefill, -n tokens from the default sampler (end-of-generation ignored) and "
+         "detokenization; t/s = generated tokens / turn time, plus time to first token");
+  p.option({"--url"}, "http://HOST:PORT",
+           "with --e2e (implied): the same turn through POST /v1/chat/completions of a running moetier serve or "
+           "llama-server (streamed; the model name comes from its /v1/models); -m is then optional",
+           [&b](std::string_view v) -> Status {
+             if (v.empty()) return Status::bad_input("flag '--url': empty URL");
+             b.e2e_url = std::string(v);
+             b.e2e = true;
+             return Status::ok();
+           });
   p.flag({"--no-warmup"}, &b.no_warmup, "skip the untimed warm-up run before each test");
   p.flag({"--profile"}, &b.profile, "time split by block type after each test (stderr; 'profile' in json/jsonl)");
   p.flag({"--membw"}, &b.measure_bandwidth,
@@ -426,7 +439,7 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
 }
 
 Status finalize(BenchParams& b, int64_t default_threads) {
-  if (b.models.empty()) return Status::bad_input("no model given (-m FILE)");
+  if (b.models.empty() && b.e2e_url.empty()) return Status::bad_input("no model given (-m FILE, or --url for a server)");
   default_if_empty<int64_t>(b.n_prompt, 512);
   default_if_empty<int64_t>(b.n_gen, 128);
   if (b.spec_replay.empty() && !b.spec_mtp && (!b.spec_draft_max.empty() || b.spec_adaptive)) {
@@ -524,11 +537,31 @@ std::vector<TestSpec> expand_tests(const BenchParams& b) {
       t.n_gen = pg.n_gen;
       tests.push_back(t);
     }
+    if (b.e2e && !b.models.empty()) {
+      for (int64_t tg : b.n_gen) {
+        if (tg == 0) continue;
+        TestSpec t = base;
+        t.n_gen = tg;
+        t.e2e = true;
+        tests.push_back(t);
+      }
+    }
+  }
+  // The server's turns last: the server's own settings (threads, placement) apply, so the
+  // knobs stay at their defaults and n_threads says 0 (not ours).
+  if (!b.e2e_url.empty()) {
+    for (int64_t tg : b.n_gen) {
+      if (tg == 0) continue;
+      tests.push_back(TestSpec{.model = b.e2e_url, .n_threads = 0, .n_gen = tg, .e2e = true, .e2e_url = b.e2e_url});
+    }
   }
   return tests;
 }
 
 std::string test_name(const TestSpec& t) {
+  if (t.e2e) {
+    return t.n_prompt > 0 ? fmt::format("e2e chat (pp {}, tg {})", t.n_prompt, t.n_gen) : fmt::format("e2e chat (tg {})", t.n_gen);
+  }
   std::string name;
   if (t.n_prompt > 0 && t.n_gen == 0) name = fmt::format("pp{}", t.n_prompt);
   else if (t.n_gen > 0 && t.n_prompt == 0) name = fmt::format("tg{}", t.n_gen);

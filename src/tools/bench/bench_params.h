@@ -74,6 +74,11 @@ struct BenchParams {
   bool compare = false;                      // --compare: every configuration against the first
   std::string chart_path;                    // --chart FILE.svg|FILE.png ("" = none)
   std::string report_dir;                    // --report DIR: DIR/index.html ("" = none)
+  // --e2e: per model point and -n value, also a chat turn end to end (tools/bench/e2e.h).
+  bool e2e = false;
+  // --url URL (implies --e2e): the same turn through a server's /v1/chat/completions, per -n
+  // value; -m is then optional.
+  std::string e2e_url;
 };
 
 // Registers every bench flag on `parser`, writing into `params`.
@@ -112,6 +117,11 @@ struct TestSpec {
   int64_t spec_draft_max = 0;
   bool spec_adaptive = false;
   bool spec_mtp = false;  // drafts from the MTP head instead of the replay
+  // A chat turn end to end (--e2e): template, tokenization, prefill, n_gen sampled tokens,
+  // detokenization, timed as a whole. n_prompt is the rendered message's token count, known
+  // once the tokenizer has run (0 before). e2e_url: through that server instead (model = the URL).
+  bool e2e = false;
+  std::string e2e_url;
 };
 
 // The tests in llama-bench's order: the outer loops run over model, n_gpu_layers, n_cpu_moe,

@@ -36,7 +36,8 @@ int64_t TestResult::stddev_ns() const {
 }
 
 std::vector<double> TestResult::samples_ts() const {
-  const double n_tokens = static_cast<double>(spec.n_prompt + spec.n_gen);
+  // An e2e turn's speed is that of its answer: generated tokens over the whole turn.
+  const double n_tokens = static_cast<double>(spec.e2e ? spec.n_gen : spec.n_prompt + spec.n_gen);
   std::vector<double> ts;
   ts.reserve(samples_ns.size());
   for (int64_t ns : samples_ns) ts.push_back(ns > 0 ? 1e9 * n_tokens / static_cast<double>(ns) : 0.0);
@@ -78,7 +79,7 @@ std::optional<double> TestResult::bandwidth_fraction() const {
 }
 
 std::optional<double> TestResult::achieved_gbps() const {
-  if (spec.n_prompt != 0 || spec.n_gen == 0) return std::nullopt;
+  if (spec.n_prompt != 0 || spec.n_gen == 0 || spec.e2e) return std::nullopt;
   // A verify pass reads the weights once for several tokens: tokens × bytes per token is not
   // what was read.
   if (spec.spec && spec.spec_draft_max > 0) return std::nullopt;
@@ -194,6 +195,12 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       opt_num("rss_peak_minus_idle_bytes", r.rss_peak_minus_idle_bytes(env)),
       opt_num("vram_peak_minus_idle_bytes", r.vram_peak_minus_idle_bytes),
       r.vram_source.empty() ? Field{"vram_source", Kind::kNull, ""} : str("vram_source", r.vram_source),
+      // --e2e: "in-process" or "http" (null for the pure tests), the server, time to first token.
+      t.e2e ? str("e2e", t.e2e_url.empty() ? "in-process" : "http") : Field{"e2e", Kind::kNull, ""},
+      t.e2e_url.empty() ? Field{"e2e_url", Kind::kNull, ""} : str("e2e_url", t.e2e_url),
+      opt_real("avg_ttft_ms", r.ttft_ns.empty() ? std::nullopt : std::optional<double>(mean(as_doubles(r.ttft_ns)) / 1e6)),
+      opt_real("stddev_ttft_ms", r.ttft_ns.empty() ? std::nullopt
+                                                   : std::optional<double>(sample_stddev(as_doubles(r.ttft_ns)) / 1e6)),
   };
 }
 
@@ -425,6 +432,13 @@ class MarkdownPrinter : public Printer {
     }
     fmt::print(out_, "{}\n", line);
     std::fflush(out_);
+    if (r.spec.e2e) {
+      e2e_.push_back(fmt::format("{} on {}: time to first token {:.1f} ± {:.1f} ms, whole turn {:.1f} ± {:.1f} ms for {} "
+                                 "prompt and {} generated tokens",
+                                 test_name(r.spec), r.model.type, mean(as_doubles(r.ttft_ns)) / 1e6,
+                                 sample_stddev(as_doubles(r.ttft_ns)) / 1e6, static_cast<double>(r.avg_ns()) / 1e6,
+                                 static_cast<double>(r.stddev_ns()) / 1e6, r.spec.n_prompt, r.spec.n_gen));
+    }
   }
 
   void comparisons(const std::vector<Comparison>& list) override { comparisons_ = list; }
@@ -437,6 +451,13 @@ class MarkdownPrinter : public Printer {
       fmt::print(out_, "\nwarning: coefficient of variation above {:.0f}% in the rows marked ! (too noisy to compare "
                        "differences of that size; rerun with more -r or a quieter machine): {}\n",
                  100 * kNoisyCv, fmt::join(noisy_, ", "));
+    }
+    if (!e2e_.empty()) {
+      fmt::print(out_, "\ne2e: a chat turn through the chat template, tokenization, prefill, sampling (end-of-generation "
+                       "ignored) and detokenization{}; its t/s is generated tokens / whole turn:\n",
+                 std::any_of(e2e_.begin(), e2e_.end(), [](const std::string& s) { return s.find("(HTTP)") != std::string::npos; })
+                     ? ", over HTTP for a server" : "");
+      for (const std::string& line : e2e_) fmt::print(out_, "- {}\n", line);
     }
     if (!comparisons_.empty()) {
       fmt::print(out_, "\ncomparisons (ratio of mean t/s with a 95% Welch interval on the log ratio):\n");
@@ -464,6 +485,7 @@ class MarkdownPrinter : public Printer {
   std::FILE* out_;
   std::vector<Column> columns_;
   std::vector<std::string> noisy_;          // tests with cv > 5%, for the footer
+  std::vector<std::string> e2e_;            // e2e tests' time to first token and turn time, for the footer
   std::vector<std::string> gpus_;           // the devices tests ran on, with their drivers
   std::vector<Comparison> comparisons_;
 };

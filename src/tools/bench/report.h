@@ -100,8 +100,10 @@ struct TestResult {
   // --spec-replay tests: the timed repetitions' drafted / accepted counts.
   int64_t spec_n_drafted = 0, spec_n_accepted = 0;
   double spec_draft_ms_per_token = 0;  // the drafter's own time per drafted token (draft-mtp)
+  std::vector<int64_t> ttft_ns;        // e2e tests: time to the first sampled token, per repetition
 
-  // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns;
+  // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns
+  // (e2e tests: 1e9 * n_gen / ns, the answer's tokens per second of the whole turn);
   // averages are plain means, deviations are sample standard deviations (n - 1; 0 for one sample).
   int64_t avg_ns() const;
   int64_t stddev_ns() const;

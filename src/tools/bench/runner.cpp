@@ -23,6 +23,7 @@
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
+#include "tools/bench/e2e.h"
 #include "tools/bench/memory.h"
 #include "tools/inspect/summary.h"
 
@@ -240,9 +241,10 @@ PlacementRequest placement_request(const TestSpec& test, const RunOptions& optio
 }
 
 // llama-bench's context: exactly what one repetition needs (the warm-up needs no more).
-// Spec tests start from a one-token prompt at depth 0 and feed every generated token.
+// Spec tests start from a one-token prompt at depth 0 and feed every generated token; e2e
+// tests know their prompt once prepared (n_prompt), plus a token of slack like spec tests.
 int64_t test_context(const TestSpec& test) {
-  return std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen + (test.spec ? 1 : 0));
+  return std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen + (test.spec || test.e2e ? 1 : 0));
 }
 
 }  // namespace
@@ -343,10 +345,21 @@ Status TestRun::prepare(LoadedModel& loaded) {
   tokens_ = TokenSource(options_.seed, model.hparams().n_vocab, loaded.bos_token);
   RETURN_IF_ERROR(ensure_placement(loaded, test_, options_));
   pool_ = std::make_unique<ThreadPool>(static_cast<int>(test_.n_threads));
-  if (test_.spec && !loaded.tokenizer) {
+  if ((test_.spec || test_.e2e) && !loaded.tokenizer) {
     auto tok = text::Tokenizer::from_gguf(loaded.file->header());
-    if (!tok) return tok.status().with_context("--spec-replay needs the model's vocabulary");
+    if (!tok) return tok.status().with_context(test_.e2e ? "--e2e needs the model's vocabulary" : "--spec-replay needs the model's vocabulary");
     loaded.tokenizer = std::make_unique<text::Tokenizer>(std::move(*tok));
+  }
+  if (test_.e2e) {
+    if (!loaded.chat) {
+      auto chat = ChatPrompt::load(loaded.file->header(), *loaded.tokenizer, {});
+      if (!chat) return chat.status().with_context("--e2e: the model's chat template");
+      loaded.chat = std::make_unique<ChatPrompt>(std::move(*chat));
+    }
+    // The prompt's length, for the sequence's size and the test's name (the same every turn).
+    ASSIGN_OR_RETURN(std::vector<int32_t> prompt, e2e_prompt_tokens(*loaded.chat, *loaded.tokenizer, 1));
+    test_.n_prompt = static_cast<int64_t>(prompt.size());
+    result_.spec.n_prompt = test_.n_prompt;
   }
   if (!options_.warmup && !test_.spec) return Status::ok();
   auto seq = model.new_sequence({.n_ctx = test_context(test_), .type_k = test_.type_k, .type_v = test_.type_v});
@@ -375,6 +388,7 @@ void TestRun::configure(Model& model) const {
 }
 
 void TestRun::progress(const std::string& what) const {
+  if (options_.quiet) return;
   std::fprintf(stderr, "moetier bench: %s: %s\n", options_.progress_prefix.c_str(), what.c_str());
 }
 
@@ -398,6 +412,17 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     if (test_.spec) {
       ASSIGN_OR_RETURN(ns, speculative_repetition(loaded, test_, w, spec_prompt_, spec_expected_, rep, spec_stats_,
                                                   draft_seconds_));
+    } else if (test_.e2e) {
+      ASSIGN_OR_RETURN(E2eTurn turn, run_e2e_turn({.model = model,
+                                                   .seq = *seq,
+                                                   .pool = *pool_,
+                                                   .tokenizer = *loaded.tokenizer,
+                                                   .chat = *loaded.chat,
+                                                   .n_gen = test_.n_gen,
+                                                   .seed = options_.seed + static_cast<uint32_t>(rep),
+                                                   .turn = rep % 9 + 1}));
+      ns = turn.total_ns;
+      result_.ttft_ns.push_back(turn.ttft_ns);
     } else {
       if (test_.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_depth, test_.n_batch));  // untimed
       if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);
@@ -412,7 +437,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     model.set_gpu_timestamps(false);
     result_.samples_ns.push_back(ns);
     total_ns_ += ns;
-    const int64_t n_tokens = test_.spec ? test_.n_gen : test_.n_prompt + test_.n_gen;
+    const int64_t n_tokens = test_.spec || test_.e2e ? test_.n_gen : test_.n_prompt + test_.n_gen;
     if (options_.verbose || options_.repetitions <= 10 || rep + 1 == options_.repetitions) {
       progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options_.repetitions,
                            static_cast<double>(ns) / 1e6, 1e9 * static_cast<double>(n_tokens) / static_cast<double>(ns)));

@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
+#include "runtime/chat_prompt.h"
 #include "runtime/speculative.h"
 #include "text/tokenizer.h"
 #include "tools/bench/bench_params.h"
@@ -32,7 +33,8 @@ struct LoadedModel {
   std::string path;
   bool use_mmap = true;
   std::string placement;  // the GPU layout now in place ("" = all on the CPU)
-  std::unique_ptr<text::Tokenizer> tokenizer;  // loaded for --spec-replay tests (the generation loop's)
+  std::unique_ptr<text::Tokenizer> tokenizer;  // loaded for --spec-replay and --e2e tests (the generation loop's)
+  std::unique_ptr<ChatPrompt> chat;            // the chat template, for --e2e tests
   // When the layout has a GPU part: the device's memory in use by every process just before
   // placing it (nullopt: the driver does not say) and the device's one-line description.
   std::optional<uint64_t> vram_used_before;
@@ -69,6 +71,7 @@ struct RunOptions {
   int device = -1;              // -dev
   int64_t vram_budget_mib = 0;  // --vram-budget
   bool exact_kernels = false;   // --gpu-kernels exact
+  bool quiet = false;           // no progress lines on stderr (tune draws its own progress bar)
 };
 
 // Random token ids for one test; the first token of a sequence is BOS when the model asks
@@ -103,6 +106,7 @@ class TestRun {
   Status repetition(LoadedModel& loaded, int64_t rep);
   TestResult finish(const LoadedModel& loaded);
   const TestSpec& spec() const { return test_; }
+  const std::vector<int64_t>& samples_ns() const { return result_.samples_ns; }  // the timed repetitions so far
 
  private:
   void configure(Model& model) const;
