@@ -139,12 +139,19 @@ std::string fmt_num(double v) { return fmt::format("{:g}", v); }
 
 std::string render_svg(const ChartData& chart) {
   const double height = kTitleHeight + kPanelHeight * static_cast<double>(chart.panels.size());
+  // Wide enough for the longest legend entry (~7 px per character at font-size 12 after
+  // the 30 px swatch), so labels are never cut off at the right edge.
+  size_t longest = 0;
+  for (const ChartPanel& p : chart.panels) {
+    for (const ChartSeries& s : p.series) longest = std::max(longest, s.name.size());
+  }
+  const double width = std::max(kWidth, kLegendLeft + 30 + 7.0 * static_cast<double>(longest) + 10);
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
       "<text x=\"{2}\" y=\"20\" font-size=\"15\" font-weight=\"bold\">{3}</text>\n",
-      kWidth, height, kPlotLeft, xml_escape(chart.title));
+      width, height, kPlotLeft, xml_escape(chart.title));
   // The x range is shared by the panels (the same knob).
   double x_lo = 0, x_hi = 1;
   bool any = false;
