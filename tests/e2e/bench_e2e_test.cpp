@@ -21,12 +21,7 @@ using moetier::testing::ServerProcess;
 const std::string kModelPath = std::string(moetier::testing::kRefDir) + "/models/qwen35moe-tiny-f32.gguf";
 const std::string kModel = "'" + kModelPath + "'";
 
-size_t count_lines(const std::string& text) {
-  std::istringstream in(text);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
-}
+using moetier::testing::count_lines;
 
 // The e2e records of a JSON array, and the one in-process record's prompt length.
 std::vector<nlohmann::json> e2e_records(const nlohmann::json& all) {

@@ -20,12 +20,7 @@ using moetier::testing::run_moetier;
 const std::string kModelPath = std::string(moetier::testing::kRefDir) + "/models/qwen35moe-tiny-f32.gguf";
 const std::string kModel = "'" + kModelPath + "'";
 
-size_t count_lines(const std::string& text) {
-  std::istringstream in(text);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
-}
+using moetier::testing::count_lines;
 
 TEST(CliTune, FinishesWithinASmallBudgetAndPrintsTheWinningCommand) {
   const auto r = run_moetier("tune -m " + kModel + " -t 1,2 --time-budget 20");

@@ -26,6 +26,14 @@ inline std::string slurp_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
+// Lines of a text (a last line without a newline counts).
+inline size_t count_lines(const std::string& text) {
+  std::istringstream in(text);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
 inline std::string temp_file(const std::string& stem) {
   static int counter = 0;
   return (std::filesystem::temp_directory_path() / fmt::format("moetier_test_{}_{}_{}", ::getpid(), ++counter, stem))

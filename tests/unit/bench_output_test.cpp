@@ -2,6 +2,8 @@
 // report's escaping and command line, and /proc/self/status parsing with the peak reset.
 #include <gtest/gtest.h>
 
+#include "support/bench_args.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -16,16 +18,7 @@
 namespace moetier::bench {
 namespace {
 
-std::vector<TestSpec> tests_of(std::vector<std::string> words) {
-  std::vector<std::string> storage = {"bench", "-m", "x.gguf"};
-  storage.insert(storage.end(), words.begin(), words.end());
-  std::vector<char*> argv;
-  for (auto& s : storage) argv.push_back(s.data());
-  bool help = false;
-  auto p = parse_bench_args(static_cast<int>(argv.size()), argv.data(), 2, &help, nullptr);
-  EXPECT_TRUE(p.is_ok()) << p.status().message();
-  return p.is_ok() ? expand_tests(*p) : std::vector<TestSpec>{};
-}
+using testing::tests_of;
 
 // Results with given t/s samples (n tokens per repetition = n_gen) and RSS peaks.
 TestResult result_for(const TestSpec& spec, std::vector<double> ts, int64_t peak_rss) {

@@ -2,6 +2,8 @@
 // hand-computed cases, the interleaved repetition order and which tests are compared.
 #include <gtest/gtest.h>
 
+#include "support/bench_args.h"
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -87,16 +89,7 @@ TEST(BenchSchedule, InterleavedOrderIsRoundRobin) {
   EXPECT_TRUE(repetition_order(0, 5, true).empty());
 }
 
-std::vector<TestSpec> tests_of(std::vector<std::string> words) {
-  std::vector<std::string> storage = {"bench", "-m", "x.gguf"};
-  storage.insert(storage.end(), words.begin(), words.end());
-  std::vector<char*> argv;
-  for (auto& s : storage) argv.push_back(s.data());
-  bool help = false;
-  auto p = parse_bench_args(static_cast<int>(argv.size()), argv.data(), 2, &help, nullptr);
-  EXPECT_TRUE(p.is_ok()) << p.status().message();
-  return p.is_ok() ? expand_tests(*p) : std::vector<TestSpec>{};
-}
+using testing::tests_of;
 
 TEST(BenchConfigs, ConfigurationsSweptKnobsAndComparisons) {
   // -t 1,2 with pp and tg: two configurations that differ in n_threads only.

@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "core/utc_time.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 
@@ -20,14 +21,6 @@ int64_t ns_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count();
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 }  // namespace
 
@@ -177,7 +170,7 @@ Result<TestResult> run_http_e2e_test(const E2eServer& server, const TestSpec& te
   r.model.filename = server.url;
   r.model.type = fmt::format("{} (HTTP)", server.model_id);
   r.backend = "HTTP";
-  r.test_time = utc_now();
+  r.test_time = utc_now_iso8601();
   if (options.warmup) RETURN_IF_ERROR(http_e2e_turn(server, test.n_gen, options.seed, 0).status());
   for (int64_t rep = 0; rep < options.repetitions; ++rep) {
     ASSIGN_OR_RETURN(E2eTurn turn, http_e2e_turn(server, test.n_gen, options.seed + static_cast<uint32_t>(rep), rep % 9 + 1));

@@ -1,4 +1,5 @@
 #include "tools/bench/runner.h"
+#include "core/utc_time.h"
 #include "model/gpu_backend.h"
 #include "tools/session.h"
 
@@ -61,14 +62,6 @@ std::string file_type_label(const gguf::GgufFile& file) {
   return name;
 }
 
-std::string utc_now_rfc3339() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
@@ -186,7 +179,7 @@ Environment detect_environment() {
   Environment env;
   env.version = MOETIER_VERSION;
   env.build_commit = build_git_commit()[0] != '\0' ? build_git_commit() : MOETIER_VERSION;
-  env.date = utc_now_rfc3339();
+  env.date = utc_now_iso8601();
   env.cpu_info = cpu_model_name();
   env.cpu_isa = cpu_features().describe();
   return env;
@@ -341,7 +334,7 @@ TestRun::TestRun(const TestSpec& test, const RunOptions& options, const ModelInf
 
 Status TestRun::prepare(LoadedModel& loaded) {
   Model& model = *loaded.model;
-  result_.test_time = utc_now_rfc3339();
+  result_.test_time = utc_now_iso8601();
   tokens_ = TokenSource(options_.seed, model.hparams().n_vocab, loaded.bos_token);
   RETURN_IF_ERROR(ensure_placement(loaded, test_, options_));
   pool_ = std::make_unique<ThreadPool>(static_cast<int>(test_.n_threads));

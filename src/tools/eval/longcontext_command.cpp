@@ -19,6 +19,7 @@
 #include "core/args.h"
 #include "core/build_info.h"
 #include "core/progress.h"
+#include "core/utc_time.h"
 #include "tools/commands.h"
 #include "tools/eval/eval_commands.h"
 #include "tools/eval/longcontext_items.h"
@@ -45,14 +46,6 @@ std::string sha256_hex(std::string_view data) {
   return hex;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 Result<std::vector<int64_t>> parse_int_list(const std::string& text, const char* what) {
   std::vector<int64_t> out;
@@ -334,7 +327,7 @@ int cmd_eval_longcontext(int argc, char** argv) {
 
   // Provenance, written before the run so an interrupted run still has it.
   json prov = {{"suite", "longcontext-v1"},
-               {"date", utc_now()},
+               {"date", utc_now_iso8601()},
                {"engine", {{"moetier_version", MOETIER_VERSION}}},
                {"seed", o.seed},
                {"cells", cells->size()},
