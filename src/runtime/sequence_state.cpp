@@ -1,9 +1,14 @@
 #include "runtime/sequence_state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 
 #include <fmt/format.h>
+
+#include "cpu/ops.h"
+#include "tensor/fp16.h"
+#include "tensor/type_ops.h"
 
 namespace moetier {
 
@@ -158,47 +163,159 @@ namespace {
 
 // Snapshot layout: a header of int64 fields — n_past, the layer count, type_k, type_v, then
 // per layer k_row_bytes, v_row_bytes, conv elems, ssm elems — then per layer its n_past K
-// rows, n_past V rows, conv state and SSM state.
+// rows, n_past V rows, conv state and SSM state. The same whether a layer lives on the host
+// or on a GPU.
 void put(std::vector<uint8_t>& out, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   out.insert(out.end(), b, b + n);
 }
 void put64(std::vector<uint8_t>& out, int64_t v) { put(out, &v, sizeof(v)); }
 
+// A cache row as f32 and back (f32, f16 round to nearest even, Q8_0 / Q4_0 reference quantizers).
+void row_to_f32(DType type, const uint8_t* row, int64_t n, float* out) {
+  switch (type) {
+    case DType::F32: std::memcpy(out, row, static_cast<size_t>(n) * sizeof(float)); break;
+    case DType::F16: fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row), out, n); break;
+    default: type_ops(type)->dequantize_row(row, out, n); break;
+  }
+}
+void f32_to_row(DType type, const float* in, int64_t n, uint8_t* row) {
+  switch (type) {
+    case DType::F32: std::memcpy(row, in, static_cast<size_t>(n) * sizeof(float)); break;
+    case DType::F16: f32_to_fp16_row(in, reinterpret_cast<uint16_t*>(row), n); break;
+    default: type_ops(type)->quantize_row(in, row, n); break;
+  }
+}
+
 }  // namespace
 
+Status SequenceState::read_kv(int il, int64_t pos, int64_t n, uint8_t* k, uint8_t* v) const {
+  const Layer& l = layers_[static_cast<size_t>(il)];
+  if (l.spec.on_device) {
+    if (!device_) return Status::runtime("a sequence with GPU layers has no GPU state (a bug)");
+    return device_->read_kv(il, pos, n, k, v);
+  }
+  std::memcpy(k, l.k.data() + pos * l.k_row_bytes, static_cast<size_t>(n * l.k_row_bytes));
+  std::memcpy(v, l.v.data() + pos * l.v_row_bytes, static_cast<size_t>(n * l.v_row_bytes));
+  return Status::ok();
+}
+
+Status SequenceState::write_kv(int il, int64_t pos, int64_t n, const uint8_t* k, const uint8_t* v) {
+  Layer& l = layers_[static_cast<size_t>(il)];
+  if (l.spec.on_device) {
+    if (!device_) return Status::runtime("a sequence with GPU layers has no GPU state (a bug)");
+    return device_->write_kv(il, pos, n, k, v);
+  }
+  std::memmove(l.k.data() + pos * l.k_row_bytes, k, static_cast<size_t>(n * l.k_row_bytes));
+  std::memmove(l.v.data() + pos * l.v_row_bytes, v, static_cast<size_t>(n * l.v_row_bytes));
+  return Status::ok();
+}
+
+bool SequenceState::can_shift() const {
+  if (has_recurrent_state()) return false;
+  for (const Layer& l : layers_) {
+    if (l.spec.k_row_elems == 0) continue;
+    if (l.spec.rope_dims < 0 || l.spec.head_dim <= 0 || l.spec.k_row_elems % l.spec.head_dim != 0 ||
+        l.spec.rope_dims > l.spec.head_dim || l.spec.rope_dims % 2 != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status SequenceState::shift(int64_t n_keep, int64_t n_discard) {
+  if (!can_shift()) {
+    return Status::bad_input(has_recurrent_state()
+                                 ? "this model keeps a recurrent state, which cannot forget old tokens: no context shift"
+                                 : "this model does not say how its keys encode position: no context shift");
+  }
+  if (n_keep < 0 || n_discard < 0 || n_keep + n_discard > n_past_) {
+    return Status::bad_input(fmt::format("context shift of {} tokens after {} does not fit the {} held", n_discard,
+                                         n_keep, n_past_));
+  }
+  if (n_discard == 0) return Status::ok();
+  const int64_t n_move = n_past_ - n_keep - n_discard;  // rows that move down by n_discard
+  // A rotation by −n_discard: applied after the stored rotation by p it gives the rotation by
+  // p − n_discard (rotations compose by adding angles). cos/sin are rounded to float once.
+  std::vector<float> cos_sin, row;
+  try {
+    std::vector<uint8_t> k, v;
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      const Layer& l = layers_[il];
+      if (l.spec.k_row_elems == 0 || n_move == 0) continue;
+      k.resize(static_cast<size_t>(n_move * l.k_row_bytes));
+      v.resize(static_cast<size_t>(n_move * l.v_row_bytes));
+      RETURN_IF_ERROR(read_kv(static_cast<int>(il), n_keep + n_discard, n_move, k.data(), v.data()));
+      if (l.spec.rope_dims > 0) {
+        const int64_t n_rot = l.spec.rope_dims, hd = l.spec.head_dim, width = l.spec.k_row_elems;
+        cos_sin.resize(static_cast<size_t>(n_rot));
+        cpu::rope_angles(n_rot, -n_discard, l.spec.rope_base, cos_sin.data());
+        row.resize(static_cast<size_t>(width));
+        for (int64_t r = 0; r < n_move; ++r) {
+          uint8_t* bytes = k.data() + r * l.k_row_bytes;
+          row_to_f32(options_.type_k, bytes, width, row.data());
+          for (int64_t h = 0; h < width / hd; ++h) cpu::rope_neox_with(row.data() + h * hd, n_rot, cos_sin.data());
+          f32_to_row(options_.type_k, row.data(), width, bytes);
+        }
+      }
+      RETURN_IF_ERROR(write_kv(static_cast<int>(il), n_keep, n_move, k.data(), v.data()));
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::runtime("out of memory during the context shift");
+  }
+  n_past_ -= n_discard;
+  return Status::ok();
+}
+
 Result<std::vector<uint8_t>> SequenceState::snapshot() const {
-  if (device_) return Status::bad_input("this slot's state is on the GPU; saving it is not supported");
   std::vector<uint8_t> out;
   put64(out, n_past_);
   put64(out, static_cast<int64_t>(layers_.size()));
   put64(out, static_cast<int64_t>(options_.type_k));
   put64(out, static_cast<int64_t>(options_.type_v));
   for (const Layer& l : layers_) {
-    for (int64_t v : {l.k_row_bytes, l.v_row_bytes, static_cast<int64_t>(l.conv.size()), static_cast<int64_t>(l.ssm.size())}) {
-      put64(out, v);
-    }
+    for (int64_t v : {l.k_row_bytes, l.v_row_bytes, l.spec.conv_state_elems, l.spec.ssm_state_elems}) put64(out, v);
   }
-  for (const Layer& l : layers_) {
-    if (!l.k.empty()) put(out, l.k.data(), static_cast<size_t>(l.k_row_bytes * n_past_));
-    if (!l.v.empty()) put(out, l.v.data(), static_cast<size_t>(l.v_row_bytes * n_past_));
-    put(out, l.conv.data(), l.conv.size() * sizeof(float));
-    put(out, l.ssm.data(), l.ssm.size() * sizeof(float));
+  try {
+    std::vector<uint8_t> k, v;
+    std::vector<float> conv, ssm;
+    for (size_t il = 0; il < layers_.size(); ++il) {
+      const Layer& l = layers_[il];
+      if (l.spec.k_row_elems > 0) {
+        k.resize(static_cast<size_t>(l.k_row_bytes * n_past_));
+        v.resize(static_cast<size_t>(l.v_row_bytes * n_past_));
+        RETURN_IF_ERROR(read_kv(static_cast<int>(il), 0, n_past_, k.data(), v.data()));
+        put(out, k.data(), k.size());
+        put(out, v.data(), v.size());
+      }
+      if (l.spec.conv_state_elems > 0 || l.spec.ssm_state_elems > 0) {
+        if (l.spec.on_device) {
+          conv.resize(static_cast<size_t>(l.spec.conv_state_elems));
+          ssm.resize(static_cast<size_t>(l.spec.ssm_state_elems));
+          if (!device_) return Status::runtime("a sequence with GPU layers has no GPU state (a bug)");
+          RETURN_IF_ERROR(device_->read_recurrent(static_cast<int>(il), conv.data(), ssm.data()));
+          put(out, conv.data(), conv.size() * sizeof(float));
+          put(out, ssm.data(), ssm.size() * sizeof(float));
+        } else {
+          put(out, l.conv.data(), l.conv.size() * sizeof(float));
+          put(out, l.ssm.data(), l.ssm.size() * sizeof(float));
+        }
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::runtime("out of memory saving the slot");
   }
   return out;
 }
 
 Status SequenceState::restore(const std::vector<uint8_t>& bytes) {
-  if (device_) return Status::bad_input("this slot's state is on the GPU; restoring it is not supported");
   size_t at = 0;
-  auto get = [&](void* p, size_t n) {
-    if (bytes.size() - at < n) return false;
-    std::copy(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + n),
-              static_cast<uint8_t*>(p));
-    at += n;
+  auto get64 = [&](int64_t& v) {
+    if (bytes.size() - at < sizeof(v)) return false;
+    std::memcpy(&v, bytes.data() + at, sizeof(v));
+    at += sizeof(v);
     return true;
   };
-  auto get64 = [&](int64_t& v) { return get(&v, sizeof(v)); };
   const Status mismatch = Status::bad_input("the saved slot does not match this model and cache (layers, sizes or types)");
   int64_t n_past = 0, n_layers = 0, tk = 0, tv = 0;
   if (!get64(n_past) || !get64(n_layers) || !get64(tk) || !get64(tv)) return Status::bad_input("the saved slot is truncated");
@@ -213,24 +330,40 @@ Status SequenceState::restore(const std::vector<uint8_t>& bytes) {
   for (const Layer& l : layers_) {
     int64_t kb = 0, vb = 0, ce = 0, se = 0;
     if (!get64(kb) || !get64(vb) || !get64(ce) || !get64(se)) return Status::bad_input("the saved slot is truncated");
-    if (kb != l.k_row_bytes || vb != l.v_row_bytes || ce != static_cast<int64_t>(l.conv.size()) ||
-        se != static_cast<int64_t>(l.ssm.size())) {
+    if (kb != l.k_row_bytes || vb != l.v_row_bytes || ce != l.spec.conv_state_elems || se != l.spec.ssm_state_elems) {
       return mismatch;
     }
   }
   // Size check before anything is overwritten.
   uint64_t need = 0;
   for (const Layer& l : layers_) {
-    if (!l.k.empty()) need += static_cast<uint64_t>(l.k_row_bytes * n_past);
-    if (!l.v.empty()) need += static_cast<uint64_t>(l.v_row_bytes * n_past);
-    need += (l.conv.size() + l.ssm.size()) * sizeof(float);
+    if (l.spec.k_row_elems > 0) need += static_cast<uint64_t>((l.k_row_bytes + l.v_row_bytes) * n_past);
+    need += static_cast<uint64_t>(l.spec.conv_state_elems + l.spec.ssm_state_elems) * sizeof(float);
   }
   if (bytes.size() - at != need) return Status::bad_input("the saved slot has the wrong size (damaged file?)");
-  for (Layer& l : layers_) {
-    if (!l.k.empty()) get(l.k.data(), static_cast<size_t>(l.k_row_bytes * n_past));
-    if (!l.v.empty()) get(l.v.data(), static_cast<size_t>(l.v_row_bytes * n_past));
-    get(l.conv.data(), l.conv.size() * sizeof(float));
-    get(l.ssm.data(), l.ssm.size() * sizeof(float));
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    Layer& l = layers_[il];
+    if (l.spec.k_row_elems > 0) {
+      const uint8_t* k = bytes.data() + at;
+      const uint8_t* v = k + l.k_row_bytes * n_past;
+      RETURN_IF_ERROR(write_kv(static_cast<int>(il), 0, n_past, k, v));
+      at += static_cast<size_t>((l.k_row_bytes + l.v_row_bytes) * n_past);
+    }
+    if (l.spec.conv_state_elems > 0 || l.spec.ssm_state_elems > 0) {
+      const size_t conv_bytes = static_cast<size_t>(l.spec.conv_state_elems) * sizeof(float);
+      const size_t ssm_bytes = static_cast<size_t>(l.spec.ssm_state_elems) * sizeof(float);
+      if (l.spec.on_device) {
+        std::vector<float> c(static_cast<size_t>(l.spec.conv_state_elems)), s(static_cast<size_t>(l.spec.ssm_state_elems));
+        std::memcpy(c.data(), bytes.data() + at, conv_bytes);
+        std::memcpy(s.data(), bytes.data() + at + conv_bytes, ssm_bytes);
+        if (!device_) return Status::runtime("a sequence with GPU layers has no GPU state (a bug)");
+        RETURN_IF_ERROR(device_->write_recurrent(static_cast<int>(il), c.data(), s.data()));
+      } else {
+        std::memcpy(l.conv.data(), bytes.data() + at, conv_bytes);
+        std::memcpy(l.ssm.data(), bytes.data() + at + conv_bytes, ssm_bytes);
+      }
+      at += conv_bytes + ssm_bytes;
+    }
   }
   journal_capacity_ = 0;
   n_past_ = n_past;

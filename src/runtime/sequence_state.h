@@ -19,6 +19,13 @@ struct LayerStateSpec {
   // recurrent layers (f32)
   int64_t conv_state_elems = 0;  // (d_conv − 1) · channels
   int64_t ssm_state_elems = 0;   // n_v_heads · d_k · d_v
+  // How an attention layer's K rows encode their position, for a context shift
+  // (SequenceState::shift): NEOX rotary on the first rope_dims of each head_dim-wide head,
+  // angle pos · rope_base^(−2i / rope_dims) for pair i. rope_dims < 0: unknown (the model did
+  // not say), so the sequence cannot be shifted; 0: the keys carry no position.
+  int64_t head_dim = 0;
+  int64_t rope_dims = -1;
+  float rope_base = 10000.0f;
   // The layer runs on a GPU: its KV cache / state live in DeviceState, not in host memory.
   bool on_device = false;
 };
@@ -37,6 +44,22 @@ class DeviceState {
     return Status::bad_input("this GPU backend cannot journal recurrent state");
   }
   virtual Status restore_journal(int64_t /*slot*/) { return Status::runtime("no journal on the GPU"); }
+  // Copies between a GPU layer's state and host memory, in the host cache's layout (for
+  // saving and restoring a slot, and for a context shift): the K and V rows of positions
+  // [pos, pos + n) of attention layer `layer` (raw cache bytes, one row after another), and a
+  // recurrent layer's conv and SSM state (f32). Pending GPU work is finished first.
+  virtual Status read_kv(int /*layer*/, int64_t /*pos*/, int64_t /*n*/, uint8_t* /*k*/, uint8_t* /*v*/) {
+    return Status::bad_input("this GPU backend cannot read its KV cache back");
+  }
+  virtual Status write_kv(int /*layer*/, int64_t /*pos*/, int64_t /*n*/, const uint8_t* /*k*/, const uint8_t* /*v*/) {
+    return Status::bad_input("this GPU backend cannot write its KV cache");
+  }
+  virtual Status read_recurrent(int /*layer*/, float* /*conv*/, float* /*ssm*/) {
+    return Status::bad_input("this GPU backend cannot read its recurrent state back");
+  }
+  virtual Status write_recurrent(int /*layer*/, const float* /*conv*/, const float* /*ssm*/) {
+    return Status::bad_input("this GPU backend cannot write its recurrent state");
+  }
 };
 
 struct KvCacheOptions {
@@ -100,10 +123,22 @@ class SequenceState {
   uint64_t kv_bytes() const;
   uint64_t recurrent_bytes() const;
 
+  // Context shift (llama-server's --context-shift): drops positions [n_keep, n_keep + n_discard)
+  // and moves the later ones down by n_discard, re-rotating each moved key to its new position
+  // (K rows are stored rotated; see LayerStateSpec::rope_dims). K rows of a quantized or f16
+  // cache are converted to f32, rotated and stored again, so they carry one more rounding;
+  // V rows move unchanged. Layers on a GPU go through DeviceState::read_kv / write_kv.
+  // Fails, changing nothing, when !can_shift() or the range is outside [0, n_past()).
+  Status shift(int64_t n_keep, int64_t n_discard);
+  // No recurrent state (it cannot forget old tokens) and every attention layer says how its
+  // keys encode position.
+  bool can_shift() const;
+
   // The state of positions [0, n_past()) as bytes (KV rows, conv and recurrent state), for
   // saving a server slot to a file; restore() reads it back into a sequence of the same
-  // layout (layers, row sizes, cache types; n_ctx at least n_past). Both fail clearly when
-  // some layer's state lives on a GPU, and restore() when the layout differs.
+  // layout (layers, row sizes, cache types; n_ctx at least n_past). The bytes do not depend on
+  // where each layer lives (host or GPU), so a slot saved with one placement restores into
+  // another. restore() fails clearly when the layout differs.
   Result<std::vector<uint8_t>> snapshot() const;
   Status restore(const std::vector<uint8_t>& bytes);
 
@@ -118,6 +153,10 @@ class SequenceState {
     std::vector<float> conv, ssm;
     std::vector<float> journal_conv, journal_ssm;  // [journal capacity][state elems]
   };
+  // K and V rows [pos, pos + n) of attention layer il to / from host bytes, wherever the layer lives.
+  Status read_kv(int il, int64_t pos, int64_t n, uint8_t* k, uint8_t* v) const;
+  Status write_kv(int il, int64_t pos, int64_t n, const uint8_t* k, const uint8_t* v);
+
   KvCacheOptions options_;
   std::vector<Layer> layers_;
   int64_t n_past_ = 0;

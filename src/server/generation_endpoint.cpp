@@ -110,7 +110,7 @@ ordered_json native_object(const Stream& s, int index, const TaskEvent& e, const
     j["generation_settings"] = s.generation_settings;
     j["prompt"] = s.choices[static_cast<size_t>(index)].prompt_text;
     j["has_new_line"] = content.find('\n') != std::string::npos;
-    j["truncated"] = s.truncated;
+    j["truncated"] = s.truncated || e.truncated;
     j["stop_type"] = stop_type_name(e.stop_type);
     j["stopping_word"] = e.stopping_word;
     j["tokens_cached"] = e.timings.n_prompt + e.timings.n_generated;
@@ -394,6 +394,8 @@ ordered_json generation_settings_json(const ServerState& st, const GenerationReq
           {"stream", r.stream},
           {"n_probs", std::max(r.n_logprobs, 0)},
           {"min_keep", s.min_keep},
+          {"n_keep", r.n_keep},
+          {"n_discard", r.n_discard},
           {"post_sampling_probs", r.post_sampling_probs},
           {"timings_per_token", r.timings_per_token},
           {"n_ctx", st.scheduler.n_ctx_slot()},
@@ -535,6 +537,8 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   spec.post_sampling_probs = r.post_sampling_probs;
   spec.cache_prompt = r.cache_prompt;
   spec.id_slot = r.id_slot;
+  spec.n_keep = r.n_keep;
+  spec.n_discard = r.n_discard;
   spec.report_progress = r.return_progress;
   if (r.id_slot >= st.scheduler.n_slots()) {
     return send_error(res, ApiError::bad_request(fmt::format("'id_slot' {} does not exist: the server has {} slot(s)",

@@ -313,6 +313,8 @@ void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
     f.error->message = fmt::format("'n' must be an integer from 1 to {} (choices per request)", kMaxChoices);
   }
   f.integer("id_slot", r.id_slot, -1, 1 << 20);
+  f.integer("n_keep", r.n_keep, -1, std::numeric_limits<int32_t>::max());
+  f.integer("n_discard", r.n_discard, 0, std::numeric_limits<int32_t>::max());
   f.boolean("post_sampling_probs", r.post_sampling_probs);
   parse_logit_bias(f, r);
   parse_constraints(f, r);

@@ -51,6 +51,8 @@ struct GenerationRequest {
   int n_choices = 1;                       // OpenAI `n`
   std::vector<LogitBiasEntry> logit_bias;
   int id_slot = -1;                        // llama-server: run in this slot
+  int64_t n_keep = 0;                      // llama-server: tokens a context shift keeps (-1: the prompt)
+  int64_t n_discard = 0;                   // llama-server: tokens a context shift drops (0: half)
   bool post_sampling_probs = false;        // llama-server: probabilities after the sampler chain
   // Constrained output: a GBNF grammar, a JSON schema, or any JSON object (response_format
   // json_object). At most one is set.

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -94,6 +95,7 @@ struct Scheduler::Slot {
   std::vector<int32_t> draft, batch;
   SpecStats spec_at_start;
   bool journal = false;         // a rollback journal is open for this step's verify batch
+  bool truncated = false;       // the task filled the slot (llama-server's `truncated`)
 
   explicit Slot(SequenceState s) : seq(std::move(s)) {}
 };
@@ -103,10 +105,25 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(Model& model, const text::T
   if (options.n_slots < 1) return Status::bad_input("-np must be at least 1");
   if (options.kv.n_ctx < 1) return Status::bad_input("the context per slot must be at least 1 token");
   if (options.step_tokens < 1) return Status::bad_input("step size must be at least 1 token");
+  if (options.context_shift && options.make_speculator) {
+    return Status::bad_input(
+        "--context-shift cannot be combined with speculative decoding (--spec-type): the drafter's own cache would "
+        "need the same shift");
+  }
   std::unique_ptr<Scheduler> s(new Scheduler(model, tokenizer, pool, options));
   for (int i = 0; i < options.n_slots; ++i) {
     auto seq = model.new_sequence(options.kv);
     if (!seq) return seq.status().with_context(fmt::format("slot {}", i));
+    if (options.context_shift && !seq->can_shift()) {
+      // Shifting drops the oldest tokens and re-rotates the rest; a recurrent state has folded
+      // those tokens in and cannot drop them.
+      return Status::bad_input(
+          seq->has_recurrent_state()
+              ? "--context-shift: this model keeps a recurrent (DeltaNet) state, which cannot drop old tokens; "
+                "without the flag a full slot ends the reply with finish_reason length"
+              : "--context-shift: this model does not say how its keys encode position, so they cannot be moved; "
+                "without the flag a full slot ends the reply with finish_reason length");
+    }
     auto slot = std::make_unique<Slot>(std::move(seq).value());
     slot->id = i;
     if (options.make_speculator) {
@@ -259,7 +276,11 @@ Result<SlotActionResult> Scheduler::slot_action(int slot_id, SlotAction action, 
         std::memcpy(tokens.data(), bytes.data() + header, tokens.size() * sizeof(int32_t));
         std::vector<uint8_t> state(bytes.begin() + static_cast<std::ptrdiff_t>(header + tokens.size() * sizeof(int32_t)),
                                    bytes.end());
-        RETURN_IF_ERROR(s.seq.restore(state));
+        if (const Status st = s.seq.restore(state); !st.is_ok()) {
+          s.seq.clear();  // a failed restore may have written part of the state
+          s.cached.clear();
+          return st;
+        }
         if (s.seq.n_past() != n) {
           s.seq.clear();
           return Status::bad_input(fmt::format("{} is damaged (token count and state disagree)", path));
@@ -402,6 +423,7 @@ void Scheduler::assign_queued() {
     s.forced.clear();
     s.forced_end_think = false;
     s.reasoning_tokens = 0;
+    s.truncated = false;
     s.info.busy = true;
     s.info.n_prompt = static_cast<int64_t>(prompt.size());
     s.info.n_generated = 0;
@@ -415,6 +437,7 @@ bool Scheduler::step() {
   std::vector<Slot*> with_logits;
   int64_t budget = options_.step_tokens;
   for (auto& s : slots_) {
+    if (s->task && s->generating && s->seq.n_past() >= s->seq.n_ctx()) shift_context(*s);
     if (!s->task || !s->generating) continue;
     s->batch.assign(1, s->pending);
     s->draft.clear();
@@ -659,8 +682,11 @@ void Scheduler::emit_token(Slot& s, const float* logits, int64_t pos) {
     return;
   }
   if (pos >= s.seq.n_ctx()) {  // no room to feed this token
-    finish(s, FinishReason::kLength);
-    return;
+    s.truncated = true;
+    if (!options_.context_shift) {
+      finish(s, FinishReason::kLength);
+      return;
+    }  // else the next step shifts the context before feeding it
   }
   s.pending = token;
   if (!s.event.content.empty() || !s.event.reasoning.empty() || !s.event.logprobs.empty() || !s.event.tokens.empty()) {
@@ -669,6 +695,33 @@ void Scheduler::emit_token(Slot& s, const float* logits, int64_t pos) {
     s.task->push(std::move(s.event));
     s.event = {};
   }
+}
+
+void Scheduler::shift_context(Slot& s) {
+  // As llama-server: keep the first n_keep tokens (at most n_ctx − 4), drop n_discard of the
+  // rest (half by default, never all of them), and move the others down.
+  const GenerationSpec& spec = s.task->spec();
+  const int64_t n_ctx = s.seq.n_ctx(), n_past = s.seq.n_past();
+  // n_keep counts the prompt's text tokens; a BOS the tokenizer added stays as well.
+  int64_t n_keep = spec.n_keep < 0 ? static_cast<int64_t>(spec.prompt.size()) : spec.n_keep + (tokenizer_.add_bos() ? 1 : 0);
+  n_keep = std::clamp<int64_t>(n_keep, 0, std::max<int64_t>(0, std::min(n_ctx - 4, n_past)));
+  const int64_t n_left = n_past - n_keep;
+  const int64_t n_discard = std::clamp<int64_t>(spec.n_discard > 0 ? spec.n_discard : n_left / 2, 0,
+                                                std::max<int64_t>(0, n_left - 1));
+  if (n_discard == 0) {  // nothing can go: the reply ends as without the flag
+    finish(s, FinishReason::kLength);
+    return;
+  }
+  if (const Status st = s.seq.shift(n_keep, n_discard); !st.is_ok()) {
+    s.seq.clear();
+    s.cached.clear();
+    finish(s, FinishReason::kError, "context shift failed: " + st.message());
+    return;
+  }
+  s.cached.erase(s.cached.begin() + static_cast<std::ptrdiff_t>(n_keep),
+                 s.cached.begin() + static_cast<std::ptrdiff_t>(n_keep + n_discard));
+  std::fprintf(stderr, "moetier serve: slot %d: context shift, n_keep = %lld, n_left = %lld, n_discard = %lld\n", s.id,
+               static_cast<long long>(n_keep), static_cast<long long>(n_left), static_cast<long long>(n_discard));
 }
 
 void Scheduler::finish(Slot& s, FinishReason reason, std::string error) {
@@ -710,6 +763,7 @@ void Scheduler::finish(Slot& s, FinishReason reason, std::string error) {
   }
   e.timings = s.timings;
   e.slot = s.id;
+  e.truncated = s.truncated;
   {
     std::lock_guard<std::mutex> lk(mu_);
     stats_.tasks_finished += 1;

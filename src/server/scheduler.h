@@ -47,6 +47,12 @@ struct SchedulerOptions {
   // Speculative decoding (--spec-type): makes each slot's own speculator (drafter state such
   // as an MTP head's KV cache is per slot). Null: one token per slot and step.
   std::function<Result<std::unique_ptr<Speculator>>()> make_speculator;
+  // --context-shift (llama-server's): when a generating slot is full, the tokens after its
+  // first n_keep are cut in half (GenerationSpec::n_keep / n_discard), the later half moves
+  // down and generation goes on, instead of ending with finish_reason "length". create()
+  // refuses it for models whose state cannot drop tokens (recurrent layers), and with
+  // speculative decoding (a drafter's own cache would need the same shift).
+  bool context_shift = false;
 };
 
 // Cumulative counters and current gauges, for /metrics.
@@ -110,8 +116,9 @@ class Scheduler {
   void stop();
 
   // Runs on the engine thread between steps and waits for it. Fails (bad input) when the
-  // slot is busy or does not exist, the file is missing or damaged, or the state lives on
-  // the GPU. `path`: the file (save, restore).
+  // slot is busy or does not exist, or the file is missing, damaged or of another model or
+  // cache layout (a failed restore leaves the slot empty). State on a GPU is read back and
+  // written there. `path`: the file (save, restore).
   Result<SlotActionResult> slot_action(int slot, SlotAction action, const std::string& path);
 
   SchedulerStats stats() const;
@@ -128,6 +135,8 @@ class Scheduler {
   void assign_queued();  // under mu_
   bool step();           // one forward pass; false when no slot is busy
   void finish(Slot& slot, FinishReason reason, std::string error = {});
+  // Makes room in a full generating slot (--context-shift); the slot may finish.
+  void shift_context(Slot& slot);
   // Samples (or forces) the slot's next token from `logits` and streams it; `pos` is where
   // that token would be fed. The slot may finish (its task is then null).
   void emit_token(Slot& slot, const float* logits, int64_t pos);

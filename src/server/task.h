@@ -71,6 +71,10 @@ struct GenerationSpec {
   // min-p and temperature) instead of the raw logits: llama-server's post_sampling_probs.
   bool post_sampling_probs = false;
   int id_slot = -1;                // run in this slot (waits for it); -1: the best free slot
+  // Context shift (SchedulerOptions::context_shift): the first n_keep tokens (-1: the whole
+  // prompt) always stay; n_discard of the rest are dropped (0: half of them).
+  int64_t n_keep = 0;
+  int64_t n_discard = 0;
   bool report_progress = false;    // send prompt-processing progress events
   // Built per task by the HTTP layer (grammar, json_schema, tool_choice); null: free text.
   // While set, the slot does not draft speculatively (a draft would need the constraint's
@@ -110,6 +114,7 @@ struct TaskEvent {
   std::string stopping_word;             // final events with kWord
   TaskTimings timings;    // final events
   int slot = -1;          // final events: the slot that ran it
+  bool truncated = false; // final events: the slot's context filled up (it ended the reply or was shifted)
 };
 
 class GenerationTask {

@@ -93,8 +93,9 @@ int cmd_serve(int argc, char** argv) {
            "any value uses 0 MiB",
            &cache_ram);
   p.flag({"--context-shift"}, &context_shift,
-         "not available: a full slot ends the reply (finish_reason length); an error on models with recurrent "
-         "(DeltaNet) state, which cannot be shifted");
+         "when a reply fills its slot, drop the older half of the tokens after the request's n_keep (n_discard "
+         "sets how many) and go on generating, as llama-server; an error on models with recurrent (DeltaNet) "
+         "state, which cannot drop tokens, and with --spec-type");
   p.flag({"--no-context-shift"}, &ignored, "the default: a full slot ends the reply");
   p.section("generation defaults (requests may override)");
   p.option({"-n", "--n-predict"}, "N",
@@ -192,7 +193,8 @@ int cmd_serve(int argc, char** argv) {
 
   KvCacheOptions kv = session->kv;
   kv.n_ctx = n_ctx_slot;
-  server::SchedulerOptions scheduler_options{.n_slots = n_parallel, .kv = kv, .step_tokens = flags.n_ubatch};
+  server::SchedulerOptions scheduler_options{
+      .n_slots = n_parallel, .kv = kv, .step_tokens = flags.n_ubatch, .context_shift = context_shift};
   if (spec_flags.params.type != SpecType::kNone) {  // one speculator per slot
     scheduler_options.make_speculator = [&spec_flags, &session, kv] {
       return make_speculator(spec_flags, *session, kv);
@@ -200,16 +202,6 @@ int cmd_serve(int argc, char** argv) {
   }
   auto scheduler = server::Scheduler::create(*session->model, *session->tokenizer, *session->pool, scheduler_options);
   if (!scheduler) return report_error(scheduler.status());
-  if (context_shift) {
-    // Shifting drops the oldest tokens and re-rotates the rest; a recurrent state has folded
-    // those tokens in and cannot drop them.
-    return report_error(Status::bad_input(
-        (*scheduler)->has_recurrent_state()
-            ? "--context-shift: this model keeps a recurrent (DeltaNet) state, which cannot drop old tokens; without "
-              "the flag a full slot ends the reply with finish_reason length"
-            : "--context-shift is not implemented in moetier yet; without the flag a full slot ends the reply with "
-              "finish_reason length"));
-  }
 
   config.model_path = flags.model_path;
   // --alias a,b,c: several names (as llama-server, the first in sorted order is the id).

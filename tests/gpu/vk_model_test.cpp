@@ -20,6 +20,7 @@
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -362,6 +363,31 @@ TEST(GpuCli, ServeWithGpuLayersAnswersLikeTheCpuServer) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// Slot save / erase / restore through the server with every layer on the GPU: the restored
+// slot serves the same prompt from its cache and gives the same greedy text.
+TEST(GpuCli, SlotSaveRestoreWithTheStateOnTheGpu) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string dir = testing::temp_file("gpu-slots");
+  testing::ServerProcess server({"-m", kRef + "/models/qwen3moe-tiny-f32.gguf", "-t", "2", "-dev", "0", "-ngl", "all",
+                                 "--slot-save-path", dir});
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  const nlohmann::json req = {{"prompt", "The slot keeps this"}, {"n_predict", 4}, {"temperature", 0}, {"id_slot", 0}};
+  auto r = testing::post_json(c, "/completion", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto save = testing::post_json(c, "/slots/0?action=save", {{"filename", "gpu.bin"}});
+  ASSERT_EQ(save.status, 200) << save.body;
+  ASSERT_EQ(testing::post_raw(c, "/slots/0?action=erase", "").status, 200);
+  auto restore = testing::post_json(c, "/slots/0?action=restore", {{"filename", "gpu.bin"}});
+  ASSERT_EQ(restore.status, 200) << restore.body;
+  EXPECT_EQ(restore.json["n_restored"], save.json["n_saved"]);
+  auto again = testing::post_json(c, "/completion", req);
+  EXPECT_EQ(again.json["content"], r.json["content"]);
+  EXPECT_GT(again.json["timings"]["cache_n"].get<int64_t>(), 0) << again.body;
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  std::filesystem::remove_all(dir);
+}
 
 // Prompt-time expert streaming (op offload): a GPU layer whose experts live on the CPU
 // uploads them for a batch and runs them there — the same kernels on the same data as the
@@ -444,6 +470,61 @@ TEST(GpuBatch, BatchedSequencesEqualEachAloneBitForBit) {
       EXPECT_EQ(std::memcmp(logits.data(), ra[static_cast<size_t>(s + 1)].data(), nv * 4), 0) << "step " << s << " a";
       EXPECT_EQ(std::memcmp(logits.data() + nv, rb[static_cast<size_t>(s + 1)].data(), nv * 4), 0) << "step " << s << " b";
     }
+  }
+}
+
+// A slot's state read back from the GPU and written into a GPU or a CPU sequence (slot
+// save/restore with the user's placement), and a context shift of GPU-held keys:
+//   * restored into the GPU, decoding continues bit for bit as if nothing happened;
+//   * restored into a CPU sequence (the bytes do not depend on the placement), the next
+//     logits are the GPU's to the model's GPU-vs-CPU bound (k.tolerance, see the header);
+//   * a shift on the GPU gives the logits a shift on the CPU gives, to the same bound (the keys
+//     are re-rotated on the host the same way; only the layers' arithmetic differs).
+// qwen35moe keeps DeltaNet state on the GPU too (read_recurrent / write_recurrent).
+TEST(GpuSequenceState, SnapshotRestoreAndShiftFollowTheCpu) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  ThreadPool pool(2);
+  for (const std::string name : {"qwen3moe-tiny-f32", "qwen35moe-tiny-f32"}) {
+    SCOPED_TRACE(name);
+    const ModelCase k = load_case(name, "p3_mixed");
+    const KvCacheOptions kv{.n_ctx = 128, .type_k = DType::F32, .type_v = DType::F32};
+    auto g = testing::load_ref_model(name);
+    auto c = testing::load_ref_model(name);
+    ASSERT_TRUE(g.model && c.model);
+    ASSERT_TRUE(g.model->place_on_gpu(placement_for(Placement{.name = "all"}, g.model->hparams().n_layer)).is_ok());
+    auto gs = g.model->new_sequence(kv);
+    ASSERT_TRUE(gs.is_ok()) << gs.status().message();
+    std::vector<float> logits, want, got;
+    ASSERT_TRUE(g.model->forward(k.prompt, *gs, {}, logits, pool).is_ok());
+    auto bytes = gs->snapshot();
+    ASSERT_TRUE(bytes.is_ok()) << bytes.status().message();
+    // Continue the original; then the restored copies.
+    const int32_t next = k.greedy[0];
+    ASSERT_TRUE(g.model->forward({&next, 1}, *gs, {}, want, pool).is_ok());
+    auto gr = g.model->new_sequence(kv);
+    ASSERT_TRUE(gr.is_ok());
+    ASSERT_TRUE(gr->restore(*bytes).is_ok());
+    ASSERT_TRUE(g.model->forward({&next, 1}, *gr, {}, got, pool).is_ok());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << "GPU → GPU restore";
+    auto cr = c.model->new_sequence(kv);
+    ASSERT_TRUE(cr.is_ok());
+    const Status restored = cr->restore(*bytes);
+    ASSERT_TRUE(restored.is_ok()) << restored.message();
+    ASSERT_TRUE(c.model->forward({&next, 1}, *cr, {}, got, pool).is_ok());
+    EXPECT_LE(max_abs_diff(got.data(), want.data(), k.n_vocab), k.tolerance) << "GPU → CPU restore";
+
+    if (!gs->can_shift()) continue;  // qwen35moe: recurrent state
+    auto cs = c.model->new_sequence(kv);
+    ASSERT_TRUE(cs.is_ok());
+    ASSERT_TRUE(c.model->forward(k.prompt, *cs, {}, logits, pool).is_ok());
+    ASSERT_TRUE(c.model->forward({&next, 1}, *cs, {}, logits, pool).is_ok());
+    ASSERT_TRUE(gs->shift(3, 9).is_ok());
+    ASSERT_TRUE(cs->shift(3, 9).is_ok());
+    const int32_t after = k.greedy[1];
+    ASSERT_TRUE(g.model->forward({&after, 1}, *gs, {}, got, pool).is_ok());
+    ASSERT_TRUE(c.model->forward({&after, 1}, *cs, {}, want, pool).is_ok());
+    EXPECT_LE(max_abs_diff(got.data(), want.data(), k.n_vocab), k.tolerance) << "shift on the GPU vs the CPU";
   }
 }
 

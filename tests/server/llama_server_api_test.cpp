@@ -372,6 +372,50 @@ TEST(ServerFlags, ContextShiftIsAClearErrorOnRecurrentModels) {
   EXPECT_NE(hybrid.exit_status(), 0);
 }
 
+// --context-shift on an attention-only model: a reply longer than the slot goes on past the
+// full slot (the older half after n_keep is dropped each time), as llama-server's
+// test_ctx_shift_enabled; without the flag the same request ends at the full slot, truncated.
+TEST(ServerFlags, ContextShiftGeneratesPastAFullSlot) {
+  const json request = {{"prompt", "Lorem ipsum dolor sit amet, consectetur adipiscing elit"},
+                        {"n_predict", 150},
+                        {"ignore_eos", true},
+                        {"temperature", 0},
+                        {"n_keep", 4}};
+  ServerProcess shifting({"-m", model_path("qwen3moe-tiny-f32"), "-c", "64", "-t", "2", "--context-shift"});
+  ASSERT_TRUE(shifting.ready()) << shifting.log();
+  auto c = shifting.client();
+  auto r = post_json(c, "/completion", request);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["timings"]["predicted_n"], 150) << r.body;
+  EXPECT_EQ(r.json["truncated"], true);
+  EXPECT_EQ(r.json["stop_type"], "limit");
+  EXPECT_EQ(r.json["generation_settings"]["n_keep"], 4);
+  EXPECT_NE(shifting.log().find("context shift, n_keep = 4"), std::string::npos) << shifting.log();
+  // Greedy decoding over a shifted cache is deterministic: the same request, the same text.
+  auto again = post_json(c, "/completion", request);
+  EXPECT_EQ(again.json["content"], r.json["content"]);
+  // A bad n_keep / n_discard is a 400.
+  EXPECT_EQ(post_json(c, "/completion", {{"prompt", "x"}, {"n_keep", -2}}).status, 400);
+  EXPECT_EQ(post_json(c, "/completion", {{"prompt", "x"}, {"n_discard", "half"}}).status, 400);
+
+  ServerProcess plain({"-m", model_path("qwen3moe-tiny-f32"), "-c", "64", "-t", "2"});
+  ASSERT_TRUE(plain.ready()) << plain.log();
+  auto c2 = plain.client();
+  auto p = post_json(c2, "/completion", request);
+  ASSERT_EQ(p.status, 200) << p.body;
+  EXPECT_LT(p.json["timings"]["predicted_n"].get<int>(), 64);
+  EXPECT_EQ(p.json["truncated"], true);
+  EXPECT_EQ(p.json["stop_type"], "limit");
+  // Until the first shift both servers wrote the same text.
+  const std::string a = r.json["content"], b = p.json["content"];
+  EXPECT_EQ(a.substr(0, std::min(a.size(), b.size()) / 2), b.substr(0, std::min(a.size(), b.size()) / 2));
+
+  // Speculative decoding keeps a drafter cache that would need the same shift: a clear error.
+  ServerProcess spec({"-m", model_path("qwen3moe-tiny-f32"), "--context-shift", "--spec-type", "ngram-mod"});
+  EXPECT_FALSE(spec.ready());
+  EXPECT_NE(spec.log().find("speculative decoding"), std::string::npos) << spec.log();
+}
+
 // Start-up has many moments (argument parsing, loading, binding, the listener thread
 // starting); a SIGINT at any of them must end the process promptly, and one after the
 // "listening" line must end it cleanly (exit 0).

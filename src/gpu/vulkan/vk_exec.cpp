@@ -68,6 +68,44 @@ Status GpuSequenceState::restore_journal(int64_t slot) {
   return Status::ok();
 }
 
+Status GpuSequenceState::read_kv(int il, int64_t pos, int64_t n, uint8_t* k, uint8_t* v) {
+  const Layer& l = layers_[static_cast<size_t>(il)];
+  if (!l.k.valid()) return Status::runtime("no KV cache on the GPU for this layer (a bug)");
+  if (n == 0) return Status::ok();
+  const auto kb = static_cast<uint64_t>(l.k_row_bytes), vb = static_cast<uint64_t>(l.v_row_bytes);
+  const auto p = static_cast<uint64_t>(pos), m = static_cast<uint64_t>(n);
+  const Device::Download d[] = {{.src = l.k.slice(p * kb, m * kb), .data = k, .bytes = m * kb},
+                                {.src = l.v.slice(p * vb, m * vb), .data = v, .bytes = m * vb}};
+  return dev_.download(d);
+}
+
+Status GpuSequenceState::write_kv(int il, int64_t pos, int64_t n, const uint8_t* k, const uint8_t* v) {
+  const Layer& l = layers_[static_cast<size_t>(il)];
+  if (!l.k.valid()) return Status::runtime("no KV cache on the GPU for this layer (a bug)");
+  if (n == 0) return Status::ok();
+  const auto kb = static_cast<uint64_t>(l.k_row_bytes), vb = static_cast<uint64_t>(l.v_row_bytes);
+  const auto p = static_cast<uint64_t>(pos), m = static_cast<uint64_t>(n);
+  RETURN_IF_ERROR(dev_.upload(l.k.slice(p * kb, m * kb), k, m * kb));
+  RETURN_IF_ERROR(dev_.upload(l.v.slice(p * vb, m * vb), v, m * vb));
+  return dev_.stream().finish();
+}
+
+Status GpuSequenceState::read_recurrent(int il, float* conv, float* ssm) {
+  const Layer& l = layers_[static_cast<size_t>(il)];
+  if (!l.conv.valid()) return Status::runtime("no recurrent state on the GPU for this layer (a bug)");
+  const Device::Download d[] = {{.src = l.conv, .data = conv, .bytes = l.conv.size},
+                                {.src = l.ssm, .data = ssm, .bytes = l.ssm.size}};
+  return dev_.download(d);
+}
+
+Status GpuSequenceState::write_recurrent(int il, const float* conv, const float* ssm) {
+  const Layer& l = layers_[static_cast<size_t>(il)];
+  if (!l.conv.valid()) return Status::runtime("no recurrent state on the GPU for this layer (a bug)");
+  RETURN_IF_ERROR(dev_.upload(l.conv, conv, l.conv.size));
+  RETURN_IF_ERROR(dev_.upload(l.ssm, ssm, l.ssm.size));
+  return dev_.stream().finish();
+}
+
 BufferRef GpuSequenceState::journal_conv(int il, int64_t slot) const {
   const uint64_t n = layers_[static_cast<size_t>(il)].conv.size;
   return journal_[static_cast<size_t>(il)].conv.slice(static_cast<uint64_t>(slot) * n, n);
@@ -379,6 +417,8 @@ Result<std::unique_ptr<DeviceState>> VulkanBackend::new_state(const std::vector<
                                              "buffer binding ({:.0f} MiB); use a smaller -c",
                                              options.n_ctx, k_bytes / 1048576.0, a.max_range() / 1048576.0));
       }
+      l.k_row_bytes = dtype_row_bytes(options.type_k, s.k_row_elems);
+      l.v_row_bytes = dtype_row_bytes(options.type_v, s.v_row_elems);
       ASSIGN_OR_RETURN(l.k, a.allocate(k_bytes, MemoryUse::kKvCache));
       ASSIGN_OR_RETURN(l.v, a.allocate(v_bytes, MemoryUse::kKvCache));
       bytes += k_bytes + v_bytes;

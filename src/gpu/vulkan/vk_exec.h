@@ -25,6 +25,7 @@ class GpuSequenceState final : public DeviceState {
   struct Layer {
     BufferRef k, v;        // attention: [n_ctx][kv width] (f16 or f32)
     BufferRef conv, ssm;   // DeltaNet: [(d_conv − 1)][channels], [n_v][d_k][d_v] (f32)
+    int64_t k_row_bytes = 0, v_row_bytes = 0;  // one position's K / V row
   };
   GpuSequenceState(Device& dev, std::vector<Layer> layers, uint64_t bytes)
       : dev_(dev), layers_(std::move(layers)), bytes_(bytes), journal_(layers_.size()) {}
@@ -36,6 +37,10 @@ class GpuSequenceState final : public DeviceState {
   // after each of `capacity` tokens, in GPU memory (allocated on first use, kept).
   Status reserve_journal(int64_t max_tokens) override;
   Status restore_journal(int64_t slot) override;
+  Status read_kv(int layer, int64_t pos, int64_t n, uint8_t* k, uint8_t* v) override;
+  Status write_kv(int layer, int64_t pos, int64_t n, const uint8_t* k, const uint8_t* v) override;
+  Status read_recurrent(int layer, float* conv, float* ssm) override;
+  Status write_recurrent(int layer, const float* conv, const float* ssm) override;
   // Where the block records the state after the token of journal slot `slot`.
   BufferRef journal_conv(int il, int64_t slot) const;
   BufferRef journal_ssm(int il, int64_t slot) const;

@@ -62,8 +62,13 @@ class Qwen3MoeModel final : public DecoderModel {
   }
 
   std::vector<LayerStateSpec> state_specs() const override {
-    return std::vector<LayerStateSpec>(
-        layers_.size(), {.k_row_elems = hp_.n_head_kv * hp_.head_dim_k, .v_row_elems = hp_.n_head_kv * hp_.head_dim_v});
+    // Keys are stored after NEOX rotary over n_rot dims (attention block), so a context shift
+    // can move them by re-rotating.
+    return std::vector<LayerStateSpec>(layers_.size(), {.k_row_elems = hp_.n_head_kv * hp_.head_dim_k,
+                                                        .v_row_elems = hp_.n_head_kv * hp_.head_dim_v,
+                                                        .head_dim = hp_.head_dim_k,
+                                                        .rope_dims = hp_.n_rot,
+                                                        .rope_base = hp_.rope_base});
   }
 
   void forward_layer(int il, LayerExec& e) override {
