@@ -39,6 +39,7 @@ struct Choice {
   std::string prompt_text;  // /completion's `prompt` field; /v1/completions' echo (valid UTF-8)
   bool finished = false;
   TaskEvent final_event;
+  std::string verbose_text;  // request.verbose: the reply as generated (reasoning and content), for __verbose
 };
 
 // Everything the response writer needs once the handler has returned.
@@ -202,6 +203,7 @@ bool write_events(Stream& s, int index, std::vector<TaskEvent>& events, httplib:
   Choice& c = s.choices[static_cast<size_t>(index)];
   for (TaskEvent& e : events) {
     if (e.final && e.finish == FinishReason::kError) return write_error(s, sink, e);
+    if (s.request.verbose) c.verbose_text += e.reasoning + e.content;
     if (s.request.stream) {
       const std::string final_content = e.final && native(s.meta.endpoint) ? e.content : std::string();
       const std::vector<int32_t> final_tokens = e.final ? e.tokens : std::vector<int32_t>{};
@@ -212,8 +214,11 @@ bool write_events(Stream& s, int index, std::vector<TaskEvent>& events, httplib:
         c.final_event = e;
         if (native(s.meta.endpoint)) {
           if (!write_sse(sink, native_object(s, index, e, final_content, final_tokens, final_lps, true))) return false;
-        } else if (!write_sse(sink, finish_chunk(s.meta, index, e, c.parser && c.parser->saw_tool_calls()))) {
-          return false;
+        } else {
+          ordered_json chunk = finish_chunk(s.meta, index, e, c.parser && c.parser->saw_tool_calls());
+          // llama-server's debug echo: the native result object (prompt, settings, timings).
+          if (s.request.verbose) chunk["__verbose"] = native_object(s, index, e, c.verbose_text, final_tokens, {}, true);
+          if (!write_sse(sink, chunk)) return false;
         }
       }
     } else {
@@ -264,6 +269,10 @@ bool write_events(Stream& s, int index, std::vector<TaskEvent>& events, httplib:
         choices.push_back(choice_json(s.meta, static_cast<int>(i), ch.out, ch.final_event));
       }
       body = full_response(s.meta, std::move(choices), summed_usage(s), s.choices[0].final_event.timings);
+      if (s.request.verbose) {  // llama-server's debug echo: the native result object of the first choice
+        const Choice& ch = s.choices[0];
+        body["__verbose"] = native_object(s, 0, ch.final_event, ch.verbose_text, ch.tokens, ch.out.logprobs, true);
+      }
     }
     const std::string text = dump_json(body);
     if (!sink.write(text.data(), text.size())) return false;
@@ -481,11 +490,12 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> prompt_texts;
   bool truncated = false;
-  const bool keep_text = native(endpoint) || r.echo;
+  const bool keep_text = native(endpoint) || r.echo || r.verbose;
   if (endpoint == Endpoint::kChat) {
     std::string text;
     if (auto e = render_chat_prompt(st, r, text)) return send_error(res, *e);
     prompts.push_back(st.tokenizer.encode(text, {.parse_special = true, .add_special = true}));
+    if (keep_text) prompt_texts.push_back(text);
     spec.prompt_opens_reasoning = prompt_opens_reasoning(text);
     spec.split_reasoning = r.reasoning_format == ReasoningFormat::kAuto;
     spec.reasoning_budget = st.config.reasoning_budget;
@@ -545,10 +555,8 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
                                                              r.id_slot, st.scheduler.n_slots()),
                                                  "id_slot"));
   }
+  // With id_slot and n > 1 the choices queue for that slot and run one after another.
   const size_t n_choices = std::max(prompts.size(), static_cast<size_t>(r.n_choices));
-  if (n_choices > 1 && r.id_slot >= 0) {
-    return send_error(res, ApiError::bad_request("'id_slot' and 'n' > 1 cannot be combined (each choice needs a slot)", "n"));
-  }
 
   // The output constraint (grammar, JSON schema, forced tool calls) is compiled once and
   // instantiated per choice.
@@ -566,7 +574,7 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
                   .tokenizer = &st.tokenizer};
   stream->truncated = truncated;
   stream->several_prompts = prompts.size() > 1;
-  if (native(endpoint)) stream->generation_settings = generation_settings_json(st, r, spec.logit_bias);
+  if (native(endpoint) || r.verbose) stream->generation_settings = generation_settings_json(st, r, spec.logit_bias);
   if (st.shutting_down) return send_error(res, shutdown_error());
   for (size_t i = 0; i < n_choices; ++i) {
     GenerationSpec choice_spec = spec;

@@ -161,6 +161,19 @@ void handle_apply_template(const ServerState& st, const httplib::Request& req, h
   send_json(res, json{{"prompt", valid}});
 }
 
+// llama-server's POST /chat/completions/input_tokens: the prompt tokens a chat request would
+// have (rendered through the template, tokenized as the generation endpoint does).
+void handle_count_chat_tokens(const ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  ordered_json body;
+  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  GenerationRequest r;
+  if (auto e = parse_chat_request(body, st.config.defaults, r)) return send_error(res, *e);
+  std::string prompt;
+  if (auto e = render_chat_prompt(st, r, prompt)) return send_error(res, *e);
+  const auto tokens = st.tokenizer.encode(prompt, {.parse_special = true, .add_special = true});
+  send_json(res, json{{"input_tokens", tokens.size()}, {"object", "response.input_tokens"}});
+}
+
 json sampling_json(const SamplerParams& s) {
   return {{"temperature", s.temperature},         {"top_k", s.top_k},
           {"top_p", s.top_p},                     {"min_p", s.min_p},
@@ -360,6 +373,10 @@ void HttpServer::routes() {
 
   h.Post("/tokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
   h.Post("/detokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); });
+  h.Post("/chat/completions/input_tokens",
+         [&st](const httplib::Request& req, httplib::Response& res) { handle_count_chat_tokens(st, req, res); });
+  h.Post("/v1/chat/completions/input_tokens",
+         [&st](const httplib::Request& req, httplib::Response& res) { handle_count_chat_tokens(st, req, res); });
   h.Post("/apply-template",
          [&st](const httplib::Request& req, httplib::Response& res) { handle_apply_template(st, req, res); });
 

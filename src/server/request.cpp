@@ -254,6 +254,11 @@ void parse_common(Fields& f, const RequestDefaults& d, GenerationRequest& r) {
   r.max_tokens = d.n_predict;
   f.string("model", r.model);
   f.boolean("stream", r.stream);
+  // llama-server takes these on every generation endpoint.
+  f.boolean("timings_per_token", r.timings_per_token);
+  f.boolean("return_progress", r.return_progress);
+  r.verbose = d.verbose;
+  f.boolean("verbose", r.verbose);
   if (const ordered_json* so = f.get("stream_options")) {
     if (!so->is_object()) {
       f.fail("stream_options", "'stream_options' must be an object");
@@ -471,6 +476,11 @@ std::optional<ApiError> parse_chat_request(const ordered_json& body, const Reque
            "'continue_final_message' and 'add_generation_prompt' cannot both be true: the last message is either "
            "continued or answered");
   }
+  if (!f.error && r.messages.is_array() && r.messages.size() >= 2 &&
+      r.messages.back().value("role", "") == "assistant" && r.messages[r.messages.size() - 2].value("role", "") == "assistant") {
+    // One final assistant message is a prefill to continue; two in a row have no meaning (as llama-server).
+    f.fail("messages", "the conversation ends with two assistant messages in a row; only the last may be continued");
+  }
   if (!f.error && r.messages.is_array() && !r.messages.empty() && r.messages.back().value("role", "") == "assistant" &&
       !f.has("continue_final_message")) {
     // As llama-server: a conversation that ends with the assistant's turn is continued
@@ -523,8 +533,6 @@ std::optional<ApiError> parse_native_completion_request(const ordered_json& body
       for (const auto& x : *rf) r.response_fields.push_back(x.get<std::string>());
     }
   }
-  f.boolean("timings_per_token", r.timings_per_token);
-  f.boolean("return_progress", r.return_progress);
   const ordered_json* prompt = f.get("prompt");
   if (infill) {
     f.string("input_prefix", r.input_prefix);

@@ -22,6 +22,7 @@ struct RequestDefaults {
   int64_t n_predict = -1;     // -n: the most tokens any reply gets (-1: no limit), as llama-server
   int64_t n_ctx_slot = 4096;  // a slot's context (repeat_last_n is capped by it)
   std::string reasoning_format = "auto";  // --reasoning-format
+  bool verbose = false;       // -v: OpenAI responses carry `__verbose` unless the request says no
 };
 
 enum class ReasoningFormat {
@@ -76,6 +77,7 @@ struct GenerationRequest {
   bool return_tokens = false;       // the token ids of each chunk in `tokens`
   bool timings_per_token = false;   // timings in every streamed chunk
   bool return_progress = false;     // prompt-processing progress chunks
+  bool verbose = false;             // llama-server: `__verbose` (the native result object) in OpenAI responses
   std::vector<std::string> response_fields;  // the final object holds only these paths
   std::string input_prefix, input_suffix;     // /infill
   nlohmann::ordered_json input_extra;         // /infill: [{filename, text}], or null

@@ -103,6 +103,9 @@ json timings_json(const TaskTimings& t) {
   const int64_t computed = t.n_prompt - t.n_cached;
   auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / static_cast<double>(n) : 0.0; };
   auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * static_cast<double>(n) / ms : 0.0; };
+  // As llama-server: the first token comes from the prompt's last logits, so the generation
+  // rate is over the n − 1 decode steps that followed (generation_ms runs from that token).
+  const int64_t decode_steps = std::max<int64_t>(0, t.n_generated - 1);
   json j = {{"cache_n", t.n_cached},
           {"prompt_n", computed},
           {"prompt_ms", t.prompt_ms},
@@ -110,8 +113,8 @@ json timings_json(const TaskTimings& t) {
           {"prompt_per_second", per_second(t.prompt_ms, computed)},
           {"predicted_n", t.n_generated},
           {"predicted_ms", t.generation_ms},
-          {"predicted_per_token_ms", per_token(t.generation_ms, t.n_generated)},
-          {"predicted_per_second", per_second(t.generation_ms, t.n_generated)},
+          {"predicted_per_token_ms", per_token(t.generation_ms, decode_steps)},
+          {"predicted_per_second", per_second(t.generation_ms, decode_steps)},
           {"queue_ms", t.queue_ms}};
   if (t.draft_n > 0) {  // as llama-server: only when the slot drafted
     j["draft_n"] = t.draft_n;

@@ -424,6 +424,12 @@ void Scheduler::assign_queued() {
     s.forced_end_think = false;
     s.reasoning_tokens = 0;
     s.truncated = false;
+    if (spec.report_progress) {  // as llama-server: a first report before any batch (processed == cache)
+      TaskEvent start;
+      start.progress = PromptProgress{.total = s.timings.n_prompt, .cache = s.timings.n_cached,
+                                      .processed = s.timings.n_cached, .time_ms = 0};
+      s.task->push(std::move(start));
+    }
     s.info.busy = true;
     s.info.n_prompt = static_cast<int64_t>(prompt.size());
     s.info.n_generated = 0;

@@ -219,6 +219,7 @@ int cmd_serve(int argc, char** argv) {
   config.defaults.sampling = sampling;
   config.defaults.n_predict = n_predict;
   config.defaults.n_ctx_slot = n_ctx_slot;
+  config.defaults.verbose = flags.verbose;  // -v: responses carry __verbose, as llama-server
   server::ServerState state{.config = config,
                             .hparams = session->model->hparams(),
                             .tokenizer = *session->tokenizer,

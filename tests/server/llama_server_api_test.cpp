@@ -239,6 +239,55 @@ TEST_F(LlamaServerApi, ChatPrefillTemplateAndStreamShape) {
   EXPECT_EQ(models.json["data"][0]["tags"], (json{"a", "b"}));
 }
 
+// Details llama.cpp's server suite checks: the `verbose` debug echo, the token-count endpoint,
+// n > 1 pinned to one slot, two final assistant messages refused, prompt progress on the chat
+// stream (a first report before any batch), and generation rates over the decode steps after
+// the first token.
+TEST_F(LlamaServerApi, VerboseTokenCountProgressAndRates) {
+  auto c = server_->client();
+  const json msgs = {{{"role", "system"}, {"content", "Book"}}, {{"role", "user"}, {"content", "What is the best book"}}};
+  auto v = post_json(c, "/chat/completions", {{"messages", msgs}, {"max_tokens", 2}, {"verbose", true}});
+  ASSERT_EQ(v.status, 200) << v.body;
+  ASSERT_TRUE(v.json.contains("__verbose")) << v.body;
+  EXPECT_NE(v.json["__verbose"]["prompt"].get<std::string>().find("Book"), std::string::npos);
+  EXPECT_TRUE(v.json["__verbose"].contains("generation_settings"));
+  auto quiet = post_json(c, "/chat/completions", {{"messages", msgs}, {"max_tokens", 2}});
+  EXPECT_FALSE(quiet.json.contains("__verbose"));
+
+  auto count = post_json(c, "/v1/chat/completions/input_tokens", {{"messages", msgs}});
+  ASSERT_EQ(count.status, 200) << count.body;
+  EXPECT_EQ(count.json["input_tokens"], quiet.json["usage"]["prompt_tokens"]);
+  EXPECT_EQ(post_json(c, "/chat/completions/input_tokens", {{"messages", 3}}).status, 400);
+
+  auto pinned = post_json(c, "/chat/completions", {{"messages", msgs}, {"max_tokens", 3}, {"n", 2}, {"id_slot", 0}});
+  ASSERT_EQ(pinned.status, 200) << pinned.body;
+  EXPECT_EQ(pinned.json["choices"].size(), 2u);
+
+  const json two_assistants = {{{"role", "user"}, {"content", "a"}},
+                               {{"role", "assistant"}, {"content", "b"}},
+                               {{"role", "assistant"}, {"content", "c"}}};
+  EXPECT_EQ(post_json(c, "/chat/completions", {{"messages", two_assistants}}).status, 400);
+
+  auto progress = post_sse(c, "/chat/completions", {{"messages", msgs}, {"max_tokens", 2}, {"stream", true},
+                                                    {"return_progress", true}, {"cache_prompt", false}});
+  ASSERT_EQ(progress.status, 200);
+  std::vector<json> reports;
+  for (const auto& e : progress.events) {
+    if (e.contains("prompt_progress")) reports.push_back(e["prompt_progress"]);
+  }
+  ASSERT_GE(reports.size(), 2u) << progress.raw;
+  EXPECT_EQ(reports.front()["cache"], reports.front()["processed"]);
+  EXPECT_EQ(reports.back()["processed"], reports.back()["total"]);
+
+  auto one = post_json(c, "/completion", {{"prompt", "I believe"}, {"n_predict", 1}, {"ignore_eos", true}});
+  EXPECT_EQ(one.json["timings"]["predicted_n"], 1);
+  EXPECT_EQ(one.json["timings"]["predicted_per_second"], 0.0);
+  auto many = post_json(c, "/completion", {{"prompt", "I believe"}, {"n_predict", 16}, {"ignore_eos", true}});
+  const json& t = many.json["timings"];
+  EXPECT_EQ(t["predicted_n"], 16);
+  EXPECT_NEAR(t["predicted_per_second"].get<double>(), 1e3 / t["predicted_ms"].get<double>() * 15, 1e-6);
+}
+
 TEST_F(LlamaServerApi, SlotsSaveRestoreErase) {
   auto c = server_->client();
   auto r = post_json(c, "/completion", {{"prompt", "The slot keeps this"}, {"n_predict", 2}, {"id_slot", 1},
