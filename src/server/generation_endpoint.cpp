@@ -435,10 +435,12 @@ std::optional<ApiError> render_chat_prompt(const ServerState& st, const Generati
       if (c->is_string()) {
         continued = c->get<std::string>();
       } else if (c->is_array()) {
+        // Text parts joined by a blank line, as llama-server continues a multi-part message.
         for (const auto& part : *c) {
           auto type = part.is_object() ? part.find("type") : part.end();
           auto text = part.is_object() ? part.find("text") : part.end();
           if (type != part.end() && *type == "text" && text != part.end() && text->is_string()) {
+            if (!continued.empty()) continued += "\n\n";
             continued += text->get<std::string>();
           }
         }

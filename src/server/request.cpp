@@ -358,6 +358,17 @@ void parse_prompts(Fields& f, bool mixed, GenerationRequest& r) {
   };
   // One prompt: a non-empty string, or a non-empty list of ids (and strings when mixed).
   auto one = [&](const ordered_json& p) {
+    if (p.is_object() && mixed) {  // llama-server's {"prompt_string": ..., "multimodal_data": [...]}
+      if (p.contains("multimodal_data")) {
+        return f.fail("prompt", "'prompt.multimodal_data': moetier serves text models only (no images or audio)");
+      }
+      auto ps = p.find("prompt_string");
+      if (ps == p.end() || !ps->is_string() || ps->get_ref<const std::string&>().empty()) {
+        return f.fail("prompt", "'prompt.prompt_string' must be a non-empty string");
+      }
+      r.prompts.push_back(*ps);
+      return;
+    }
     if (p.is_string()) {
       if (p.get_ref<const std::string&>().empty()) return f.fail("prompt", "'prompt' is empty");
       r.prompts.push_back(p);
@@ -372,17 +383,14 @@ void parse_prompts(Fields& f, bool mixed, GenerationRequest& r) {
     }
     r.prompts.push_back(p);
   };
-  if (prompt->is_object() && mixed) {
-    if (prompt->contains("multimodal_data")) {
-      return f.fail("prompt", "'prompt.multimodal_data': moetier serves text models only (no images or audio)");
-    }
-    auto ps = prompt->find("prompt_string");
-    if (ps == prompt->end() || !ps->is_string()) return f.fail("prompt", "'prompt.prompt_string' must be a string");
-    return one(*ps);
-  }
   if (!prompt->is_array() || prompt->empty()) return one(*prompt);
-  const bool several = std::all_of(prompt->begin(), prompt->end(), [](const ordered_json& p) { return p.is_array(); }) ||
-                       std::all_of(prompt->begin(), prompt->end(), [](const ordered_json& p) { return p.is_string(); });
+  // Several prompts: OpenAI's arrays of strings or of token lists; llama-server's native API
+  // (mixed) takes any array without a number at its top level, each item a string, a token
+  // list (mixed with strings) or a {"prompt_string"} object.
+  const bool several =
+      mixed ? std::none_of(prompt->begin(), prompt->end(), [](const ordered_json& p) { return p.is_number(); })
+            : std::all_of(prompt->begin(), prompt->end(), [](const ordered_json& p) { return p.is_array(); }) ||
+                  std::all_of(prompt->begin(), prompt->end(), [](const ordered_json& p) { return p.is_string(); });
   if (!several) return one(*prompt);
   if (prompt->size() > kMaxPrompts) return f.fail("prompt", fmt::format("'prompt' holds more than {} prompts", kMaxPrompts));
   for (const auto& p : *prompt) {

@@ -194,7 +194,11 @@ int cmd_serve(int argc, char** argv) {
   KvCacheOptions kv = session->kv;
   kv.n_ctx = n_ctx_slot;
   server::SchedulerOptions scheduler_options{
-      .n_slots = n_parallel, .kv = kv, .step_tokens = flags.n_ubatch, .context_shift = context_shift};
+      .n_slots = n_parallel,
+      .kv = kv,
+      // A step is one llama_decode's worth: at most -b (the logical batch) and -ub tokens.
+      .step_tokens = std::min(flags.n_batch, flags.n_ubatch),
+      .context_shift = context_shift};
   if (spec_flags.params.type != SpecType::kNone) {  // one speculator per slot
     scheduler_options.make_speculator = [&spec_flags, &session, kv] {
       return make_speculator(spec_flags, *session, kv);

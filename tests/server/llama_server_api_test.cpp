@@ -268,6 +268,13 @@ TEST_F(LlamaServerApi, VerboseTokenCountProgressAndRates) {
                                {{"role", "assistant"}, {"content", "c"}}};
   EXPECT_EQ(post_json(c, "/chat/completions", {{"messages", two_assistants}}).status, 400);
 
+  // A multi-part final assistant message is continued with its parts joined by a blank line.
+  const json prefill = {msgs[1], {{"role", "assistant"}, {"content", {{{"type", "text"}, {"text", "Wh"}}, {{"type", "text"}, {"text", "ill"}}}}}};
+  auto pre = post_json(c, "/chat/completions", {{"messages", prefill}, {"max_tokens", 1}, {"verbose", true}});
+  ASSERT_EQ(pre.status, 200) << pre.body;
+  const std::string rendered = pre.json["__verbose"]["prompt"];
+  EXPECT_EQ(rendered.substr(rendered.size() - 7), "Wh\n\nill") << rendered;
+
   auto progress = post_sse(c, "/chat/completions", {{"messages", msgs}, {"max_tokens", 2}, {"stream", true},
                                                     {"return_progress", true}, {"cache_prompt", false}});
   ASSERT_EQ(progress.status, 200);

@@ -128,6 +128,14 @@ TEST(ServerRequest, CompletionPromptsAsTextOrTokens) {
   EXPECT_EQ(y.prompts, (std::vector<ordered_json>{"hi"}));
   EXPECT_TRUE(parse_native_completion_request({{"prompt", {{"prompt_string", "hi"}, {"multimodal_data", {"x"}}}}},
                                               d, false, e));
+  // An array without a number at its top level is several prompts, each of any form (as llama-server).
+  GenerationRequest z;
+  const ordered_json several = ordered_json::array({ordered_json::array({1, 2}), "str", {{"prompt_string", "obj"}}});
+  ASSERT_FALSE(parse_native_completion_request({{"prompt", several}}, d, false, z));
+  ASSERT_EQ(z.prompts.size(), 3u);
+  EXPECT_EQ(z.prompts[1], "str");
+  EXPECT_EQ(z.prompts[2], "obj");
+  EXPECT_TRUE(parse_native_completion_request({{"prompt", ordered_json::array({"ok", {{"prompt_string", ""}}})}}, d, false, e));
 }
 
 TEST(ServerRequest, JsonBodyErrors) {
