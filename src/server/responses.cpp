@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "core/build_info.h"
 #include "text/utf8.h"
 
 namespace moetier::server {
@@ -62,13 +63,22 @@ json completion_logprobs(const ResponseMeta& meta, const std::vector<PositionLog
   return {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
+// llama-server's shape, "b<build>-<commit>": clients and its tests read the leading "b".
+const std::string& system_fingerprint() {
+  static const std::string fp = [] {
+    const std::string commit = build_git_commit();
+    return std::string("b" MOETIER_VERSION "-moetier") + (commit.empty() ? "" : "-" + commit);
+  }();
+  return fp;
+}
+
 json envelope(const ResponseMeta& meta, bool chunk) {
   const bool chat = meta.endpoint == Endpoint::kChat;
   return {{"id", meta.id},
           {"object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
           {"created", meta.created},
           {"model", meta.model},
-          {"system_fingerprint", "moetier-" MOETIER_VERSION}};
+          {"system_fingerprint", system_fingerprint()}};
 }
 
 json choice_logprobs(const ResponseMeta& meta, const std::vector<PositionLogprobs>& lps) {

@@ -253,6 +253,7 @@ TEST_F(LlamaServerApi, VerboseTokenCountProgressAndRates) {
   EXPECT_TRUE(v.json["__verbose"].contains("generation_settings"));
   auto quiet = post_json(c, "/chat/completions", {{"messages", msgs}, {"max_tokens", 2}});
   EXPECT_FALSE(quiet.json.contains("__verbose"));
+  EXPECT_EQ(quiet.json["system_fingerprint"].get<std::string>().rfind("b", 0), 0u);  // llama-server's "b<build>-<commit>"
 
   auto count = post_json(c, "/v1/chat/completions/input_tokens", {{"messages", msgs}});
   ASSERT_EQ(count.status, 200) << count.body;
