@@ -125,7 +125,7 @@ bool output_constrained(const GenerationRequest& r) {
 }
 
 std::optional<ApiError> build_constraint(const ServerState& st, const GenerationRequest& r,
-                                         std::shared_ptr<const ConstraintFactory>& out) {
+                                         std::shared_ptr<const ConstraintFactory>& out, bool prompt_opens_reasoning) {
   out = nullptr;
   if (r.grammar) return compile_grammar(st, *r.grammar, "grammar", out);
   if (r.json_schema) {
@@ -152,7 +152,8 @@ std::optional<ApiError> build_constraint(const ServerState& st, const Generation
     auto gbnf = build_tool_call_grammar({.format = format,
                                          .tools = &*tools,
                                          .choice = *parsed_choice,
-                                         .parallel_tool_calls = r.parallel_tool_calls});
+                                         .parallel_tool_calls = r.parallel_tool_calls,
+                                         .inside_think = prompt_opens_reasoning});
     if (!gbnf) return ApiError::bad_request(gbnf.status().message(), "tools");
     if (*gbnf) return compile_grammar(st, **gbnf, "tool_choice", out);
   }

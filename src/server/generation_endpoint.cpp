@@ -561,7 +561,7 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   // The output constraint (grammar, JSON schema, forced tool calls) is compiled once and
   // instantiated per choice.
   std::shared_ptr<const ConstraintFactory> constraint;
-  if (auto e = build_constraint(st, r, constraint)) return send_error(res, *e);
+  if (auto e = build_constraint(st, r, constraint, spec.prompt_opens_reasoning)) return send_error(res, *e);
 
   auto stream = std::make_shared<Stream>();
   stream->state = &st;

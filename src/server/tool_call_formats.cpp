@@ -3,6 +3,7 @@
 #include "server/tool_call_formats.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -397,9 +398,10 @@ Result<std::string> functionary_v31_call(GrammarContext& g, const ToolSpec& tool
 }
 
 // ---- Mistral Nemo: [TOOL_CALLS][{"name": "fn", "arguments": {...}, "id": "a1b2c3d4e"}, ...]
-// ---- Mistral Small 3.2 / Devstral / Ministral 3: [TOOL_CALLS]fn[ARGS]{...} per call.
+// ---- Devstral / Ministral 3: [TOOL_CALLS]fn[ARGS]{...} per call;
+// ---- Mistral Small 3.2: [TOOL_CALLS]fn[CALL_ID]a1b2c3d4e[ARGS]{...} per call.
 
-constexpr std::string_view kToolCalls = "[TOOL_CALLS]", kArgs = "[ARGS]";
+constexpr std::string_view kToolCalls = "[TOOL_CALLS]", kArgs = "[ARGS]", kCallId = "[CALL_ID]";
 
 bool mistral_id(const std::string& id) {
   if (id.size() != 9) return false;
@@ -425,11 +427,18 @@ size_t mistral_block_end(std::string_view text, bool final) {
   const size_t p = skip_space(text, kToolCalls.size());
   if (p == text.size()) return final ? text.size() : kNeedMore;
   if (text[p] == '[') return opener_then_json_end(text, kToolCalls.size(), final);
-  // fn[ARGS]{...}
+  // fn[ARGS]{...} or fn[CALL_ID]id[ARGS]{...}
   size_t q = p;
   while (q < text.size() && name_char(text[q])) ++q;
-  const std::string_view rest = text.substr(q);
   if (q == p) return p;
+  std::string_view rest = text.substr(q);
+  if (starts_with(rest, kCallId)) {
+    q += kCallId.size();
+    while (q < text.size() && std::isalnum(static_cast<unsigned char>(text[q]))) ++q;
+    rest = text.substr(q);
+  } else if (starts_with(kCallId, rest)) {
+    return final ? text.size() : kNeedMore;
+  }
   if (starts_with(rest, kArgs)) return opener_then_json_end(text, q + kArgs.size(), final);
   if (starts_with(kArgs, rest)) return final ? text.size() : kNeedMore;
   return q;
@@ -453,11 +462,18 @@ std::optional<std::vector<ToolCall>> parse_mistral(std::string_view block, const
   }
   const size_t a = s.find(kArgs);
   if (a == std::string_view::npos || a == 0) return std::nullopt;
-  const std::string name(s.substr(0, a));
+  std::string_view head = s.substr(0, a);
+  std::string id;
+  if (const size_t c = head.find(kCallId); c != std::string_view::npos) {
+    id = std::string(head.substr(c + kCallId.size()));
+    if (!mistral_id(id)) return std::nullopt;
+    head = head.substr(0, c);
+  }
+  const std::string name(head);
   if (!known_tool(tools, name)) return std::nullopt;
   const ordered_json args = parse_json(s.substr(a + kArgs.size()));
   if (!args.is_object()) return std::nullopt;
-  calls.push_back({.name = name, .arguments = dump(args)});
+  calls.push_back({.id = std::move(id), .name = name, .arguments = dump(args)});
   return calls;
 }
 
@@ -471,6 +487,13 @@ Result<std::string> mistral_nemo_call(GrammarContext& g, const ToolSpec& tool) {
 
 Result<std::string> mistral_args_call(GrammarContext& g, const ToolSpec& tool) {
   return wrapped_args(g, tool, "[TOOL_CALLS]" + tool.name + "[ARGS]", "");
+}
+
+Result<std::string> mistral_call_id_call(GrammarContext& g, const ToolSpec& tool) {
+  auto args = args_grammar(g, tool);
+  if (!args.is_ok()) return args;
+  return fmt::format("{} [a-zA-Z0-9]{{9}} {} {}", gbnf_literal("[TOOL_CALLS]" + tool.name + "[CALL_ID]"), gbnf_literal("[ARGS]"),
+                     *args);
 }
 
 // ---- Command R7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "fn", "parameters": {...}}, ...]<|END_ACTION|>;
@@ -605,8 +628,18 @@ std::vector<FormatDef> make_table() {
                .call_grammar = llama3_call,
                .several = false,  // "This model only supports single tool-calls at once!"
                .leading_text_stop = "{"});
+  t.push_back({.id = ToolCallFormat::kMistralCallId,
+               .name = "Mistral Small 3.2 [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json}",
+               .detect = [](std::string_view s) { return contains(s, kToolCalls) && contains(s, kCallId) && contains(s, kArgs); },
+               .openers = {kToolCalls},
+               .block_end = mistral_block_end,
+               .parse = parse_mistral,
+               .make_id = mistral_make_id,
+               .call_grammar = mistral_call_id_call,
+               .call_sep = "",
+               .leading_text_stop = kToolCalls});
   t.push_back({.id = ToolCallFormat::kMistralArgs,
-               .name = "Mistral [TOOL_CALLS]NAME[ARGS]{json}",
+               .name = "Mistral/Devstral [TOOL_CALLS]NAME[ARGS]{json}",
                .detect = [](std::string_view s) { return contains(s, kToolCalls) && contains(s, kArgs); },
                .openers = {kToolCalls},
                .block_end = mistral_block_end,

@@ -122,7 +122,9 @@ Result<std::optional<std::string>> build_tool_call_grammar(const ToolGrammarPara
   for (const std::string& c : calls) call_alts += (call_alts.empty() ? "" : " | ") + c;
   const std::string call = calls.size() == 1 ? calls[0] : out.add_rule("call", call_alts);
   std::string root;
-  if (params.allow_think_block) {
+  if (params.inside_think) {
+    root += fmt::format("{} {} {} ", out.add_text_without("think-text", "</think>"), grammar::gbnf_literal("</think>"), ws);
+  } else if (params.allow_think_block) {
     const std::string thought = out.add_text_without("think-text", "</think>");
     root += fmt::format("({} {} {} {})? ", grammar::gbnf_literal("<think>"), thought, grammar::gbnf_literal("</think>"), ws);
   }

@@ -17,7 +17,8 @@
 //       each next one after ">>>".
 //   kFunctionaryV31: <function=fn>{...}</function>, and <|python_tag|> + code.
 //   kMistralNemo: [TOOL_CALLS][{"name": "fn", "arguments": {...}, "id": "9 alnum"}, ...]
-//   kMistralArgs (Mistral Small 3.2, Devstral, Ministral 3): [TOOL_CALLS]fn[ARGS]{...}
+//   kMistralArgs (Devstral, Ministral 3): [TOOL_CALLS]fn[ARGS]{...}
+//   kMistralCallId (Mistral Small 3.2): [TOOL_CALLS]fn[CALL_ID]9 alnum[ARGS]{...}
 //   kCommandR7B: <|START_ACTION|>[{"tool_call_id": "0", "tool_name": "fn", "parameters": {...}}]<|END_ACTION|>
 //       (the <|START_RESPONSE|> / <|END_RESPONSE|> markers around text are dropped)
 //   kDeepSeekR1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>fn\n```json\n{...}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
@@ -53,6 +54,7 @@ enum class ToolCallFormat {
   kFunctionaryV31,
   kMistralNemo,
   kMistralArgs,
+  kMistralCallId,
   kCommandR7B,
   kDeepSeekR1,
   kDeepSeekV31,
@@ -174,6 +176,9 @@ struct ToolGrammarParams {
   // close the reasoning; any text without "</think>" inside). When the generation prompt
   // ends inside an open think block, apply the grammar only after "</think>" instead.
   bool allow_think_block = false;
+  // The generation prompt ends inside an open think block (DeepSeek R1's templates always
+  // open one): the rest of the thought and "</think>" come before the calls.
+  bool inside_think = false;
   // Free text before the first call (without the format's opener, e.g. "<tool_call>"); an
   // error for formats where no text can come first (Functionary v3.2, DeepSeek).
   bool allow_leading_text = false;

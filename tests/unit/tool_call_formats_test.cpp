@@ -106,6 +106,7 @@ TEST(ToolCallFormats, DetectsEachFamilyFromItsTemplateText) {
       {"{{ '<|python_tag|>' + x }}{{ '<function=' + name + '>' }}", ToolCallFormat::kFunctionaryV31},
       {"{{- \"[TOOL_CALLS][\" }}", ToolCallFormat::kMistralNemo},
       {"{{- '[TOOL_CALLS]' + name + '[ARGS]' + args }}", ToolCallFormat::kMistralArgs},
+      {"{{- '[TOOL_CALLS]' + name + '[CALL_ID]' + id + '[ARGS]' + args }}", ToolCallFormat::kMistralCallId},
       {"<|START_ACTION|>[ {\"tool_call_id\": \"0\" }]<|END_ACTION|>", ToolCallFormat::kCommandR7B},
       {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>' + name + '\\n```json\\n'", ToolCallFormat::kDeepSeekR1},
       {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + name + '<｜tool▁sep｜>' + args", ToolCallFormat::kDeepSeekV31},
@@ -132,7 +133,7 @@ TEST(ToolCallFormats, DetectsLlamaCppTemplates) {
       {"meetkai-functionary-medium-v3.1", ToolCallFormat::kFunctionaryV31},
       {"meetkai-functionary-medium-v3.2", ToolCallFormat::kFunctionaryV32},
       {"mistralai-Mistral-Nemo-Instruct-2407", ToolCallFormat::kMistralNemo},
-      {"Mistral-Small-3.2-24B-Instruct-2506", ToolCallFormat::kMistralArgs},
+      {"Mistral-Small-3.2-24B-Instruct-2506", ToolCallFormat::kMistralCallId},
       {"unsloth-mistral-Devstral-Small-2507", ToolCallFormat::kMistralArgs},
       {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", ToolCallFormat::kQwen3Json},
       {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", ToolCallFormat::kQwen3Json},
@@ -343,6 +344,35 @@ TEST(ToolCallFormats, MistralArgs) {
   expect_forced_round_trip(F, two, 2);
 }
 
+TEST(ToolCallFormats, MistralCallId) {
+  constexpr auto F = ToolCallFormat::kMistralCallId;
+  const std::string two =
+      "[TOOL_CALLS]get_time[CALL_ID]abcDEF123[ARGS]{\"tz\": \"UTC\"}[TOOL_CALLS]get_weather[CALL_ID]000000002[ARGS]{\"city\": \"Oslo\"}";
+  ParsedReply r = parse(two, F);
+  EXPECT_EQ(r.content, "");
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].id, "abcDEF123");
+  EXPECT_EQ(r.tool_calls[1].id, "000000002");
+  EXPECT_EQ(r.tool_calls[1].arguments, R"({"city":"Oslo"})");
+  // Without [CALL_ID] (Devstral's form) the call still reads; a bad id does not.
+  r = parse("[TOOL_CALLS]get_time[ARGS]{}", F);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].id.size(), 9u);
+  for (const char* text : {"[TOOL_CALLS]get_time[CALL_ID]short[ARGS]{}", "[TOOL_CALLS]get_time[CALL_I", "[TOOL_CALLS]get_time[CALL_ID]abcDEF123"}) {
+    r = parse(text, F);
+    EXPECT_EQ(r.content, text);
+    EXPECT_TRUE(r.tool_calls.empty()) << text;
+  }
+  std::mt19937 rng(14);
+  check_stream(two, F, rng);
+  check_stream("a [TOOL_CALLS]get_time[CALL_ID]x[ARGS]{} b [TOOL_CALLS]get_time[CALL_ID]abcDEF123[ARGS]{\"tz\": \"[\"}", F, rng);
+  const ForcedGrammar g = forced(F, true);
+  EXPECT_TRUE(g.accepts(two)) << g.text;
+  EXPECT_FALSE(g.accepts("[TOOL_CALLS]get_time[ARGS]{\"tz\": \"UTC\"}"));
+  EXPECT_FALSE(g.accepts("[TOOL_CALLS]get_time[CALL_ID]abc[ARGS]{\"tz\": \"UTC\"}"));
+  expect_forced_round_trip(F, two, 2);
+}
+
 // ---- Command R7B
 
 TEST(ToolCallFormats, CommandR7B) {
@@ -401,6 +431,16 @@ TEST(ToolCallFormats, DeepSeek) {
   EXPECT_TRUE(g.accepts(r1)) << g.text;
   EXPECT_FALSE(g.accepts("<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>"));
   expect_forced_round_trip(ToolCallFormat::kDeepSeekR1, r1, 2);
+  // R1's templates end the prompt inside "<think>\n": the thought and "</think>" come first.
+  auto gbnf = build_tool_call_grammar({.format = ToolCallFormat::kDeepSeekR1, .tools = &specs(),
+                                       .choice = {.mode = ToolChoiceMode::kRequired}, .inside_think = true});
+  ASSERT_TRUE(gbnf.is_ok()) << gbnf.status().message();
+  auto parsed = grammar::Grammar::parse(**gbnf);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().message();
+  g = {std::make_shared<const grammar::Grammar>(std::move(parsed).value()), **gbnf};
+  EXPECT_TRUE(g.accepts("Two calls.\n</think>\n\n" + r1)) << g.text;
+  EXPECT_FALSE(g.accepts(r1));
+  EXPECT_FALSE(g.accepts("Two calls.\n</think>\n\nNo calls."));
   g = forced(ToolCallFormat::kDeepSeekV31, false);
   EXPECT_TRUE(g.accepts(v31)) << g.text;
   EXPECT_FALSE(g.accepts(r1));
