@@ -1,6 +1,8 @@
 // The tool-call formats, one table entry each: how a chat template reveals the format, where a
 // call starts and ends in generated text, how a call is read, and the grammar that writes one.
-// The generic machinery (the streaming parser, the forcing grammar's outer shape) lives in
+// Each family's formats live in one unit under tool_formats/ (qwen, llama, mistral,
+// command_r, deepseek); tool_call_formats.cpp lists them in detection order. The generic
+// machinery (the streaming parser, the forcing grammar's outer shape) lives in
 // tool_calls.cpp and tool_call_grammar.cpp and only ever goes through this table.
 //
 // A "block" is the text from one of the format's openers to its end (a closing tag, the end

@@ -1,5 +1,5 @@
 // Finding tool calls in generated text (whole and streamed), for any format of the table in
-// tool_call_formats.cpp. Grammar and request validation: tool_call_grammar.cpp.
+// tool_call_formats.h. Grammar and request validation: tool_call_grammar.cpp.
 #include "server/tool_calls.h"
 
 #include <utility>

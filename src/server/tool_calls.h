@@ -3,7 +3,8 @@
 // forces calls when tool_choice requires them.
 //
 // The formats (text the model writes after any <think> block); each one is an entry of the
-// table in tool_call_formats.h/.cpp, which says how it is detected, read and forced:
+// table in tool_call_formats.h (code: tool_formats/<family>.cpp), which says how it is
+// detected, read and forced:
 //   kQwen3Json  (Qwen3, Qwen2.5, Hermes 2 Pro / 3):
 //       <tool_call>\n{"name": "fn", "arguments": {...}}\n</tool_call>
 //   kQwen35Xml  (Qwen3.5/3.6, Qwen3-Coder; the template contains "<function="):

@@ -1,4 +1,4 @@
-// The tool-call formats beyond Qwen's (tool_call_formats.cpp): detection from template text,
+// The tool-call formats beyond Qwen's (tool_formats/): detection from template text,
 // whole replies, the streaming parser against the whole-text parser on random splits,
 // malformed and cut-off blocks staying content, and the forcing grammar run through the
 // grammar engine (a well-formed call is accepted, junk refused).
