@@ -2,6 +2,7 @@
 // tool_call_formats.h. Grammar and request validation: tool_call_grammar.cpp.
 #include "server/tool_calls.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "server/tool_call_formats.h"
