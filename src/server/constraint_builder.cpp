@@ -28,7 +28,7 @@ ordered_json tool_calls_json(const std::vector<ToolCall>& calls) {
   return out;
 }
 
-// The model's tool-call markup (Qwen3's JSON or Qwen3.5/3.6's XML form) → OpenAI tool_calls;
+// The model's tool-call markup (any format of tool_calls.h) → OpenAI tool_calls;
 // with parallel_tool_calls false only the first call of a reply is kept (tool_choice auto
 // has no grammar to stop a second one from being written).
 class ToolCallOutputParser final : public ChatOutputParser {
@@ -125,7 +125,7 @@ bool output_constrained(const GenerationRequest& r) {
 }
 
 std::optional<ApiError> build_constraint(const ServerState& st, const GenerationRequest& r,
-                                         std::shared_ptr<const ConstraintFactory>& out) {
+                                         std::shared_ptr<const ConstraintFactory>& out, bool prompt_opens_reasoning) {
   out = nullptr;
   if (r.grammar) return compile_grammar(st, *r.grammar, "grammar", out);
   if (r.json_schema) {
@@ -145,14 +145,15 @@ std::optional<ApiError> build_constraint(const ServerState& st, const Generation
     if (!parsed_choice) return ApiError::bad_request(parsed_choice.status().message(), "tool_choice");
     const ToolCallFormat format = detect_tool_call_format(st.chat_prompt.source());
     if (format == ToolCallFormat::kNone) {
-      return ApiError::bad_request("this model's chat template has no tool-call format moetier knows (Qwen3's "
-                                   "<tool_call>{json}</tool_call> or Qwen3.5/3.6's <tool_call><function=…>)",
+      return ApiError::bad_request("this model's chat template has no tool-call format moetier knows (" +
+                                       known_tool_call_formats() + "); use one that does with --chat-template-file",
                                    "tools");
     }
     auto gbnf = build_tool_call_grammar({.format = format,
                                          .tools = &*tools,
                                          .choice = *parsed_choice,
-                                         .parallel_tool_calls = r.parallel_tool_calls});
+                                         .parallel_tool_calls = r.parallel_tool_calls,
+                                         .inside_think = prompt_opens_reasoning});
     if (!gbnf) return ApiError::bad_request(gbnf.status().message(), "tools");
     if (*gbnf) return compile_grammar(st, **gbnf, "tool_choice", out);
   }

@@ -31,9 +31,10 @@ class ConstraintFactory {
 bool output_constrained(const GenerationRequest& r);
 
 // Compiles the request's constraint; null when it has none. Errors (an invalid grammar or
-// schema, an unknown tool name) are 400s naming the field.
+// schema, an unknown tool name) are 400s naming the field. `prompt_opens_reasoning`: the
+// chat prompt ends inside an open think block; forced tool calls then come after "</think>".
 std::optional<ApiError> build_constraint(const ServerState& st, const GenerationRequest& r,
-                                         std::shared_ptr<const ConstraintFactory>& out);
+                                         std::shared_ptr<const ConstraintFactory>& out, bool prompt_opens_reasoning = false);
 
 // Splits a chat reply into text and tool calls, as the model writes them.
 class ChatOutputParser {

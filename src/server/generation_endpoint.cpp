@@ -451,7 +451,11 @@ std::optional<ApiError> render_chat_prompt(const ServerState& st, const Generati
     params.add_generation_prompt = true;
   }
   // OpenAI clients send a tool call's arguments as a JSON string; templates (Qwen3.5/3.6's
-  // iterates over them) want the object, as llama-server passes it.
+  // iterates over them) want the object, as llama-server passes it. A few templates
+  // concatenate the arguments as text (Functionary v3.2: '>>>' + name + '\n' + arguments):
+  // when the objects fail to render, the strings as sent are tried.
+  const ordered_json messages_as_sent = params.messages;
+  bool converted = false;
   for (auto& m : params.messages) {
     auto calls = m.find("tool_calls");
     if (calls == m.end() || !calls->is_array()) continue;
@@ -460,11 +464,19 @@ std::optional<ApiError> render_chat_prompt(const ServerState& st, const Generati
       auto& fn = call["function"];
       if (auto args = fn.find("arguments"); args != fn.end() && args->is_string()) {
         auto parsed = ordered_json::parse(args->get<std::string>(), nullptr, false);
-        if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+        if (!parsed.is_discarded() && parsed.is_object()) {
+          *args = std::move(parsed);
+          converted = true;
+        }
       }
     }
   }
   auto rendered = st.chat_prompt.render(params);
+  if (!rendered && converted) {
+    params.messages = messages_as_sent;
+    params.normalization.parse_tool_arguments = false;
+    if (auto as_sent = st.chat_prompt.render(params)) rendered = std::move(as_sent);
+  }
   if (!rendered) return ApiError::bad_request("chat template: " + rendered.status().message(), "messages");
   prompt = std::move(rendered).value() + continued;
   return std::nullopt;
@@ -563,7 +575,7 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   // The output constraint (grammar, JSON schema, forced tool calls) is compiled once and
   // instantiated per choice.
   std::shared_ptr<const ConstraintFactory> constraint;
-  if (auto e = build_constraint(st, r, constraint)) return send_error(res, *e);
+  if (auto e = build_constraint(st, r, constraint, spec.prompt_opens_reasoning)) return send_error(res, *e);
 
   auto stream = std::make_shared<Stream>();
   stream->state = &st;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "grammar/json_schema.h"
+#include "server/tool_call_formats.h"
 
 namespace moetier::server {
 
@@ -22,18 +23,6 @@ bool valid_function_name(const std::string& name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
                     c == '.' || c == ':';
     if (!ok) return false;
-  }
-  return true;
-}
-
-bool is_string_schema(const ordered_json& s) {
-  if (!s.is_object()) return false;
-  auto t = s.find("type");
-  if (t != s.end()) return *t == "string";
-  auto e = s.find("enum");
-  if (e == s.end() || !e->is_array() || e->empty()) return false;
-  for (auto& v : *e) {
-    if (!v.is_string()) return false;
   }
   return true;
 }
@@ -114,71 +103,44 @@ Result<std::optional<std::string>> build_tool_call_grammar(const ToolGrammarPara
     return Status::bad_input("tool_choice requires a tool call, but this model's chat template has no tool-call format");
   }
   if (!params.tools || params.tools->empty()) return Status::bad_input("tool_choice requires a tool call, but 'tools' is empty");
+  const tool_format::FormatDef& format = tool_format::get(params.format);
 
   grammar::GbnfWriter out;
   // As llama.cpp's grammars: an object without additionalProperties takes no extra keys, so
   // a forced call holds the declared arguments only.
   grammar::SchemaConverter conv(out, {.extra_properties_by_default = false});
+  tool_format::GrammarContext ctx{.out = out, .conv = conv};
   const std::string ws = conv.ws();
   std::vector<std::string> calls;
   for (const ToolSpec& tool : *params.tools) {
     if (params.choice.mode == ToolChoiceMode::kFunction && tool.name != params.choice.function) continue;
-    const std::string hint = "call-" + tool.name;
-    std::string body;
-    if (params.format == ToolCallFormat::kQwen3Json) {
-      auto args = conv.add_schema(tool.parameters, tool.name + "-args");
-      if (!args.is_ok()) return args.status().with_context(fmt::format("function \"{}\" parameters", tool.name));
-      // The envelope exactly as the template shows it (json.dumps spacing).
-      body = fmt::format("{} {} {}", grammar::gbnf_literal("<tool_call>\n{\"name\": \"" + tool.name + "\", \"arguments\": "), *args,
-                         grammar::gbnf_literal("}\n</tool_call>"));
-    } else {
-      // Declared parameters only (required ones first, then optional ones, in declared
-      // order); the XML form has no place for additionalProperties.
-      body = grammar::gbnf_literal("<tool_call>\n<function=" + tool.name + ">\n");
-      const ordered_json& schema = tool.parameters;
-      static const ordered_json kNoProps = ordered_json::object();
-      const ordered_json& props = schema.contains("properties") ? schema["properties"] : kNoProps;
-      std::set<std::string> required;
-      if (schema.contains("required") && schema["required"].is_array()) {
-        for (auto& r : schema["required"]) if (r.is_string()) required.insert(r.get<std::string>());
-      }
-      for (const std::string& r : required) {
-        if (!props.contains(r)) {
-          return Status::bad_input(fmt::format("function \"{}\" parameters: '{}' is required but not in 'properties'", tool.name, r));
-        }
-      }
-      for (bool want_required : {true, false}) {
-        for (auto& [pname, pschema] : props.items()) {
-          if (required.count(pname) != static_cast<size_t>(want_required)) continue;
-          const std::string phint = tool.name + "-" + pname;
-          Result<std::string> value = std::string();
-          if (is_string_schema(pschema)) {
-            value = conv.add_raw_string(pschema, phint, out.add_text_without("param-text", "</parameter>"), &schema);
-          } else {
-            value = conv.add_schema(pschema, phint, &schema);
-          }
-          if (!value.is_ok()) return value.status().with_context(fmt::format("function \"{}\" parameter '{}'", tool.name, pname));
-          const std::string param = out.add_rule(
-              phint + "-param", fmt::format("{} {} {}", grammar::gbnf_literal("<parameter=" + pname + ">\n"), *value,
-                                            grammar::gbnf_literal("\n</parameter>\n")));
-          body += " " + param + (want_required ? "" : "?");
-        }
-      }
-      body += " " + grammar::gbnf_literal("</function>\n</tool_call>");
-    }
-    calls.push_back(out.add_rule(hint, body));
+    auto body = format.call_grammar(ctx, tool);
+    if (!body.is_ok()) return body.status();
+    calls.push_back(out.add_rule("call-" + tool.name, *body));
   }
   std::string call_alts;
   for (const std::string& c : calls) call_alts += (call_alts.empty() ? "" : " | ") + c;
   const std::string call = calls.size() == 1 ? calls[0] : out.add_rule("call", call_alts);
   std::string root;
-  if (params.allow_think_block) {
+  if (params.inside_think) {
+    root += fmt::format("{} {} {} ", out.add_text_without("think-text", "</think>"), grammar::gbnf_literal("</think>"), ws);
+  } else if (params.allow_think_block) {
     const std::string thought = out.add_text_without("think-text", "</think>");
     root += fmt::format("({} {} {} {})? ", grammar::gbnf_literal("<think>"), thought, grammar::gbnf_literal("</think>"), ws);
   }
-  if (params.allow_leading_text) root += out.add_text_without("leading-text", "<tool_call>") + " ";
+  if (params.allow_leading_text) {
+    if (format.leading_text_stop.empty()) {
+      return Status::bad_input(fmt::format("the {} tool-call format has no place for text before the calls", format.name));
+    }
+    root += out.add_text_without("leading-text", format.leading_text_stop) + " ";
+  }
+  if (!format.calls_begin.empty()) root += grammar::gbnf_literal(format.calls_begin) + " ";
   root += call;
-  if (params.parallel_tool_calls) root += fmt::format(" (\"\\n\" {})*", call);
+  if (params.parallel_tool_calls && format.several) {
+    root += format.call_sep.empty() ? fmt::format(" {}*", call)
+                                    : fmt::format(" ({} {})*", grammar::gbnf_literal(format.call_sep), call);
+  }
+  if (!format.calls_end.empty()) root += " " + grammar::gbnf_literal(format.calls_end);
   out.set_root(root);
   return Grammar{out.str()};
 }

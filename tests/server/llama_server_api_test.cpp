@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -618,6 +619,80 @@ TEST(ServerConstrained, GrammarSchemaAndForcedToolCalls) {
   json wrong = req;
   wrong["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
   EXPECT_EQ(post_json(c, "/v1/chat/completions", wrong).status, 400);
+}
+
+// Forced calls in formats other than Qwen's, end to end: a Llama 3.x-style template (bare
+// {"name", "parameters"} JSON) and a Functionary v3.2-style one (">>>name\n" + arguments,
+// which concatenates the arguments as text: the request's string arguments must reach it).
+TEST(ServerConstrained, ForcedToolCallsInOtherFormats) {
+  const std::string llama3 =
+      "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+      "{%- if m.tool_calls %}{{ '{\"name\": \"' + m.tool_calls[0].function.name + '\", \"parameters\": ' }}"
+      "{{ m.tool_calls[0].function.arguments | tojson }}}{%- else %}{{ m.content }}{%- endif %}<|eot_id|>{%- endfor %}"
+      "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}";
+  const std::string functionary =
+      "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+      "{%- if m.tool_calls %}{%- for tc in m.tool_calls %}{{ '>>>' + tc.function.name + '\n' + tc.function.arguments }}"
+      "{%- endfor %}{%- else %}{{ '>>>all\n' + m.content if m.role == 'assistant' else m.content }}{%- endif %}<|eot_id|>"
+      "{%- endfor %}{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n>>>{%- endif %}";
+  const json tools = {{{"type", "function"},
+                       {"function", {{"name", "get_weather"},
+                                     {"parameters", {{"type", "object"},
+                                                     {"properties", {{"city", {{"type", "string"}, {"enum", {"Oslo", "Paris"}}}}}},
+                                                     {"required", {"city"}}}}}}}};
+  const json user = json::array({{{"role", "user"}, {"content", "Weather?"}}});
+  for (const auto& [name, source, marker] : {std::tuple{"llama3", llama3, std::string("\"parameters\": {\"city\"")},
+                                             std::tuple{"functionary", functionary, std::string(">>>get_weather\n{\"city\"")}}) {
+    SCOPED_TRACE(name);
+    const std::string path = testing::temp_file(std::string(name) + ".jinja");
+    std::ofstream(path) << source;
+    ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "2048", "--chat-template-file", path});
+    ASSERT_TRUE(server.ready()) << server.log();
+    auto c = server.client();
+    const json req = {{"messages", user}, {"max_tokens", 400}, {"temperature", 0}, {"tools", tools}, {"tool_choice", "required"},
+                      {"parallel_tool_calls", false}};
+    auto t = post_json(c, "/v1/chat/completions", req);
+    ASSERT_EQ(t.status, 200) << t.body;
+    const json& msg = t.json["choices"][0]["message"];
+    ASSERT_TRUE(msg.contains("tool_calls")) << t.body;
+    EXPECT_TRUE(msg["content"].is_null()) << t.body;
+    EXPECT_EQ(t.json["choices"][0]["finish_reason"], "tool_calls");
+    ASSERT_GE(msg["tool_calls"].size(), 1u);
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+    const json args = json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(args.is_object()) << t.body;
+    EXPECT_TRUE(args["city"] == "Oslo" || args["city"] == "Paris") << t.body;
+    json sreq = req;
+    sreq["stream"] = true;
+    auto s = post_sse(c, "/v1/chat/completions", sreq);
+    std::string streamed_name, content;
+    for (const auto& e : s.events) {
+      if (!e.contains("choices") || e["choices"].empty()) continue;
+      const json& d = e["choices"][0]["delta"];
+      if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+      if (!d.contains("tool_calls")) continue;
+      for (const auto& tc : d["tool_calls"]) {
+        if (tc.contains("function") && tc["function"].contains("name")) streamed_name += tc["function"]["name"].get<std::string>();
+      }
+    }
+    EXPECT_EQ(streamed_name.substr(0, 11), "get_weather") << s.raw;
+    EXPECT_EQ(content, "") << s.raw;
+    // The call goes back through the template (arguments as the client sends them: a string).
+    json history = user;
+    json call = msg["tool_calls"][0];
+    history.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+    history.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}});
+    auto rendered = post_json(c, "/apply-template", {{"messages", history}, {"tools", tools}});
+    ASSERT_EQ(rendered.status, 200) << rendered.body;
+    EXPECT_NE(rendered.json["prompt"].get<std::string>().find(marker), std::string::npos) << rendered.body;
+  }
+  // tools with a template of no known format (ChatML): a 400 naming the formats.
+  ServerProcess chatml({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "2048", "--chat-template", "chatml"});
+  ASSERT_TRUE(chatml.ready()) << chatml.log();
+  auto c = chatml.client();
+  auto bad = post_json(c, "/v1/chat/completions", {{"messages", user}, {"tools", tools}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("Llama 3.x"), std::string::npos) << bad.body;
 }
 
 }  // namespace

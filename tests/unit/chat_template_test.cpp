@@ -315,6 +315,16 @@ TEST(ChatTemplateUndefined, Jinja2DefaultUndefinedSemantics) {
   EXPECT_NE(render("{{ 'x' in n }}", R"({"n": null})").find("got none"), std::string::npos);
 }
 
+// {% filter %} blocks (Firefunction v2's template wraps its system prompt in `filter trim`).
+TEST(ChatTemplateFilters, FilterBlocksApplyTheirChainToTheBody) {
+  EXPECT_EQ(render("[{% filter trim %}\n  a {{ x }}  \n{% endfilter %}]", R"({"x": 1})"), "[a 1]");
+  EXPECT_EQ(render("{% filter upper | replace('A', '-') %}ab{% endfilter %}"), "-B");
+  EXPECT_EQ(render("{% for i in [1, 2] %}{% filter trim %} {{ i }} {% endfilter %}{% endfor %}"), "12");
+  EXPECT_EQ(render("{% filter frob %}x{% endfilter %}"), "ERROR: chat template 1:11: unknown filter 'frob'");
+  EXPECT_EQ(render("{% filter trim %}x"), "ERROR: chat template 1:1: '{% filter %}' is never closed (expected '{% endfilter %}')");
+  EXPECT_EQ(render("{% endfilter %}"), "ERROR: chat template 1:1: unexpected '{% endfilter %}'");
+}
+
 TEST(ChatTemplateErrors, UnsupportedConstructsNameThemselvesAndTheirPosition) {
   EXPECT_EQ(render("ab\n  {% include 'other.jinja' %}"), "ERROR: chat template 2:3: unsupported statement '{% include %}'");
   EXPECT_EQ(render("{% extends 'base' %}"), "ERROR: chat template 1:1: unsupported statement '{% extends %}'");

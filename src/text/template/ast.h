@@ -23,7 +23,7 @@ enum class ExprKind {
   kGetItem,   // args[0] = object, args[1] = index
   kSlice,     // args[0] = object, args[1..3] = start, stop, step (nullptr when omitted)
   kCall,      // args[0] = callee, call_args / call_kwargs
-  kFilter,    // args[0] = input, name = filter, call_args / call_kwargs
+  kFilter,    // args[0] = input (none in a {% filter %} block's chain), name = filter, call_args / call_kwargs
   kTest,      // args[0] = tested value, name = test, negated, call_args
   kUnary,     // name = "not" | "-" | "+", args[0]
   kBinary,    // name = operator (+ - * / // % ** ~ == != < <= > >= in "not in" and or), args[0..1]
@@ -56,6 +56,7 @@ enum class StmtKind {
   kBreak,
   kContinue,
   kScope,     // body rendered in place (`{% generation %}`), no new scope
+  kFilterBlock,  // body rendered, then expr = the filter chain (its innermost kFilter has no input)
 };
 
 struct MacroParam {

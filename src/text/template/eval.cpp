@@ -38,7 +38,7 @@ std::string describe(const Expr& e) {
     }
     case ExprKind::kSlice: return describe(*e.args[0]) + "[...]";
     case ExprKind::kCall: return describe(*e.args[0]) + "(...)";
-    case ExprKind::kFilter: return describe(*e.args[0]) + " | " + e.name;
+    case ExprKind::kFilter: return (e.args.empty() ? std::string("(filter block)") : describe(*e.args[0])) + " | " + e.name;
     case ExprKind::kLiteral: return e.literal.repr();
     default: return "expression";
   }
@@ -86,6 +86,12 @@ class Evaluator {
       case StmtKind::kBreak: flow = Flow::kBreak; return Status::ok();
       case StmtKind::kContinue: flow = Flow::kContinue; return Status::ok();
       case StmtKind::kScope: return exec_list(stmt.body, scope, out, flow);
+      case StmtKind::kFilterBlock: {
+        std::string captured;
+        RETURN_IF_ERROR(exec_list(stmt.body, scope, captured, flow));
+        ASSIGN_OR_RETURN(Value v, apply_filter_chain(*stmt.expr, Value(std::move(captured)), scope));
+        return append(out, v.to_output(), stmt.pos);
+      }
     }
     return Status::ok();
   }
@@ -230,6 +236,16 @@ class Evaluator {
     --depth_;
     RETURN_IF_ERROR(st);
     return Value(std::move(out));
+  }
+
+  // A {% filter %} block's chain on its rendered body: the innermost filter gets the body.
+  Result<Value> apply_filter_chain(const Expr& e, Value body, const ScopePtr& scope) {
+    Value input = std::move(body);
+    if (!e.args.empty()) {
+      ASSIGN_OR_RETURN(input, apply_filter_chain(*e.args[0], std::move(input), scope));
+    }
+    ASSIGN_OR_RETURN(CallArgs args, eval_args(e, scope));
+    return apply_filter(e.name, input, args, e.pos);
   }
 
   Result<CallArgs> eval_args(const Expr& e, const ScopePtr& scope) {

@@ -18,8 +18,8 @@ bool is_reserved(std::string_view name) {
 // Tags that Jinja2 knows but this subset does not implement: named in the error.
 bool is_unsupported_tag(std::string_view name) {
   static constexpr std::string_view kUnsupported[] = {
-      "include", "import", "from", "extends", "block", "call", "filter", "with",
-      "autoescape", "do", "trans", "pluralize", "endblock", "endcall", "endfilter", "endwith"};
+      "include", "import", "from", "extends", "block", "call", "with",
+      "autoescape", "do", "trans", "pluralize", "endblock", "endcall", "endwith"};
   return std::find(std::begin(kUnsupported), std::end(kUnsupported), name) != std::end(kUnsupported);
 }
 
@@ -420,6 +420,25 @@ class ExprParser {
     return expect_op(")");
   }
 
+  // `f(args) | g ...` after `{% filter`: the filters applied to the block's output, so the
+  // innermost one has no input expression.
+  Result<ExprPtr> parse_filter_block_chain() {
+    ExprPtr node;
+    while (true) {
+      const Token& name = peek();
+      if (name.kind != TokenKind::kName) return error_here("expected a filter name");
+      next();
+      if (!is_known_filter(name.text)) return template_error(name.pos, fmt::format("unknown filter '{}'", name.text));
+      ExprPtr e = make_expr(ExprKind::kFilter, name.pos);
+      e->name = name.text;
+      if (node) e->args.push_back(std::move(node));
+      if (is_op("(")) RETURN_IF_ERROR(parse_call_args(*e));
+      node = std::move(e);
+      if (!is_op("|")) return node;
+      next();
+    }
+  }
+
   Result<ExprPtr> parse_filters_and_tests(ExprPtr node) {
     while (true) {
       if (is_op("|")) {
@@ -528,6 +547,14 @@ class TemplateParser {
     if (name == "for") return parse_for(stmt);
     if (name == "set") return parse_set(stmt);
     if (name == "macro") return parse_macro(stmt);
+    if (name == "filter") {  // {% filter f(args) | g %}...{% endfilter %}
+      stmt.kind = StmtKind::kFilterBlock;
+      ASSIGN_OR_RETURN(stmt.expr, cur_->parse_filter_block_chain());
+      RETURN_IF_ERROR(cur_->expect_end());
+      ASSIGN_OR_RETURN(std::string end, parse_body(stmt.body, {"endfilter"}, "filter", pos));
+      (void)end;
+      return cur_->expect_end();
+    }
     if (name == "break" || name == "continue") {
       if (loop_depth_ == 0) return template_error(pos, fmt::format("'{{% {} %}}' outside a for loop", name));
       stmt.kind = name == "break" ? StmtKind::kBreak : StmtKind::kContinue;
@@ -544,7 +571,7 @@ class TemplateParser {
       return template_error(pos, fmt::format("unsupported statement '{{% {} %}}'", name));
     }
     static constexpr std::string_view kClosers[] = {"elif", "else", "endif", "endfor", "endset", "endmacro",
-                                                    "endgeneration", "endraw"};
+                                                    "endgeneration", "endraw", "endfilter"};
     if (std::find(std::begin(kClosers), std::end(kClosers), name) != std::end(kClosers)) {
       return template_error(pos, fmt::format("unexpected '{{% {} %}}'", name));
     }
