@@ -5,7 +5,9 @@
 // 16 float lanes; everything else element-wise); fused multiply-adds are explicit (fmadd)
 // and the units are compiled without FMA contraction, so the variants are bit-identical.
 // Everything here has internal linkage: each unit keeps its own copy, compiled for its own
-// ISA.
+// ISA. The loops over a register block's vectors, keys and pieces carry
+// `#pragma GCC unroll`: in run_part's nest of lambdas GCC's size heuristics otherwise leave
+// some of them rolled, with the accumulators in memory (half the speed of a decode).
 #pragma once
 
 #include <algorithm>
@@ -74,6 +76,36 @@ MOETIER_FA_INLINE VF load_f(const uint16_t* p) {
   for (int i = 0; i < kF; ++i) r[i] = fp16_to_f32(p[i]);
   return r;
 #endif
+}
+
+// An f16 scale as a float (exact, the value of fp16_to_f32; F16C in a register where the
+// unit has it, instead of a call per block).
+MOETIER_FA_INLINE float f16_scale(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return fp16_to_f32(h);
+#endif
+}
+
+// kF values of a Q8_0 row from element col (a multiple of kF, so inside one block) as
+// floats: code · d, one exact product (8-bit code × 11-bit scale), the value
+// dequantize_row_q8_0 and tile_rows give.
+MOETIER_FA_INLINE VF load_q8(const BlockQ8_0* row, int64_t col) {
+  const BlockQ8_0& b = row[col / kQK8_0];
+  const int8_t* qs = b.qs + col % kQK8_0;
+#if defined(__AVX512F__)
+  // (maskz with every lane set: the plain widening, without the header's undefined source.)
+  const VI codes = reinterpret_cast<VI>(
+      _mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
+#elif defined(__AVX2__)
+  const VI codes = reinterpret_cast<VI>(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
+#else
+  VI codes;
+  for (int i = 0; i < kF; ++i) codes[i] = qs[i];
+#endif
+  const VF x = __builtin_convertvector(codes, VF);
+  return x * (f16_scale(b.d) - VF{});
 }
 
 // x in every lane. (x − 0 is x for every x, −0 included, so GCC folds the subtraction and
@@ -275,24 +307,34 @@ MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const T* k, int64_t k_
   constexpr int kKeysB = B > 4 && kVecBytes < 64 ? 1 : kKeys;
   const auto run = [&]<int K>(int64_t j) {
     VF lanes[K][B][kPieces];
+    #pragma GCC unroll 16
     for (int p = 0; p < kPieces; ++p) {
       VF acc[K][B];
+      #pragma GCC unroll 16
       for (int key = 0; key < K; ++key) {
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) acc[key][b] = VF{};
       }
       for (int64_t i = p * kF; i < hd; i += kDotLanes) {
         VF kv[K];
+        #pragma GCC unroll 16
         for (int key = 0; key < K; ++key) kv[key] = load_f(k + (j + key) * k_stride + i);
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) {
           const VF qv = load<VF>(q + b * hd + i);
+          #pragma GCC unroll 16
           for (int key = 0; key < K; ++key) acc[key][b] = fmadd(qv, kv[key], acc[key][b]);
         }
       }
+      #pragma GCC unroll 16
       for (int key = 0; key < K; ++key) {
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) lanes[key][b][p] = acc[key][b];
       }
     }
+    #pragma GCC unroll 16
     for (int key = 0; key < K; ++key) {
+      #pragma GCC unroll 16
       for (int b = 0; b < B; ++b) s[b * kTile + j + key] = hsum(lanes[key][b]) * scale;
     }
   };
@@ -355,7 +397,7 @@ MOETIER_FA_INLINE void quantize_query(const float* q, int64_t hd, int8_t* codes,
     int32_t sum = 0;
     for (int i = 0; i < kQK8_0; ++i) sum += blk.qs[i];
     std::memcpy(codes + b * kQK8_0, blk.qs, kQK8_0);
-    d[b] = fp16_to_f32(blk.d);
+    d[b] = f16_scale(blk.d);
     init[b] = kVnni ? -128 * sum : 0;
   }
 }
@@ -375,7 +417,7 @@ MOETIER_FA_INLINE void repack_keys_q8(const KvHeadRows& kv, int64_t width, int64
   for (int64_t j = 0; j < n_pad; ++j) {
     if (j < n_next) prefetch_row(kv, pf_first, pf_bytes, next0 + j);
     const BlockQ8_0* blk = j < n ? row(j) : nullptr;
-    for (int64_t gb = 0; gb < nbw; ++gb) dk[gb * kTile + j] = blk ? fp16_to_f32(blk[gb].d) : 0.0f;
+    for (int64_t gb = 0; gb < nbw; ++gb) dk[gb * kTile + j] = blk ? f16_scale(blk[gb].d) : 0.0f;
   }
 #if defined(__AVX2__)
   // 8 keys × 8 words of a block: an 8×8 transpose of 32-bit words.
@@ -458,14 +500,18 @@ MOETIER_FA_INLINE void scores_q8(const int8_t* c, const float* dq, const int32_t
   const int64_t nb = hd / kQK8_0;
   for (int64_t j = 0; j < n_keys; j += kF) {
     VF acc[B];
+    #pragma GCC unroll 16
     for (int q = 0; q < B; ++q) acc[q] = VF{};
     for (int64_t b = 0; b < nb; ++b) {
       VI isum[B];
+      #pragma GCC unroll 16
       for (int q = 0; q < B; ++q) isum[q] = init[q * nb + b] - VI{};
       const uint32_t* kb = words + b * 8 * kTile + j;
+      #pragma GCC unroll 16
       for (int w = 0; w < 8; ++w) {
         const VI k = load<VI>(kb + w * kTile);
         const VI k_abs = abs_codes(k);
+        #pragma GCC unroll 16
         for (int q = 0; q < B; ++q) {
           int32_t cw;
           std::memcpy(&cw, c + q * hd + b * kQK8_0 + 4 * w, 4);
@@ -473,10 +519,12 @@ MOETIER_FA_INLINE void scores_q8(const int8_t* c, const float* dq, const int32_t
         }
       }
       const VF d = load<VF>(dk + b * kTile + j);
+      #pragma GCC unroll 16
       for (int q = 0; q < B; ++q) {
         acc[q] = fmadd(__builtin_convertvector(isum[q], VF), d * splat(dq[q * nb + b]), acc[q]);
       }
     }
+    #pragma GCC unroll 16
     for (int q = 0; q < B; ++q) store(s + q * kTile + j, acc[q] * scale);
   }
 }
@@ -485,23 +533,30 @@ MOETIER_FA_INLINE void scores_q8(const int8_t* c, const float* dq, const int32_t
 // o[b] = acc on the part's first tile, o[b]·alpha[b] + acc after it. kCols columns at a
 // time (two native vectors per row: independent accumulators hide the add latency).
 // More than 4 vectors per block in 16 registers: one native vector of columns.
+// v_row(j, col): the kF values of V row j from column col (a multiple of kF).
 constexpr int kCols = kVecBytes == 16 ? 16 : 2 * kF;
-template <int B, class T>
-MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const T* v, int64_t v_stride, int64_t hd,
-                                         bool first, const float* alpha, float* o) {
+template <int B, class VRow>
+MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const VRow& v_row, int64_t hd, bool first,
+                                         const float* alpha, float* o) {
   constexpr int P = B > 4 && kVecBytes < 64 ? 1 : kCols / kF;
   for (int64_t c = 0; c < hd; c += P * kF) {
     VF acc[B][P];
+    #pragma GCC unroll 16
     for (int b = 0; b < B; ++b) {
+      #pragma GCC unroll 16
       for (int q = 0; q < P; ++q) acc[b][q] = VF{};
     }
     for (int64_t j = 0; j < n_keys; ++j) {
+      #pragma GCC unroll 16
       for (int q = 0; q < P; ++q) {
-        const VF vj = load_f(v + j * v_stride + c + q * kF);
+        const VF vj = v_row(j, c + q * kF);
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) acc[b][q] = fmadd(splat(p[b * kTile + j]), vj, acc[b][q]);
       }
     }
+    #pragma GCC unroll 16
     for (int b = 0; b < B; ++b) {
+      #pragma GCC unroll 16
       for (int q = 0; q < P; ++q) {
         float* dst = o + b * hd + c + q * kF;
         store(dst, first ? acc[b][q] : fmadd(load<VF>(dst), splat(alpha[b]), acc[b][q]));
@@ -529,11 +584,13 @@ MOETIER_FA_INLINE void for_blocks(int64_t begin, int64_t end, Fn&& fn) {
   }
 }
 
-// Vectors per KV head up to which a task reads an f16 cache in place (converting in
-// registers) instead of converting each tile into the scratch buffers first: decode (one
-// row of a GQA group of ≤ 8 heads) uses each K/V element in one register block, so the
-// buffers would only add a store and a reload of every element (a third of a deep decode's
-// time went to those stores, waiting on the cache reads behind them).
+// Vectors per KV head up to which a task reads an f16 K cache and an f16 or q8_0 V cache
+// in place (converting in registers) instead of converting each tile into the scratch
+// buffers first: decode (one row of a GQA group of ≤ 8 heads) uses each K/V element in one
+// register block, so the buffers would only add a store and a reload of every element (a
+// third of a deep decode's time went to those stores, waiting on the cache reads behind
+// them). A q8_0 K cache is repacked instead (integer scores, above): 64 keys × head_dim
+// bytes, which stay in L1 where a converted f32 tile (4× the bytes) did not.
 constexpr int64_t kInPlaceMaxVectors = 8;
 
 struct Ctx {
@@ -580,7 +637,15 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
   float* s = c.f + c.L.s;
   float* alpha = c.f + c.L.alpha;
   for (int64_t r = 0; r < n_vec; ++r) out.l[r] = 0;
-  const bool in_place = t.k.type == DType::F16 && t.v.type == DType::F16 && c.per_kv() <= kInPlaceMaxVectors;
+  // Decode (≤ kInPlaceMaxVectors vectors per KV head): f16 K and f16 / q8_0 V are read in
+  // place, converted in registers. Q8_0 K is always repacked for the integer scores.
+  const bool small = c.per_kv() <= kInPlaceMaxVectors;
+  const bool k_in_place = small && t.k.type == DType::F16;
+  const bool v_in_place = small && (t.v.type == DType::F16 || t.v.type == DType::Q8_0);
+  const int64_t width = t.n_kv_heads * hd;
+  int64_t k_first = 0, k_bytes = 0, v_first = 0, v_bytes = 0;
+  head_bytes(t.k, width, &k_first, &k_bytes);
+  head_bytes(t.v, width, &v_first, &v_bytes);
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kTile) {
     const int64_t tk = std::min(kTile, key_end - j0);
     const bool first = j0 == key_begin;
@@ -588,17 +653,14 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
     const int64_t row_first = std::max<int64_t>(0, j0 - t.pos0);
     const auto count = [&](int64_t r) { return std::min(tk, c.keys_of(r) - j0); };  // ≥ 1 from row_first on
     const int64_t n_next = std::min(kTile, key_end - j0 - tk);  // ≤ 0: this is the part's last tile
-    const int64_t width = t.n_kv_heads * hd;
-    // One KV head's work on this tile: scores by score_block(g, r, B vectors from r,
-    // their largest visible count), V rows of element type T at v (kv head 0's slice),
-    // v_stride elements apart.
-    const auto per_kv_head = [&]<int kMax, class T>(const auto& score_block, const T* v, int64_t v_stride) {
+    // One KV head's work on this tile: scores by score_block(g, r, n) for the vectors
+    // [r, r + B) in blocks of kMaxS (n: the block's largest visible count, its last
+    // vector's), then P·V by value_block(g, r, n) in blocks of kMaxV.
+    const auto per_kv_head = [&]<int kMaxS, int kMaxV>(const auto& score_block, const auto& value_block) {
       for (int64_t g = 0; g < t.n_kv_heads; ++g) {
-        // KV head g's vectors [vec_first, vec_end) and its slice of the tile.
+        // KV head g's vectors [vec_first, vec_end).
         const int64_t vec_first = g * c.per_kv() + row_first * t.n_heads, vec_end = (g + 1) * c.per_kv();
-        const T* vg = v + g * hd;
-        // Scores up to the block's largest visible count (its last vector's).
-        for_blocks<kMax>(vec_first, vec_end, [&]<int B>(int64_t r) {
+        for_blocks<kMaxS>(vec_first, vec_end, [&]<int B>(int64_t r) {
           score_block.template operator()<B>(g, r, count(r + B - 1));
         });
         // Online softmax: p_j = e^(s_j − m) for the visible keys, 0 for the masked ones.
@@ -624,27 +686,52 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
           }
           out.m[r] = m_new;
         }
-        for_blocks<kMax>(vec_first, vec_end, [&]<int B>(int64_t r) {
-          accumulate_values<B>(s + r * kTile, count(r + B - 1), vg, v_stride, hd, first, alpha + r, out.o + r * hd);
+        for_blocks<kMaxV>(vec_first, vec_end, [&]<int B>(int64_t r) {
+          value_block.template operator()<B>(g, r, count(r + B - 1));
         });
       }
     };
-    if (in_place) {
-      // Ask for the next tile's rows now; they arrive while this tile is computed.
-      int64_t k_first = 0, k_bytes = 0, v_first = 0, v_bytes = 0;
-      head_bytes(t.k, width, &k_first, &k_bytes);
-      head_bytes(t.v, width, &v_first, &v_bytes);
-      for (int64_t j = 0; j < n_next; ++j) {
-        prefetch_row(t.k, k_first, k_bytes, j0 + tk + j);
-        prefetch_row(t.v, v_first, v_bytes, j0 + tk + j);
-      }
-      const auto* k = reinterpret_cast<const uint16_t*>(t.k.data + j0 * t.k.row_bytes) + t.k.first;
-      const auto* v = reinterpret_cast<const uint16_t*>(t.v.data + j0 * t.v.row_bytes) + t.v.first;
-      const int64_t k_stride = t.k.row_bytes / 2;
-      const auto score_block = [&]<int B>(int64_t g, int64_t r, int64_t n) {
-        scores<B>(qv + r * hd, hd, k + g * hd, k_stride, n, t.scale, s + r * kTile);
+    // Ask for the next tile's rows read in place now; they arrive while this tile is
+    // computed (tile_rows and repack_keys_q8 prefetch the rows they convert).
+    for (int64_t j = 0; j < n_next; ++j) {
+      if (k_in_place) prefetch_row(t.k, k_first, k_bytes, j0 + tk + j);
+      if (v_in_place) prefetch_row(t.v, v_first, v_bytes, j0 + tk + j);
+    }
+    // P·V for a given score_block: V in place (f16 or q8_0 rows) or converted.
+    const auto with_values = [&]<int kMaxS>(const auto& score_block) {
+      const auto accumulate = [&]<int B>(int64_t r, int64_t n, const auto& v_row) {
+        accumulate_values<B>(s + r * kTile, n, v_row, hd, first, alpha + r, out.o + r * hd);
       };
-      per_kv_head.template operator()<8>(score_block, v, t.v.row_bytes / 2);
+      if (v_in_place && t.v.type == DType::F16) {
+        const auto* v = reinterpret_cast<const uint16_t*>(t.v.data + j0 * t.v.row_bytes) + t.v.first;
+        const int64_t v_stride = t.v.row_bytes / 2;
+        per_kv_head.template operator()<kMaxS, 8>(score_block, [&]<int B>(int64_t g, int64_t r, int64_t n) {
+          const uint16_t* vg = v + g * hd;
+          accumulate.template operator()<B>(r, n, [&](int64_t j, int64_t col) { return load_f(vg + j * v_stride + col); });
+        });
+      } else if (v_in_place) {
+        const uint8_t* v = t.v.data + j0 * t.v.row_bytes;
+        per_kv_head.template operator()<kMaxS, 8>(score_block, [&]<int B>(int64_t g, int64_t r, int64_t n) {
+          const int64_t first_block = (t.v.first + g * hd) / kQK8_0;
+          accumulate.template operator()<B>(r, n, [&](int64_t j, int64_t col) {
+            return load_q8(reinterpret_cast<const BlockQ8_0*>(v + j * t.v.row_bytes) + first_block, col);
+          });
+        });
+      } else {
+        int64_t v_stride = 0;
+        const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
+        per_kv_head.template operator()<kMaxS, kBlock>(score_block, [&]<int B>(int64_t g, int64_t r, int64_t n) {
+          const float* vg = v + g * hd;
+          accumulate.template operator()<B>(r, n, [&](int64_t j, int64_t col) { return load_f(vg + j * v_stride + col); });
+        });
+      }
+    };
+    if (k_in_place) {
+      const auto* k = reinterpret_cast<const uint16_t*>(t.k.data + j0 * t.k.row_bytes) + t.k.first;
+      const int64_t k_stride = t.k.row_bytes / 2;
+      with_values.template operator()<8>([&]<int B>(int64_t g, int64_t r, int64_t n) {
+        scores<B>(qv + r * hd, hd, k + g * hd, k_stride, n, t.scale, s + r * kTile);
+      });
     } else if (t.k.type == DType::Q8_0) {
       // Integer Q·K: the tile's keys repacked (into the K buffer), the queries' codes.
       const int64_t nb = hd / kQK8_0;
@@ -652,21 +739,16 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
       float* dk = c.f + c.L.kbuf + kTile * width / 4;
       repack_keys_q8(t.k, width, j0, tk, words, dk, j0 + tk, n_next);
       const QuantQueries qq = quant_queries(c.f + c.L.q, n_vec, hd);
-      const auto score_block = [&]<int B>(int64_t g, int64_t r, int64_t n) {
+      with_values.template operator()<kBlock>([&]<int B>(int64_t g, int64_t r, int64_t n) {
         scores_q8<B>(qq.codes + r * hd, qq.d + r * nb, qq.init + r * nb, hd, words + g * nb * 8 * kTile,
                      dk + g * nb * kTile, n, t.scale, s + r * kTile);
-      };
-      int64_t v_stride = 0;
-      const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
-      per_kv_head.template operator()<kBlock>(score_block, v, v_stride);
+      });
     } else {
-      int64_t k_stride = 0, v_stride = 0;
+      int64_t k_stride = 0;
       const float* k = tile_rows(t.k, width, j0, tk, c.f + c.L.kbuf, &k_stride, j0 + tk, n_next);
-      const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
-      const auto score_block = [&]<int B>(int64_t g, int64_t r, int64_t n) {
+      with_values.template operator()<kBlock>([&]<int B>(int64_t g, int64_t r, int64_t n) {
         scores<B>(qv + r * hd, hd, k + g * hd, k_stride, n, t.scale, s + r * kTile);
-      };
-      per_kv_head.template operator()<kBlock>(score_block, v, v_stride);
+      });
     }
   }
 }
