@@ -33,10 +33,11 @@
 //     of a step; the f16 scale: 2^-11 relative, or 2^-25 absolute when subnormal), so
 //       |ŝ_j − s_j| ≤ scale·Σ_i |k_ji|·δ_b(i) + (hd/32 + 3)·u·scale·Σ_i |q̂_i·k_ji|
 //     (the second term: γ_(hd/32 + 2) of the block sum and the scale). The first term is the
-//     quantization of q (about d_q/2 per element, 0.56 with the f16 scale's rounding): an
-//     error of up to a few 1e-3 relative on a typical score instead of ~1e-7, what
-//     llama.cpp's -ctk q8_0 pays as well; tests/unit/flash_attention_test.cpp holds the
-//     kernel to the rounding term against the attention of q̂ and to this bound per score;
+//     quantization of q (≤ 0.56·d_b per element with the f16 scale's rounding): for
+//     Gaussian-like q it is ≤ ~1e-2 of scale·‖q‖·‖k‖ (Cauchy–Schwarz) and ~4e-4 of it as a
+//     random walk at head_dim 256, against ~1e-7 for the float scores; llama.cpp's -ctk q8_0
+//     pays the same. tests/unit/flash_attention_test.cpp holds the kernel to the rounding
+//     term against the attention of q̂ and checks this bound per score;
 //   * per part, online softmax over its tiles: m ← max(m, max_j s_j), α = e^(m_old − m),
 //     p_j = e^(s_j − m) (float, a polynomial exp within 2 ulp of expf),
 //     l ← l·α + Σ_j p_j (double), o ← fma(o, α, Σ_j p_j·v_j) (float, the tile's sum in key
