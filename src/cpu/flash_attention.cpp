@@ -27,6 +27,7 @@ const FlashKernels& flash_kernels_scalar() {
 
 const FlashKernels& flash_kernels(const CpuFeatures& cpu) {
   if (cpu.has_avx512_set()) return flash_kernels_avx512();
+  if (cpu.has_avx2_set() && cpu.avxvnni) return flash_kernels_avxvnni();
   if (cpu.has_avx2_set()) return flash_kernels_avx2();
   return flash_kernels_scalar();
 }

@@ -1,10 +1,13 @@
 // The flash-attention kernels' code (see flash_attention.h for the arithmetic), included by
-// flash_attention.cpp (base ISA), flash_attention_avx2.cpp and flash_attention_avx512.cpp,
-// which compile it with their ISA's flags. Written with GCC vector extensions of the unit's
-// native width over a fixed lane layout (the dot products' 16 float lanes; everything else
-// element-wise); fused multiply-adds are explicit (fmadd) and the units are compiled
-// without FMA contraction, so the three variants are bit-identical. Everything here has internal linkage: each unit keeps its own copy,
-// compiled for its own ISA.
+// flash_attention.cpp (base ISA), flash_attention_avx2.cpp, flash_attention_avxvnni.cpp and
+// flash_attention_avx512.cpp, which compile it with their ISA's flags. Written with GCC
+// vector extensions of the unit's native width over a fixed lane layout (the dot products'
+// 16 float lanes; everything else element-wise); fused multiply-adds are explicit (fmadd)
+// and the units are compiled without FMA contraction, so the variants are bit-identical.
+// Everything here has internal linkage: each unit keeps its own copy, compiled for its own
+// ISA. The loops over a register block's vectors, keys and pieces carry
+// `#pragma GCC unroll`: in run_part's nest of lambdas GCC's size heuristics otherwise leave
+// some of them rolled, with the accumulators in memory (half the speed of a decode).
 #pragma once
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include "cpu/ops.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
+#include "tensor/types/activation_quant.h"
 
 #if defined(__F16C__) || defined(__FMA__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -72,6 +76,36 @@ MOETIER_FA_INLINE VF load_f(const uint16_t* p) {
   for (int i = 0; i < kF; ++i) r[i] = fp16_to_f32(p[i]);
   return r;
 #endif
+}
+
+// An f16 scale as a float (exact, the value of fp16_to_f32; F16C in a register where the
+// unit has it, instead of a call per block).
+MOETIER_FA_INLINE float f16_scale(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return fp16_to_f32(h);
+#endif
+}
+
+// kF values of a Q8_0 row from element col (a multiple of kF, so inside one block) as
+// floats: code · d, one exact product (8-bit code × 11-bit scale), the value
+// dequantize_row_q8_0 and tile_rows give.
+MOETIER_FA_INLINE VF load_q8(const BlockQ8_0* row, int64_t col) {
+  const BlockQ8_0& b = row[col / kQK8_0];
+  const int8_t* qs = b.qs + col % kQK8_0;
+#if defined(__AVX512F__)
+  // (maskz with every lane set: the plain widening, without the header's undefined source.)
+  const VI codes = reinterpret_cast<VI>(
+      _mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
+#elif defined(__AVX2__)
+  const VI codes = reinterpret_cast<VI>(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
+#else
+  VI codes;
+  for (int i = 0; i < kF; ++i) codes[i] = qs[i];
+#endif
+  const VF x = __builtin_convertvector(codes, VF);
+  return x * (f16_scale(b.d) - VF{});
 }
 
 // x in every lane. (x − 0 is x for every x, −0 included, so GCC folds the subtraction and
@@ -273,24 +307,34 @@ MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const T* k, int64_t k_
   constexpr int kKeysB = B > 4 && kVecBytes < 64 ? 1 : kKeys;
   const auto run = [&]<int K>(int64_t j) {
     VF lanes[K][B][kPieces];
+    #pragma GCC unroll 16
     for (int p = 0; p < kPieces; ++p) {
       VF acc[K][B];
+      #pragma GCC unroll 16
       for (int key = 0; key < K; ++key) {
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) acc[key][b] = VF{};
       }
       for (int64_t i = p * kF; i < hd; i += kDotLanes) {
         VF kv[K];
+        #pragma GCC unroll 16
         for (int key = 0; key < K; ++key) kv[key] = load_f(k + (j + key) * k_stride + i);
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) {
           const VF qv = load<VF>(q + b * hd + i);
+          #pragma GCC unroll 16
           for (int key = 0; key < K; ++key) acc[key][b] = fmadd(qv, kv[key], acc[key][b]);
         }
       }
+      #pragma GCC unroll 16
       for (int key = 0; key < K; ++key) {
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) lanes[key][b][p] = acc[key][b];
       }
     }
+    #pragma GCC unroll 16
     for (int key = 0; key < K; ++key) {
+      #pragma GCC unroll 16
       for (int b = 0; b < B; ++b) s[b * kTile + j + key] = hsum(lanes[key][b]) * scale;
     }
   };
@@ -299,27 +343,220 @@ MOETIER_FA_INLINE void scores(const float* q, int64_t hd, const T* k, int64_t k_
   for (; j < n_keys; ++j) run.template operator()<1>(j);
 }
 
+// ---- Integer Q·K against a Q8_0 K cache ------------------------------------------------
+// Each query vector is quantized once per item to Q8_0 blocks (quantize_row_q8_0_activations:
+// the rounding of ggml's x86 backend, what llama.cpp's CPU flash attention does with q
+// before its q8_0 dot), and a score is
+//   s_j = fl(acc_nb · scale),  acc_0 = 0,  acc_(b+1) = fma(float(isum_jb), fl(d_k,jb · d_q,b), acc_b)
+// over the blocks b in order, isum_jb = Σ_(i in block b) k_ji·c_i the exact integer sum of
+// the codes. |k| ≤ 128 (a cache may hold −128), |c| ≤ 127 (the quantizer never writes −128),
+// so |isum| ≤ 32·128·127 = 520192 < 2^24: float(isum) is exact. The integer sum may be formed
+// in any order; the float steps are element-wise over the keys, so every ISA gives the same
+// bits.
+//
+// Layout: the keys of a tile are repacked once per item and tile so that the 32-bit lane l
+// of a native vector holds 4 consecutive codes of key j + l: words[(gb·8 + w)·kTile + j] =
+// codes 4w..4w+3 of block gb of key j (gb: block within the task's KV heads' slice), dk[gb·kTile
+// + j] its scale. One 4-byte word of a query's codes, broadcast, then meets kF keys at once:
+// no horizontal sums. Keys past the tile's end up to a multiple of kF are zero.
+//  * VNNI (AVX-512 VNNI, AVX-VNNI): VPDPBUSD takes an unsigned operand: the repacked codes
+//    are u = k + 128 (k XOR 0x80, 0..255) and the sum starts at −128·Σ_(block) c, so
+//    Σ u·c − 128·Σ c = Σ k·c. Intermediates: |Σ u·c| ≤ 32·255·127 = 1036320 plus
+//    128·32·127 = 520192: far inside int32, and VPDPBUSD (not the saturating VPDPBUSDS)
+//    wraps nothing.
+//  * AVX2 without VNNI: VPMADDUBSW pairs |k| (unsigned, ≤ 128) with c carrying k's sign
+//    (VPSIGNB): each pair ≤ 2·128·127 = 32512 < 32767, no saturation; VPMADDWD by 1 widens.
+//  * base ISA (the scalar reference): Σ k·c per lane in int arithmetic.
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+constexpr bool kVnni = true;
+#else
+constexpr bool kVnni = false;
+#endif
+constexpr uint32_t kCodeFlip = kVnni ? 0x80808080u : 0u;
+
+// Where the quantized queries live in the scratch's q area (n_vec·hd floats; these take
+// n_vec·hd·(1/4 + 2/32) of them): codes [n_vec][hd] int8, d_q [n_vec][nb] float and the
+// integer sums' start values [n_vec][nb] int32 (−128·Σ c with VNNI, else 0).
+struct QuantQueries {
+  int8_t* codes;
+  float* d;
+  int32_t* init;
+};
+MOETIER_FA_INLINE QuantQueries quant_queries(float* area, int64_t n_vec, int64_t hd) {
+  const int64_t code_floats = (n_vec * hd + 3) / 4;
+  return {.codes = reinterpret_cast<int8_t*>(area),
+          .d = area + code_floats,
+          .init = reinterpret_cast<int32_t*>(area + code_floats + n_vec * (hd / kQK8_0))};
+}
+
+// Query vector q (hd floats) into its codes, scales and start values.
+MOETIER_FA_INLINE void quantize_query(const float* q, int64_t hd, int8_t* codes, float* d, int32_t* init) {
+  for (int64_t b = 0; b < hd / kQK8_0; ++b) {
+    BlockQ8_0 blk;
+    types::quantize_row_q8_0_activations(q + b * kQK8_0, &blk, kQK8_0);
+    int32_t sum = 0;
+    for (int i = 0; i < kQK8_0; ++i) sum += blk.qs[i];
+    std::memcpy(codes + b * kQK8_0, blk.qs, kQK8_0);
+    d[b] = f16_scale(blk.d);
+    init[b] = kVnni ? -128 * sum : 0;
+  }
+}
+
+// Rows [j0, j0 + n) of the task's Q8_0 K slice (width elements from kv.first) repacked into
+// words / dk (see above), keys n .. round_up(n, kF) zero. Rows [next0, next0 + n_next)
+// are prefetched along the way.
+MOETIER_FA_INLINE void repack_keys_q8(const KvHeadRows& kv, int64_t width, int64_t j0, int64_t n, uint32_t* words,
+                                      float* dk, int64_t next0, int64_t n_next) {
+  const int64_t nbw = width / kQK8_0;
+  const int64_t n_pad = (n + kF - 1) / kF * kF;
+  int64_t pf_first = 0, pf_bytes = 0;
+  head_bytes(kv, width, &pf_first, &pf_bytes);
+  const auto row = [&](int64_t j) {
+    return reinterpret_cast<const BlockQ8_0*>(kv.data + (j0 + j) * kv.row_bytes) + kv.first / kQK8_0;
+  };
+  for (int64_t j = 0; j < n_pad; ++j) {
+    if (j < n_next) prefetch_row(kv, pf_first, pf_bytes, next0 + j);
+    const BlockQ8_0* blk = j < n ? row(j) : nullptr;
+    for (int64_t gb = 0; gb < nbw; ++gb) dk[gb * kTile + j] = blk ? f16_scale(blk[gb].d) : 0.0f;
+  }
+#if defined(__AVX2__)
+  // 8 keys × 8 words of a block: an 8×8 transpose of 32-bit words.
+  for (int64_t gb = 0; gb < nbw; ++gb) {
+    for (int64_t j = 0; j < n_pad; j += 8) {
+      __m256i r[8];
+      for (int t = 0; t < 8; ++t) {
+        r[t] = j + t < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(j + t)[gb].qs))
+                         : _mm256_setzero_si256();
+      }
+      const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+      const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+      const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+      const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+      const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+      const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+      const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+      const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+      const __m256i flip = _mm256_set1_epi32(static_cast<int32_t>(kCodeFlip));
+      const __m256i w[8] = {_mm256_permute2x128_si256(u0, u4, 0x20), _mm256_permute2x128_si256(u1, u5, 0x20),
+                            _mm256_permute2x128_si256(u2, u6, 0x20), _mm256_permute2x128_si256(u3, u7, 0x20),
+                            _mm256_permute2x128_si256(u0, u4, 0x31), _mm256_permute2x128_si256(u1, u5, 0x31),
+                            _mm256_permute2x128_si256(u2, u6, 0x31), _mm256_permute2x128_si256(u3, u7, 0x31)};
+      for (int t = 0; t < 8; ++t) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(words + (gb * 8 + t) * kTile + j), _mm256_xor_si256(w[t], flip));
+      }
+    }
+  }
+#else
+  for (int64_t j = 0; j < n_pad; ++j) {
+    const BlockQ8_0* blk = j < n ? row(j) : nullptr;
+    for (int64_t gb = 0; gb < nbw; ++gb) {
+      for (int w = 0; w < 8; ++w) {
+        uint32_t x = 0;
+        if (blk) std::memcpy(&x, blk[gb].qs + 4 * w, 4);
+        words[(gb * 8 + w) * kTile + j] = x ^ kCodeFlip;
+      }
+    }
+  }
+#endif
+}
+
+// isum + Σ of the 4 byte products per 32-bit lane: the repacked key codes k (u = k + 128
+// with VNNI) against one broadcast word of query codes c. k_abs: |k| (AVX2 without VNNI).
+MOETIER_FA_INLINE VI dot4(VI isum, VI k, VI k_abs, VI c) {
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+  return reinterpret_cast<VI>(_mm512_dpbusd_epi32(reinterpret_cast<__m512i>(isum), reinterpret_cast<__m512i>(k),
+                                                  reinterpret_cast<__m512i>(c)));
+#elif defined(__AVXVNNI__)
+  return reinterpret_cast<VI>(_mm256_dpbusd_avx_epi32(reinterpret_cast<__m256i>(isum), reinterpret_cast<__m256i>(k),
+                                                      reinterpret_cast<__m256i>(c)));
+#elif defined(__AVX2__)
+  const __m256i sc = _mm256_sign_epi8(reinterpret_cast<__m256i>(c), reinterpret_cast<__m256i>(k));
+  const __m256i pairs = _mm256_maddubs_epi16(reinterpret_cast<__m256i>(k_abs), sc);
+  return isum + reinterpret_cast<VI>(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#else
+  for (int l = 0; l < kF; ++l) {
+    int8_t kb[4], cb[4];
+    std::memcpy(kb, &k[l], 4);
+    std::memcpy(cb, &c[l], 4);
+    isum[l] += kb[0] * cb[0] + kb[1] * cb[1] + kb[2] * cb[2] + kb[3] * cb[3];
+  }
+  return isum;
+#endif
+}
+MOETIER_FA_INLINE VI abs_codes(VI k) {
+#if defined(__AVX2__) && !defined(__AVX512VNNI__) && !defined(__AVXVNNI__)
+  return reinterpret_cast<VI>(_mm256_abs_epi8(reinterpret_cast<__m256i>(k)));
+#else
+  return k;  // unused
+#endif
+}
+
+// s[b][j] for B quantized query vectors (codes c: [B][hd], d / init: [B][nb]) and keys
+// j < n_keys (rounded up to kF; the repacked tile has them) of one KV head's repacked
+// words / dk. The arithmetic of the comment above, kF keys per native vector.
+template <int B>
+MOETIER_FA_INLINE void scores_q8(const int8_t* c, const float* dq, const int32_t* init, int64_t hd,
+                                 const uint32_t* words, const float* dk, int64_t n_keys, float scale, float* s) {
+  const int64_t nb = hd / kQK8_0;
+  for (int64_t j = 0; j < n_keys; j += kF) {
+    VF acc[B];
+    #pragma GCC unroll 16
+    for (int q = 0; q < B; ++q) acc[q] = VF{};
+    for (int64_t b = 0; b < nb; ++b) {
+      VI isum[B];
+      #pragma GCC unroll 16
+      for (int q = 0; q < B; ++q) isum[q] = init[q * nb + b] - VI{};
+      const uint32_t* kb = words + b * 8 * kTile + j;
+      #pragma GCC unroll 16
+      for (int w = 0; w < 8; ++w) {
+        const VI k = load<VI>(kb + w * kTile);
+        const VI k_abs = abs_codes(k);
+        #pragma GCC unroll 16
+        for (int q = 0; q < B; ++q) {
+          int32_t cw;
+          std::memcpy(&cw, c + q * hd + b * kQK8_0 + 4 * w, 4);
+          isum[q] = dot4(isum[q], k, k_abs, cw - VI{});
+        }
+      }
+      const VF d = load<VF>(dk + b * kTile + j);
+      #pragma GCC unroll 16
+      for (int q = 0; q < B; ++q) {
+        acc[q] = fmadd(__builtin_convertvector(isum[q], VF), d * splat(dq[q * nb + b]), acc[q]);
+      }
+    }
+    #pragma GCC unroll 16
+    for (int q = 0; q < B; ++q) store(s + q * kTile + j, acc[q] * scale);
+  }
+}
+
 // For B query vectors: acc = Σ_{j < n_keys} p[b][j]·v[j] (keys in order, per column), then
 // o[b] = acc on the part's first tile, o[b]·alpha[b] + acc after it. kCols columns at a
 // time (two native vectors per row: independent accumulators hide the add latency).
 // More than 4 vectors per block in 16 registers: one native vector of columns.
+// v_row(j, col): the kF values of V row j from column col (a multiple of kF).
 constexpr int kCols = kVecBytes == 16 ? 16 : 2 * kF;
-template <int B, class T>
-MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const T* v, int64_t v_stride, int64_t hd,
-                                         bool first, const float* alpha, float* o) {
+template <int B, class VRow>
+MOETIER_FA_INLINE void accumulate_values(const float* p, int64_t n_keys, const VRow& v_row, int64_t hd, bool first,
+                                         const float* alpha, float* o) {
   constexpr int P = B > 4 && kVecBytes < 64 ? 1 : kCols / kF;
   for (int64_t c = 0; c < hd; c += P * kF) {
     VF acc[B][P];
+    #pragma GCC unroll 16
     for (int b = 0; b < B; ++b) {
+      #pragma GCC unroll 16
       for (int q = 0; q < P; ++q) acc[b][q] = VF{};
     }
     for (int64_t j = 0; j < n_keys; ++j) {
+      #pragma GCC unroll 16
       for (int q = 0; q < P; ++q) {
-        const VF vj = load_f(v + j * v_stride + c + q * kF);
+        const VF vj = v_row(j, c + q * kF);
+        #pragma GCC unroll 16
         for (int b = 0; b < B; ++b) acc[b][q] = fmadd(splat(p[b * kTile + j]), vj, acc[b][q]);
       }
     }
+    #pragma GCC unroll 16
     for (int b = 0; b < B; ++b) {
+      #pragma GCC unroll 16
       for (int q = 0; q < P; ++q) {
         float* dst = o + b * hd + c + q * kF;
         store(dst, first ? acc[b][q] : fmadd(load<VF>(dst), splat(alpha[b]), acc[b][q]));
@@ -347,11 +584,13 @@ MOETIER_FA_INLINE void for_blocks(int64_t begin, int64_t end, Fn&& fn) {
   }
 }
 
-// Vectors per KV head up to which a task reads an f16 cache in place (converting in
-// registers) instead of converting each tile into the scratch buffers first: decode (one
-// row of a GQA group of ≤ 8 heads) uses each K/V element in one register block, so the
-// buffers would only add a store and a reload of every element (a third of a deep decode's
-// time went to those stores, waiting on the cache reads behind them).
+// Vectors per KV head up to which a task reads an f16 K cache and an f16 or q8_0 V cache
+// in place (converting in registers) instead of converting each tile into the scratch
+// buffers first: decode (one row of a GQA group of ≤ 8 heads) uses each K/V element in one
+// register block, so the buffers would only add a store and a reload of every element (a
+// third of a deep decode's time went to those stores, waiting on the cache reads behind
+// them). A q8_0 K cache is repacked instead (integer scores, above): 64 keys × head_dim
+// bytes, which stay in L1 where a converted f32 tile (4× the bytes) did not.
 constexpr int64_t kInPlaceMaxVectors = 8;
 
 struct Ctx {
@@ -371,13 +610,19 @@ struct Ctx {
 };
 
 // The query vectors, contiguous [n_vec][hd] in vector order, for the register blocks of
-// scores().
+// scores(); with a Q8_0 K cache quantized instead, for scores_q8().
 inline void prepare_queries(const Ctx& c) {
   const FlashAttentionTask& t = c.t;
+  const int64_t hd = t.head_dim, nb = hd / kQK8_0;
   float* qd = c.f + c.L.q;
+  const QuantQueries qq = quant_queries(qd, c.n_vec(), hd);
   for (int64_t v = 0; v < c.n_vec(); ++v) {
-    const float* q = t.q + c.row_of(v) * t.q_row_stride + c.head_of(v) * t.head_dim;
-    std::memcpy(qd + v * t.head_dim, q, static_cast<size_t>(t.head_dim) * sizeof(float));
+    const float* q = t.q + c.row_of(v) * t.q_row_stride + c.head_of(v) * hd;
+    if (t.k.type == DType::Q8_0) {
+      quantize_query(q, hd, qq.codes + v * hd, qq.d + v * nb, qq.init + v * nb);
+    } else {
+      std::memcpy(qd + v * hd, q, static_cast<size_t>(hd) * sizeof(float));
+    }
   }
 }
 
@@ -392,7 +637,15 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
   float* s = c.f + c.L.s;
   float* alpha = c.f + c.L.alpha;
   for (int64_t r = 0; r < n_vec; ++r) out.l[r] = 0;
-  const bool in_place = t.k.type == DType::F16 && t.v.type == DType::F16 && c.per_kv() <= kInPlaceMaxVectors;
+  // Decode (≤ kInPlaceMaxVectors vectors per KV head): f16 K and f16 / q8_0 V are read in
+  // place, converted in registers. Q8_0 K is always repacked for the integer scores.
+  const bool small = c.per_kv() <= kInPlaceMaxVectors;
+  const bool k_in_place = small && t.k.type == DType::F16;
+  const bool v_in_place = small && (t.v.type == DType::F16 || t.v.type == DType::Q8_0);
+  const int64_t width = t.n_kv_heads * hd;
+  int64_t k_first = 0, k_bytes = 0, v_first = 0, v_bytes = 0;
+  head_bytes(t.k, width, &k_first, &k_bytes);
+  head_bytes(t.v, width, &v_first, &v_bytes);
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kTile) {
     const int64_t tk = std::min(kTile, key_end - j0);
     const bool first = j0 == key_begin;
@@ -400,18 +653,15 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
     const int64_t row_first = std::max<int64_t>(0, j0 - t.pos0);
     const auto count = [&](int64_t r) { return std::min(tk, c.keys_of(r) - j0); };  // ≥ 1 from row_first on
     const int64_t n_next = std::min(kTile, key_end - j0 - tk);  // ≤ 0: this is the part's last tile
-    const int64_t width = t.n_kv_heads * hd;
-    // One KV head's work on this tile, K/V rows of element type T at k / v (kv head 0's
-    // slice), k_stride / v_stride elements apart.
-    const auto per_kv_head = [&]<int kMax, class T>(const T* k, int64_t k_stride, const T* v, int64_t v_stride) {
+    // One KV head's work on this tile: scores by score_block(g, r, n) for the vectors
+    // [r, r + B) in blocks of kMaxS (n: the block's largest visible count, its last
+    // vector's), then P·V by value_block(g, r, n) in blocks of kMaxV.
+    const auto per_kv_head = [&]<int kMaxS, int kMaxV>(const auto& score_block, const auto& value_block) {
       for (int64_t g = 0; g < t.n_kv_heads; ++g) {
-        // KV head g's vectors [vec_first, vec_end) and its slice of the tile.
+        // KV head g's vectors [vec_first, vec_end).
         const int64_t vec_first = g * c.per_kv() + row_first * t.n_heads, vec_end = (g + 1) * c.per_kv();
-        const T* kg = k + g * hd;
-        const T* vg = v + g * hd;
-        // Scores up to the block's largest visible count (its last vector's).
-        for_blocks<kMax>(vec_first, vec_end, [&]<int B>(int64_t r) {
-          scores<B>(qv + r * hd, hd, kg, k_stride, count(r + B - 1), t.scale, s + r * kTile);
+        for_blocks<kMaxS>(vec_first, vec_end, [&]<int B>(int64_t r) {
+          score_block.template operator()<B>(g, r, count(r + B - 1));
         });
         // Online softmax: p_j = e^(s_j − m) for the visible keys, 0 for the masked ones.
         for (int64_t r = vec_first; r < vec_end; ++r) {
@@ -436,28 +686,69 @@ inline void run_part(const Ctx& c, int64_t part, const FlashPartial& out) {
           }
           out.m[r] = m_new;
         }
-        for_blocks<kMax>(vec_first, vec_end, [&]<int B>(int64_t r) {
-          accumulate_values<B>(s + r * kTile, count(r + B - 1), vg, v_stride, hd, first, alpha + r, out.o + r * hd);
+        for_blocks<kMaxV>(vec_first, vec_end, [&]<int B>(int64_t r) {
+          value_block.template operator()<B>(g, r, count(r + B - 1));
         });
       }
     };
-    if (in_place) {
-      // Ask for the next tile's rows now; they arrive while this tile is computed.
-      int64_t k_first = 0, k_bytes = 0, v_first = 0, v_bytes = 0;
-      head_bytes(t.k, width, &k_first, &k_bytes);
-      head_bytes(t.v, width, &v_first, &v_bytes);
-      for (int64_t j = 0; j < n_next; ++j) {
-        prefetch_row(t.k, k_first, k_bytes, j0 + tk + j);
-        prefetch_row(t.v, v_first, v_bytes, j0 + tk + j);
+    // Ask for the next tile's rows read in place now; they arrive while this tile is
+    // computed (tile_rows and repack_keys_q8 prefetch the rows they convert).
+    for (int64_t j = 0; j < n_next; ++j) {
+      if (k_in_place) prefetch_row(t.k, k_first, k_bytes, j0 + tk + j);
+      if (v_in_place) prefetch_row(t.v, v_first, v_bytes, j0 + tk + j);
+    }
+    // P·V for a given score_block: V in place (f16 or q8_0 rows) or converted.
+    const auto with_values = [&]<int kMaxS>(const auto& score_block) {
+      const auto accumulate = [&]<int B>(int64_t r, int64_t n, const auto& v_row) {
+        accumulate_values<B>(s + r * kTile, n, v_row, hd, first, alpha + r, out.o + r * hd);
+      };
+      if (v_in_place && t.v.type == DType::F16) {
+        const auto* v = reinterpret_cast<const uint16_t*>(t.v.data + j0 * t.v.row_bytes) + t.v.first;
+        const int64_t v_stride = t.v.row_bytes / 2;
+        per_kv_head.template operator()<kMaxS, 8>(score_block, [&]<int B>(int64_t g, int64_t r, int64_t n) {
+          const uint16_t* vg = v + g * hd;
+          accumulate.template operator()<B>(r, n, [&](int64_t j, int64_t col) { return load_f(vg + j * v_stride + col); });
+        });
+      } else if (v_in_place) {
+        const uint8_t* v = t.v.data + j0 * t.v.row_bytes;
+        per_kv_head.template operator()<kMaxS, 8>(score_block, [&]<int B>(int64_t g, int64_t r, int64_t n) {
+          const int64_t first_block = (t.v.first + g * hd) / kQK8_0;
+          accumulate.template operator()<B>(r, n, [&](int64_t j, int64_t col) {
+            return load_q8(reinterpret_cast<const BlockQ8_0*>(v + j * t.v.row_bytes) + first_block, col);
+          });
+        });
+      } else {
+        int64_t v_stride = 0;
+        const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
+        per_kv_head.template operator()<kMaxS, kBlock>(score_block, [&]<int B>(int64_t g, int64_t r, int64_t n) {
+          const float* vg = v + g * hd;
+          accumulate.template operator()<B>(r, n, [&](int64_t j, int64_t col) { return load_f(vg + j * v_stride + col); });
+        });
       }
+    };
+    if (k_in_place) {
       const auto* k = reinterpret_cast<const uint16_t*>(t.k.data + j0 * t.k.row_bytes) + t.k.first;
-      const auto* v = reinterpret_cast<const uint16_t*>(t.v.data + j0 * t.v.row_bytes) + t.v.first;
-      per_kv_head.template operator()<8>(k, t.k.row_bytes / 2, v, t.v.row_bytes / 2);
+      const int64_t k_stride = t.k.row_bytes / 2;
+      with_values.template operator()<8>([&]<int B>(int64_t g, int64_t r, int64_t n) {
+        scores<B>(qv + r * hd, hd, k + g * hd, k_stride, n, t.scale, s + r * kTile);
+      });
+    } else if (t.k.type == DType::Q8_0) {
+      // Integer Q·K: the tile's keys repacked (into the K buffer), the queries' codes.
+      const int64_t nb = hd / kQK8_0;
+      auto* words = reinterpret_cast<uint32_t*>(c.f + c.L.kbuf);
+      float* dk = c.f + c.L.kbuf + kTile * width / 4;
+      repack_keys_q8(t.k, width, j0, tk, words, dk, j0 + tk, n_next);
+      const QuantQueries qq = quant_queries(c.f + c.L.q, n_vec, hd);
+      with_values.template operator()<kBlock>([&]<int B>(int64_t g, int64_t r, int64_t n) {
+        scores_q8<B>(qq.codes + r * hd, qq.d + r * nb, qq.init + r * nb, hd, words + g * nb * 8 * kTile,
+                     dk + g * nb * kTile, n, t.scale, s + r * kTile);
+      });
     } else {
-      int64_t k_stride = 0, v_stride = 0;
+      int64_t k_stride = 0;
       const float* k = tile_rows(t.k, width, j0, tk, c.f + c.L.kbuf, &k_stride, j0 + tk, n_next);
-      const float* v = tile_rows(t.v, width, j0, tk, c.f + c.L.vbuf, &v_stride, j0 + tk, n_next);
-      per_kv_head.template operator()<kBlock>(k, k_stride, v, v_stride);
+      with_values.template operator()<kBlock>([&]<int B>(int64_t g, int64_t r, int64_t n) {
+        scores<B>(qv + r * hd, hd, k + g * hd, k_stride, n, t.scale, s + r * kTile);
+      });
     }
   }
 }

@@ -13,6 +13,12 @@
 // bounded by Cauchy–Schwarz, ‖q‖·max‖k‖·scale; V = max |v| in the cache). The output
 // projection (F32 weights: double-lane dot products, one rounding) maps it to
 //   |out_flash − out_exact| ≤ max_o Σ_i |W_oi| · max|Δattn| + 2u·|out|.
+// With a Q8_0 K cache the flash scores use the quantized query q̂ (cpu/flash_attention.h:
+// |q_i − q̂_i| ≤ δ_b per block), so each score moves by ≤ E = scale·Σ_i|k_i|·δ_b(i) ≤
+// scale·max‖k‖·‖δ‖ (Cauchy–Schwarz) besides its rounding: every weight e^(s_j) by a factor
+// within e^(±E), the normalised weights within e^(±2E), and the output, a convex combination
+// moved by Σ_j |Δw_j|·|v_j − o| ≤ (e^(2E) − 1)·2V. The rounding bound takes S + E (q̂'s
+// scores) and the integer scores' rounding term is below the float lanes' one.
 // Memory: the threads' flash scratch after the deep decode is what it was after the first
 // prompt (a function of head_dim and the task's vectors only), while the exact path's f32
 // copy of the keys grew with the depth.
@@ -27,6 +33,7 @@
 #include "cpu/flash_attention.h"
 #include "model/blocks/attention.h"
 #include "runtime/sequence_state.h"
+#include "tensor/blocks.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
 #include "tensor/type_ops.h"
@@ -216,8 +223,20 @@ TEST_P(AttentionBlockFlash, MatchesExactAcrossMicroBatchesAndDeepDecode) {
           const size_t at = static_cast<size_t>((t * s.n_head + h) * hd);
           double qn = 0;
           for (int64_t e = 0; e < hd; ++e) qn += double{flash.q[ci][at + e]} * flash.q[ci][at + e];
-          const double S = std::sqrt(qn) * k_norm_max * scale;
-          const double bound = bound_units(S, n) * kU * V;
+          double E = 0;  // the quantized query's score error bound (0 unless K is Q8_0)
+          if (setup.type_k == DType::Q8_0) {
+            double delta2 = 0;  // ‖δ‖²
+            for (int64_t b = 0; b < hd / kQK8_0; ++b) {
+              double amax = 0;
+              for (int64_t e = 0; e < kQK8_0; ++e) amax = std::max(amax, double{std::fabs(flash.q[ci][at + b * kQK8_0 + e])});
+              const double d = amax / 127;
+              const double delta = d * (0.5 + 254 * kU) + 127 * ((1.0 / 2048 + 2 * kU) * d + std::ldexp(1.0, -25));
+              delta2 += kQK8_0 * delta * delta;
+            }
+            E = scale * k_norm_max * std::sqrt(delta2);
+          }
+          const double S = std::sqrt(qn) * k_norm_max * scale + E;
+          const double bound = bound_units(S, n) * kU * V + std::expm1(2 * E) * 2 * V;
           attn_bound_max = std::max(attn_bound_max, bound);
           for (int64_t e = 0; e < hd; ++e) {
             const double d = std::fabs(double{flash.attn[ci][at + e]} - exact.attn[ci][at + e]);

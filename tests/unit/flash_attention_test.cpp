@@ -35,6 +35,13 @@
 //  (Higham & Mary 2019: |err| ≤ λ√k·u·magnitude with probability ≥ 1 − 2k·e^(−λ²/2)); with
 //  k = B/(uV) operations and λ = 6 each element's error is below 6·√(B/(uV))·u·V, so
 //  NMSE ≤ mean over elements of that squared / mean(o*²) (vs exact: k = (B_flash + B_exact)/(uV)).
+//  Q8_0 K cache (integer Q·K, flash_attention.h): the kernels compute the attention of the
+//  quantized query q̂ (its codes times its f16 scales) exactly as they would a float one,
+//  except for the score's rounding: γ_(hd/32 + 2)·Â with Â = scale·Σ_i|q̂_i·k_ji| in place of
+//  (hd/16 + 5)·A. So o* is taken with q̂ (A and S too), and against the exact path (which
+//  uses q) the bound adds the quantization's own effect, |o*(q̂) − o*(q)|, computed in
+//  double per element. The per-score bound of flash_attention.h (δ_b) is checked on its own
+//  (QuantizedScoresAreWithinTheirBound).
 // The measured values (printed with MOETIER_TEST_VERBOSE=1) are 100–1000× below the bounds.
 #include "cpu/flash_attention.h"
 
@@ -53,6 +60,7 @@
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
 #include "tensor/type_ops.h"
+#include "tensor/types/activation_quant.h"
 
 namespace moetier::cpu {
 namespace {
@@ -158,18 +166,27 @@ FlashAttentionTask make_task(const Cache& c, int64_t kv_head, const Queries& qs,
 // The attention of one query vector over keys [0, n) of kv_head: double precision (o*), and
 // the exact path's arithmetic (F32 dot kernel, cpu::softmax, axpy in key order, gate).
 struct Expected {
-  std::vector<double> ref;
+  std::vector<double> ref;    // o* with the query the kernel scores with (q̂ for a Q8_0 K cache)
+  std::vector<double> ref_q;  // o* with the float query q (= ref unless K is Q8_0)
   std::vector<float> exact;
   double S = 0, V = 0;
   double A = 0;  // max_j scale·Σ_i |q_i·k_ji|: what the float-lane dot products' error scales with
 };
 
-Expected expected(const Cache& c, int64_t kv_head, const float* q, const float* gate, int64_t n, float scale) {
+// The query a Q8_0 K cache's kernels score with: q's Q8_0 codes times their f16 scales.
+std::vector<float> quantized_query(const float* q, int64_t hd) {
+  std::vector<BlockQ8_0> blocks(static_cast<size_t>(hd / kQK8_0));
+  types::quantize_row_q8_0_activations(q, blocks.data(), hd);
+  std::vector<float> out(static_cast<size_t>(hd));
+  type_ops(DType::Q8_0)->dequantize_row(blocks.data(), out.data(), hd);
+  return out;
+}
+
+// o* of query q over keys [0, n) of kv_head in double; *S, *A, *V as in Expected.
+std::vector<double> reference(const Cache& c, int64_t kv_head, const float* q, const float* gate, int64_t n,
+                              float scale, double* S, double* A, double* V) {
   const int64_t hd = c.hd, w = c.n_kv * c.hd;
-  Expected e;
   std::vector<double> s(static_cast<size_t>(n));
-  std::vector<float> sf(static_cast<size_t>(n));
-  const DotKernel& dot = *best_dot_kernel(DType::F32, cpu_features());
   double mx = -1e300;
   for (int64_t j = 0; j < n; ++j) {
     const float* k = c.kf.data() + j * w + kv_head * hd;
@@ -179,25 +196,44 @@ Expected expected(const Cache& c, int64_t kv_head, const float* q, const float* 
       a += std::fabs(double{q[i]} * k[i]);
     }
     s[j] = d * scale;
-    e.A = std::max(e.A, a * scale);
+    *A = std::max(*A, a * scale);
     mx = std::max(mx, s[j]);
-    e.S = std::max(e.S, std::fabs(s[j]));
-    sf[j] = dot.fn(hd, k, q) * scale;
+    *S = std::max(*S, std::fabs(s[j]));
     const float* v = c.vf.data() + j * w + kv_head * hd;
-    for (int64_t i = 0; i < hd; ++i) e.V = std::max(e.V, double{std::fabs(v[i])});
+    for (int64_t i = 0; i < hd; ++i) *V = std::max(*V, double{std::fabs(v[i])});
   }
-  e.ref.assign(static_cast<size_t>(hd), 0.0);
+  std::vector<double> o(static_cast<size_t>(hd), 0.0);
   double sum = 0;
   for (int64_t j = 0; j < n; ++j) {
     const double p = std::exp(s[j] - mx);
     sum += p;
     const float* v = c.vf.data() + j * w + kv_head * hd;
-    for (int64_t i = 0; i < hd; ++i) e.ref[i] += p * v[i];
+    for (int64_t i = 0; i < hd; ++i) o[i] += p * v[i];
   }
   for (int64_t i = 0; i < hd; ++i) {
-    e.ref[i] /= sum;
-    if (gate) e.ref[i] *= 1.0 / (1.0 + std::exp(-double{gate[i]}));
+    o[i] /= sum;
+    if (gate) o[i] *= 1.0 / (1.0 + std::exp(-double{gate[i]}));
   }
+  return o;
+}
+
+Expected expected(const Cache& c, int64_t kv_head, const float* q, const float* gate, int64_t n, float scale,
+                  bool quantized_k) {
+  const int64_t hd = c.hd, w = c.n_kv * c.hd;
+  Expected e;
+  if (quantized_k) {
+    const std::vector<float> qhat = quantized_query(q, hd);
+    e.ref = reference(c, kv_head, qhat.data(), gate, n, scale, &e.S, &e.A, &e.V);
+    double S_q = 0, A_q = 0, V_q = 0;
+    e.ref_q = reference(c, kv_head, q, gate, n, scale, &S_q, &A_q, &V_q);
+    e.S = std::max(e.S, S_q);  // the exact path's bound takes q's scores
+  } else {
+    e.ref = reference(c, kv_head, q, gate, n, scale, &e.S, &e.A, &e.V);
+    e.ref_q = e.ref;
+  }
+  std::vector<float> sf(static_cast<size_t>(n));
+  const DotKernel& dot = *best_dot_kernel(DType::F32, cpu_features());
+  for (int64_t j = 0; j < n; ++j) sf[j] = dot.fn(hd, c.kf.data() + j * w + kv_head * hd, q) * scale;
   softmax(sf.data(), n);
   e.exact.assign(static_cast<size_t>(hd), 0.0f);
   for (int64_t j = 0; j < n; ++j) axpy(sf[j], c.vf.data() + j * w + kv_head * hd, hd, e.exact.data());
@@ -208,10 +244,12 @@ Expected expected(const Cache& c, int64_t kv_head, const float* q, const float* 
 }
 
 // B_flash and B_exact of the header comment, in units of u·V.
-double flash_bound_units(double S, double A, int64_t hd, int64_t n) {
+// quantized_k: the integer scores of a Q8_0 K cache, γ_(hd/32 + 2) ≤ (hd/32 + 3)u of Â.
+double flash_bound_units(double S, double A, int64_t hd, int64_t n, bool quantized_k = false) {
   const double T = std::min<double>(16, static_cast<double>((n + 63) / 64));
   const double P = static_cast<double>((n + kFlashPartKeys - 1) / kFlashPartKeys);
-  const double dot = (static_cast<double>(hd) / 16 + 5) * A;  // γ_(hd/16 + 4) ≤ (hd/16 + 5)u
+  // γ_(hd/16 + 4) ≤ (hd/16 + 5)u; integer scores γ_(hd/32 + 2) ≤ (hd/32 + 3)u
+  const double dot = (quantized_k ? static_cast<double>(hd) / 32 + 3 : static_cast<double>(hd) / 16 + 5) * A;
   return 2 * (6 * S + dot + 2 + 2 * (T + P)) + 71 + 2 * T + 2 * P;
 }
 double exact_bound_units(double S, int64_t n) { return 2 * (6 * S + 3) + 2 * static_cast<double>(n) + 7; }
@@ -234,24 +272,27 @@ void check_task(const FlashKernels& kernels, const Cache& c, int64_t kv_head, co
     for (int64_t h = 0; h < qs.n_heads; ++h) {
       const int64_t at = (r * qs.n_heads + h) * c.hd;
       const int64_t n = pos0 + r + 1;
-      const Expected e = expected(c, kv_head, qs.q.data() + at, gate ? qs.gate.data() + at : nullptr, n, task.scale);
-      const double k_flash = flash_bound_units(e.S, e.A, c.hd, n), k_exact = exact_bound_units(e.S, n);
+      const bool qk = c.type == DType::Q8_0;
+      const Expected e =
+          expected(c, kv_head, qs.q.data() + at, gate ? qs.gate.data() + at : nullptr, n, task.scale, qk);
+      const double k_flash = flash_bound_units(e.S, e.A, c.hd, n, qk), k_exact = exact_bound_units(e.S, n);
       const double bf = k_flash * kU * e.V;
       const double be = k_exact * kU * e.V;
       for (int64_t i = 0; i < c.hd; ++i) {
         const double f = out[at + i];
         const double d_ref = std::fabs(f - e.ref[i]);
         const double d_exact = std::fabs(f - e.exact[i]);
+        const double shift = std::fabs(e.ref[i] - e.ref_q[i]);  // q̂ instead of q (0 unless Q8_0 K)
         ASSERT_LE(d_ref, bf) << "row " << r << " head " << h << " elem " << i << " keys " << n;
-        ASSERT_LE(d_exact, bf + be) << "row " << r << " head " << h << " elem " << i << " keys " << n;
+        ASSERT_LE(d_exact, bf + be + shift) << "row " << r << " head " << h << " elem " << i << " keys " << n;
         st.max_ratio_ref = std::max(st.max_ratio_ref, d_ref / bf);
-        st.max_ratio_exact = std::max(st.max_ratio_exact, d_exact / (bf + be));
+        st.max_ratio_exact = std::max(st.max_ratio_exact, d_exact / (bf + be + shift));
         st.worst_units_ref = std::max(st.worst_units_ref, d_ref / (kU * e.V));
         st.err2_ref += d_ref * d_ref;
         st.err2_exact += d_exact * d_exact;
         st.ref2 += e.ref[i] * e.ref[i];
         st.nmse_bound_ref += std::pow(6 * std::sqrt(k_flash) * kU * e.V, 2);
-        st.nmse_bound_exact += std::pow(6 * std::sqrt(k_flash + k_exact) * kU * e.V, 2);
+        st.nmse_bound_exact += std::pow(6 * std::sqrt(k_flash + k_exact) * kU * e.V + shift, 2);
         ++st.elems;
       }
     }
@@ -342,6 +383,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(FlashAttention, IsaVariantsAreBitIdenticalToScalar) {
   std::vector<const FlashKernels*> variants;
   if (cpu_features().has_avx2_set()) variants.push_back(&flash_kernels_avx2());
+  if (cpu_features().has_avx2_set() && cpu_features().avxvnni) variants.push_back(&flash_kernels_avxvnni());
   if (cpu_features().has_avx512_set()) variants.push_back(&flash_kernels_avx512());
   if (variants.empty()) GTEST_SKIP() << "CPU has neither the AVX2 nor the AVX-512 set";
   for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
@@ -357,9 +399,115 @@ TEST(FlashAttention, IsaVariantsAreBitIdenticalToScalar) {
           EXPECT_TRUE(same_bits(got, want))
               << k->isa << " " << dtype_traits(t).name << " hd " << hd << " pos0 " << pos0;
         }
+        if (t == DType::Q8_0) {  // integer scores with an f16 V read in place (decode) or converted
+          const Cache cv = make_cache(DType::F16, hd, 2, 3100, 8);
+          const auto mixed = [&](std::vector<float>& out) {
+            FlashAttentionTask task = make_task(c, 1, qs, pos0, true, out);
+            task.v = {.data = cv.v.data(), .row_bytes = cv.row_bytes, .first = hd, .type = DType::F16};
+            return task;
+          };
+          flash_kernels_scalar().attend(mixed(want), scratch);
+          for (const FlashKernels* k : variants) {
+            k->attend(mixed(got), scratch);
+            EXPECT_TRUE(same_bits(got, want)) << k->isa << " q8_0 K, f16 V, hd " << hd << " pos0 " << pos0;
+          }
+        }
       }
     }
   }
+}
+
+// The integer scores of a Q8_0 K cache (this unit's scalar copy of the kernels' code) for
+// a partial tile of 61 keys: (1) every score is the arithmetic of flash_attention.h written
+// out here (the integer sum, then fma(float(isum), d_k·d_q, acc) over the blocks in order,
+// then · scale); (2) every code is within δ_b of its query element and every score within
+// the per-score bound of flash_attention.h of the float query's exact score; (3) a block of
+// 3 vectors gives each the bits it gets alone. Keys include the extreme codes (all −128,
+// all +127); queries a block of equal values (every code ±127), a zero block and a tiny
+// one (its f16 scale is subnormal).
+TEST(FlashAttention, QuantizedScoresAreWithinTheirBound) {
+  constexpr int64_t hd = 128, nb = hd / kQK8_0, n = 61, n_vec = 3;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::uniform_int_distribution<int> code(-128, 127);
+  std::vector<BlockQ8_0> keys(static_cast<size_t>(n * nb));
+  std::vector<float> kf(static_cast<size_t>(n * hd));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ8_0& blk = keys[static_cast<size_t>(j * nb + b)];
+      blk.d = f32_to_fp16(j == 3 || j == 4 ? 0.02f : std::fabs(g(rng)) * 0.05f + 1e-3f);
+      for (int i = 0; i < kQK8_0; ++i) {
+        blk.qs[i] = static_cast<int8_t>(j == 3 ? -128 : j == 4 ? 127 : code(rng));
+        kf[static_cast<size_t>(j * hd + b * kQK8_0 + i)] = static_cast<float>(blk.qs[i]) * fp16_to_f32(blk.d);
+      }
+    }
+  }
+  std::vector<float> q(static_cast<size_t>(n_vec * hd));
+  for (int64_t i = 0; i < hd; ++i) {
+    q[static_cast<size_t>(i)] = 2.0f * g(rng);
+    q[static_cast<size_t>(2 * hd + i)] = 0.3f * g(rng);
+    const int64_t b = i / kQK8_0;
+    q[static_cast<size_t>(hd + i)] = b == 0 ? -1.5f : b == 1 ? 0.0f : b == 2 ? 1e-4f * g(rng) : g(rng);
+  }
+  std::vector<float> area(static_cast<size_t>(n_vec * hd));
+  const flash::QuantQueries qq = flash::quant_queries(area.data(), n_vec, hd);
+  for (int64_t v = 0; v < n_vec; ++v) {
+    flash::quantize_query(q.data() + v * hd, hd, qq.codes + v * hd, qq.d + v * nb, qq.init + v * nb);
+  }
+  const KvHeadRows kv{.data = reinterpret_cast<const uint8_t*>(keys.data()),
+                      .row_bytes = nb * static_cast<int64_t>(sizeof(BlockQ8_0)),
+                      .first = 0,
+                      .type = DType::Q8_0};
+  std::vector<uint32_t> words(static_cast<size_t>(kFlashKeyTile * hd / 4));
+  std::vector<float> dk(static_cast<size_t>(kFlashKeyTile * nb));
+  flash::repack_keys_q8(kv, hd, 0, n, words.data(), dk.data(), 0, 0);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> s3(static_cast<size_t>(n_vec * kFlashKeyTile)), s1(static_cast<size_t>(kFlashKeyTile));
+  flash::scores_q8<3>(qq.codes, qq.d, qq.init, hd, words.data(), dk.data(), n, scale, s3.data());
+  double worst = 0;
+  for (int64_t v = 0; v < n_vec; ++v) {
+    flash::scores_q8<1>(qq.codes + v * hd, qq.d + v * nb, qq.init + v * nb, hd, words.data(), dk.data(), n, scale,
+                        s1.data());
+    const float* qv = q.data() + v * hd;
+    std::vector<double> delta(static_cast<size_t>(nb));
+    for (int64_t b = 0; b < nb; ++b) {
+      double amax = 0;
+      for (int i = 0; i < kQK8_0; ++i) amax = std::max(amax, double{std::fabs(qv[b * kQK8_0 + i])});
+      const double d = amax / 127;
+      delta[static_cast<size_t>(b)] = d * (0.5 + 254 * kU) + 127 * ((1.0 / 2048 + 2 * kU) * d + std::ldexp(1.0, -25));
+      for (int i = 0; i < kQK8_0; ++i) {
+        const double qhat = static_cast<double>(qq.codes[v * hd + b * kQK8_0 + i]) * qq.d[v * nb + b];
+        ASSERT_LE(std::fabs(qhat - qv[b * kQK8_0 + i]), delta[static_cast<size_t>(b)]) << "vector " << v << " block " << b;
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const BlockQ8_0* kb = keys.data() + j * nb;
+      float acc = 0;
+      double exact = 0, quant = 0, a_hat = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        int64_t isum = 0;
+        for (int i = 0; i < kQK8_0; ++i) {
+          const int64_t at = b * kQK8_0 + i;
+          const int c = qq.codes[v * hd + at];
+          isum += int64_t{kb[b].qs[i]} * c;
+          const double k = kf[static_cast<size_t>(j * hd + at)];
+          exact += double{qv[at]} * k;
+          quant += std::fabs(k) * delta[static_cast<size_t>(b)];
+          a_hat += std::fabs(static_cast<double>(c) * qq.d[v * nb + b] * k);
+        }
+        acc = std::fma(static_cast<float>(isum), fp16_to_f32(kb[b].d) * qq.d[v * nb + b], acc);
+      }
+      const float want = acc * scale;
+      EXPECT_EQ(std::memcmp(&s1[static_cast<size_t>(j)], &want, sizeof(float)), 0) << "vector " << v << " key " << j;
+      EXPECT_EQ(std::memcmp(&s1[static_cast<size_t>(j)], &s3[static_cast<size_t>(v * kFlashKeyTile + j)], sizeof(float)), 0)
+          << "vector " << v << " key " << j << " in a block of 3";
+      const double bound = scale * quant + (static_cast<double>(nb) + 3) * kU * scale * a_hat;
+      const double err = std::fabs(double{s1[static_cast<size_t>(j)]} - exact * scale);
+      EXPECT_LE(err, bound) << "vector " << v << " key " << j;
+      worst = std::max(worst, err / bound);
+    }
+  }
+  if (std::getenv("MOETIER_TEST_VERBOSE")) std::fprintf(stderr, "q8_0 scores: worst error %.3g of the bound\n", worst);
 }
 
 // attend_part for every part then combine (the threads' split of a deep decode) writes the
