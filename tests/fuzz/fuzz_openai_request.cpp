@@ -14,6 +14,7 @@
 #include "grammar/json_schema.h"
 #include "server/request.h"
 #include "server/text_stream.h"
+#include "server/tool_call_formats.h"
 #include "server/tool_calls.h"
 #include "text/utf8.h"
 
@@ -61,7 +62,8 @@ void check_constraint(const moetier::server::GenerationRequest& r, const std::st
     auto tools = server::parse_tools(r.tools);
     if (tools) {
       for (const auto mode : {server::ToolChoiceMode::kRequired, server::ToolChoiceMode::kAuto}) {
-        for (const auto format : {server::ToolCallFormat::kQwen3Json, server::ToolCallFormat::kQwen35Xml}) {
+        for (const auto& def : server::tool_format::all()) {  // every family's parser and grammar
+          const server::ToolCallFormat format = def.id;
           auto g = server::build_tool_call_grammar({.format = format, .tools = &*tools, .choice = {.mode = mode}});
           if (g && *g) require(grammar::Grammar::parse(**g).is_ok());
           // The parsers never fail on model output, however odd.
