@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -149,28 +151,37 @@ void handle_detokenize(const ServerState& st, const httplib::Request& req, httpl
   send_json(res, json{{"content", content}});
 }
 
-void handle_apply_template(const ServerState& st, const httplib::Request& req, httplib::Response& res) {
+// A chat request's body parsed and rendered through the template (what the chat endpoint
+// would tokenize), or the 4xx sent and nullopt.
+std::optional<std::string> rendered_chat_prompt(const ServerState& st, const httplib::Request& req,
+                                                httplib::Response& res) {
   ordered_json body;
-  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  std::optional<ApiError> e = parse_json_body(req.body, body);
   GenerationRequest r;
-  if (auto e = parse_chat_request(body, st.config.defaults, r)) return send_error(res, *e);
+  if (!e) e = parse_chat_request(body, st.config.defaults, r);
   std::string prompt;
-  if (auto e = render_chat_prompt(st, r, prompt)) return send_error(res, *e);
+  if (!e) e = render_chat_prompt(st, r, prompt);
+  if (e) {
+    send_error(res, *e);
+    return std::nullopt;
+  }
+  return prompt;
+}
+
+void handle_apply_template(const ServerState& st, const httplib::Request& req, httplib::Response& res) {
+  const std::optional<std::string> prompt = rendered_chat_prompt(st, req, res);
+  if (!prompt) return;
   std::string valid;
-  text::append_utf8_sanitized(prompt, valid);
+  text::append_utf8_sanitized(*prompt, valid);
   send_json(res, json{{"prompt", valid}});
 }
 
 // llama-server's POST /chat/completions/input_tokens: the prompt tokens a chat request would
 // have (rendered through the template, tokenized as the generation endpoint does).
 void handle_count_chat_tokens(const ServerState& st, const httplib::Request& req, httplib::Response& res) {
-  ordered_json body;
-  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
-  GenerationRequest r;
-  if (auto e = parse_chat_request(body, st.config.defaults, r)) return send_error(res, *e);
-  std::string prompt;
-  if (auto e = render_chat_prompt(st, r, prompt)) return send_error(res, *e);
-  const auto tokens = st.tokenizer.encode(prompt, {.parse_special = true, .add_special = true});
+  const std::optional<std::string> prompt = rendered_chat_prompt(st, req, res);
+  if (!prompt) return;
+  const auto tokens = st.tokenizer.encode(*prompt, {.parse_special = true, .add_special = true});
   send_json(res, json{{"input_tokens", tokens.size()}, {"object", "response.input_tokens"}});
 }
 

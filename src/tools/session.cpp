@@ -22,7 +22,10 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
            "use CPU kernels up to this ISA: auto (default), avx512, avx2 (with AVX-VNNI where present), avx2-novnni, "
            "scalar; e.g. avx2 measures a laptop CPU's path on an AVX-512 machine",
            [](std::string_view) { return Status::ok(); });  // applied by main() before anything runs
-  p.option({"-b", "--batch-size"}, "N", "logical batch size (default 2048)", &f.n_batch);
+  p.option({"-b", "--batch-size"}, "N",
+           "logical batch size (default 2048): as in llama.cpp, a micro-batch holds at most min(-b, -ub) tokens "
+           "(and a server step at most that many)",
+           &f.n_batch);
   p.option({"-ub", "--ubatch-size"}, "N", "tokens per forward micro-batch (default 512)", &f.n_ubatch);
   p.option({"-ctk", "--cache-type-k"}, "TYPE", "KV cache type for K: f32, f16, q8_0 or q4_0 (default f16)", &f.cache_type_k);
   p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32, f16, q8_0 or q4_0 (default f16)", &f.cache_type_v);
@@ -385,6 +388,7 @@ int print_gpu_devices() {
 Result<Session> open_session(const EngineFlags& flags, const SessionOptions& options) {
   if (flags.model_path.empty()) return Status::bad_input("no model given (-m FILE)");
   if (flags.n_ubatch <= 0) return Status::bad_input("-ub must be positive");
+  if (flags.n_batch <= 0) return Status::bad_input("-b must be positive");
   if (flags.n_ctx < 0) return Status::bad_input("-c must not be negative");
   ASSIGN_OR_RETURN(DType type_k, parse_cache_type(flags.cache_type_k, "-ctk"));
   ASSIGN_OR_RETURN(DType type_v, parse_cache_type(flags.cache_type_v, "-ctv"));
@@ -439,7 +443,9 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   s.tokenizer = std::move(tok).value();
   if (!options.need_model) return s;
 
-  auto model = load_model(*s.file, {.n_ubatch = flags.n_ubatch, .flash_attention = flags.flash_attn != "off"});
+  // llama.cpp's rule: the physical micro-batch never exceeds the logical batch.
+  auto model = load_model(*s.file, {.n_ubatch = std::min(flags.n_batch, flags.n_ubatch),
+                                    .flash_attention = flags.flash_attn != "off"});
   if (!model) return model.status().with_context(flags.model_path);
   s.model = std::move(model).value();
   const HParams& hp = s.model->hparams();

@@ -25,7 +25,7 @@ struct EngineFlags {
   std::string model_path;
   int64_t n_ctx = 4096;        // -c; 0 = the model's training context
   int n_threads = 0;           // -t; 0 = physical cores
-  int64_t n_batch = 2048;      // -b (logical batch; accepted for compatibility)
+  int64_t n_batch = 2048;      // -b (logical batch): micro-batches hold min(-b, -ub) tokens, as llama.cpp
   int64_t n_ubatch = 512;      // -ub: tokens per forward micro-batch
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";

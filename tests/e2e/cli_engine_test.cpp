@@ -174,6 +174,7 @@ TEST(CliErrors, BadInputIsOneClearLine) {
                         "more than the context");
   expect_one_line_error(run_moetier("run -m /nonexistent.gguf -p hi"), "/nonexistent.gguf");
   expect_one_line_error(run_moetier("run -m " + model("qwen35moe-tiny-f32") + " -p hi --bogus"), "unknown flag '--bogus'");
+  expect_one_line_error(run_moetier("run -m " + model("qwen35moe-tiny-f32") + " -p hi -b 0"), "-b must be positive");
   expect_one_line_error(run_moetier("run -m " + model("qwen35moe-tiny-f32") + " -p hi -ctk q2_k"), "-ctk");
   expect_one_line_error(run_moetier("run -m " + model("qwen35moe-tiny-f32") + " -p hi --top-p 7"), "--top-p");
   expect_one_line_error(run_moetier("logits -m " + model("qwen35moe-tiny-f32") + " --tokens 1,x -o /dev/null"),

@@ -474,6 +474,28 @@ TEST(ServerFlags, ContextShiftGeneratesPastAFullSlot) {
   EXPECT_NE(spec.log().find("speculative decoding"), std::string::npos) << spec.log();
 }
 
+// -b is llama.cpp's logical batch: a server step (and a micro-batch) holds at most -b tokens,
+// so prompt progress comes in steps of at most 8 here.
+TEST(ServerFlags, BatchSizeBoundsEachPromptStep) {
+  ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-b", "8", "-t", "1"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  auto s = post_sse(c, "/completion", {{"prompt", "Lorem ipsum dolor sit amet, consectetur adipiscing elit"},
+                                       {"n_predict", 1}, {"stream", true}, {"return_progress", true}});
+  ASSERT_EQ(s.status, 200);
+  std::vector<int64_t> processed;
+  int64_t total = 0;
+  for (const auto& e : s.events) {
+    if (!e.contains("prompt_progress")) continue;
+    processed.push_back(e["prompt_progress"]["processed"].get<int64_t>());
+    total = e["prompt_progress"]["total"].get<int64_t>();
+  }
+  ASSERT_GT(total, 16);
+  ASSERT_EQ(processed.size(), static_cast<size_t>(1 + (total + 7) / 8)) << s.raw;  // the first report, then one per step
+  for (size_t i = 1; i < processed.size(); ++i) EXPECT_LE(processed[i] - processed[i - 1], 8);
+  EXPECT_EQ(processed.back(), total);
+}
+
 // Start-up has many moments (argument parsing, loading, binding, the listener thread
 // starting); a SIGINT at any of them must end the process promptly, and one after the
 // "listening" line must end it cleanly (exit 0).

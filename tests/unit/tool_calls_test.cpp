@@ -7,6 +7,7 @@
 #include <string>
 
 #include "server/tool_calls.h"
+#include "support/tool_call_stream.h"
 
 namespace moetier::server {
 namespace {
@@ -127,41 +128,7 @@ TEST(ToolCalls, ContentAroundCallsIsJoinedByOneNewline) {
 // Feeds `text` in random pieces; the concatenated deltas must equal the whole-text result.
 void check_stream(const std::string& text, ToolCallFormat format, std::mt19937& rng) {
   static const std::vector<ToolSpec> specs = tools();
-  const ToolCallParseOptions options{.format = format, .tools = &specs, .id_prefix = "c"};
-  const ParsedReply whole = parse_tool_calls(text, options);
-  for (int trial = 0; trial < 60; ++trial) {
-    ToolCallStream stream(options);
-    ParsedReply got;
-    auto take = [&](const ToolStreamDelta& d) {
-      got.content += d.content;
-      for (const ToolCallDelta& c : d.tool_calls) {
-        // No markup ever leaks into the content of a well-formed reply.
-        if (!c.id.empty()) {
-          ASSERT_EQ(c.index, got.tool_calls.size());
-          ASSERT_TRUE(c.arguments.empty());
-          got.tool_calls.push_back({.id = c.id, .name = c.name});
-        } else {
-          ASSERT_LT(c.index, got.tool_calls.size());
-          EXPECT_TRUE(c.name.empty());
-          got.tool_calls[c.index].arguments += c.arguments;
-        }
-      }
-    };
-    size_t pos = 0;
-    while (pos < text.size()) {
-      const size_t n = std::min<size_t>(text.size() - pos, std::uniform_int_distribution<size_t>(0, trial % 3 == 0 ? 2 : 12)(rng));
-      take(stream.push(std::string_view(text).substr(pos, n)));
-      pos += n;
-    }
-    take(stream.finish());
-    ASSERT_EQ(got.content, whole.content) << text;
-    ASSERT_EQ(got.tool_calls.size(), whole.tool_calls.size()) << text;
-    for (size_t i = 0; i < got.tool_calls.size(); ++i) {
-      EXPECT_EQ(got.tool_calls[i].id, whole.tool_calls[i].id);
-      EXPECT_EQ(got.tool_calls[i].name, whole.tool_calls[i].name);
-      EXPECT_EQ(got.tool_calls[i].arguments, whole.tool_calls[i].arguments);
-    }
-  }
+  testing::check_tool_call_stream(text, {.format = format, .tools = &specs, .id_prefix = "c"}, rng);
 }
 
 TEST(ToolCallStream, RandomSplitsGiveTheWholeTextResult) {
