@@ -68,6 +68,11 @@ struct DotKernel {
   std::string_view isa;      // "scalar", "avx2", "avx512vnni", ...
   MultiDotFn multi = nullptr;  // nullptr: callers loop over fn
   TileDotFn tile = nullptr;    // nullptr: callers use multi
+  // The tile kernel on rows stored interleaved (cpu/interleave.h): weight_rows is one group
+  // of kTileRows rows (n_rows = kTileRows; weight_stride unused), any n_act ≥ 1, bit-identical
+  // to fn on the rows before interleaving. nullptr: this ISA has no kernel for that layout,
+  // so the loader keeps the file's layout.
+  TileDotFn tile_x8 = nullptr;
 };
 
 // Calls k.multi when present, else k.fn per activation row.
@@ -111,6 +116,15 @@ void q6_k_q8_k_avxvnni_tile(const TileDotArgs& args);
 void q6_k_q8_k_avx512_tile(const TileDotArgs& args);
 void iq4_xs_q8_k_avxvnni_tile(const TileDotArgs& args);
 void iq4_xs_q8_k_avx512_tile(const TileDotArgs& args);
+// The same on interleaved groups (DotKernel::tile_x8).
+void q4_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
+void q4_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
+void q5_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
+void q5_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
+void q6_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
+void q6_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
+void iq4_xs_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
+void iq4_xs_q8_k_avx512_tile_x8(const TileDotArgs& args);
 // Scalar references, one per family (cpu/dot/<family>_scalar.cpp).
 float f32_f32_scalar(int64_t n, const void* w, const void* a);
 float f16_f16_scalar(int64_t n, const void* w, const void* a);

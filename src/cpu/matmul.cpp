@@ -109,6 +109,7 @@ void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, 
   CHECK_MSG(kernel && kernel->activation_type == xq.type, "matmul: {} weights with {} activations",
             dtype_name(w.type), dtype_name(xq.type));
   CHECK(xq.n_in == w.n_in);
+  CHECK_MSG(w.layout == RowLayout::kRows, "matmul: interleaved rows are for the MoE block only");
   const int64_t n_out = w.n_out, n_tokens = xq.n_rows;
   // From a few tokens on, the tile kernel's packing pays for itself many times over.
   constexpr int64_t kTileMinTokens = 8;

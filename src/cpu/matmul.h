@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "cpu/interleave.h"
 #include "tensor/dtype.h"
 
 namespace moetier::cpu {
@@ -21,6 +22,9 @@ struct WeightMatrix {
   int64_t n_mat = 1;
   int64_t row_bytes = 0;
   const uint8_t* data = nullptr;
+  // kInterleaved8 (cpu/interleave.h): rows in groups of 8; row(mat, r) with r a multiple of 8
+  // is then the group's start. Only the MoE block reads such matrices (DotKernel::tile_x8).
+  RowLayout layout = RowLayout::kRows;
 
   const uint8_t* row(int64_t mat, int64_t r) const { return data + (mat * n_out + r) * row_bytes; }
 };

@@ -463,4 +463,18 @@ const uint8_t* ModelFile::tensor_data(const TensorInfo& t) const {
   return buffer_ + t.offset;
 }
 
+uint8_t* ModelFile::owned_tensor_data(const TensorInfo& t) {
+  if (const Moved* m = find_moved(t)) return m->data + (t.offset - m->offset);
+  if (map_ != nullptr) return nullptr;  // the file's own pages: read-only and shared
+  CHECK_MSG(t.offset + t.n_bytes <= buffer_bytes_, "tensor '{}' is not in this file's data", t.name);
+  return buffer_ + t.offset;
+}
+
+void ModelFile::set_interleaved(const TensorInfo& t) {
+  CHECK_MSG(owned_tensor_data(t) != nullptr, "tensor '{}' is in the file mapping", t.name);
+  interleaved_.insert(t.offset);
+}
+
+bool ModelFile::interleaved(const TensorInfo& t) const { return interleaved_.count(t.offset) != 0; }
+
 }  // namespace moetier::gguf

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,13 @@ class ModelFile {
   const uint8_t* tensor_data(const TensorInfo& t) const;
   // Was this tensor moved into anonymous memory?
   bool moved(const TensorInfo& t) const { return find_moved(t) != nullptr; }
+  // A tensor's bytes when they are in memory this object owns (--no-mmap's buffer, or a
+  // moved copy), so they may be rewritten in place; nullptr for the file mapping.
+  uint8_t* owned_tensor_data(const TensorInfo& t);
+  // Rows repacked in place into cpu/interleave.h's layout (by whoever did it; the binder
+  // reads this to give the matrix that layout). Only for owned tensors.
+  void set_interleaved(const TensorInfo& t);
+  bool interleaved(const TensorInfo& t) const;
   const LoadStats& stats() const { return stats_; }
   LoadMode mode() const { return mode_; }
 
@@ -101,6 +109,7 @@ class ModelFile {
   uint8_t* moved_region_ = nullptr;
   size_t moved_region_bytes_ = 0;
   std::vector<Moved> moved_;
+  std::set<uint64_t> interleaved_;  // TensorInfo::offset of the interleaved tensors
 };
 
 }  // namespace moetier::gguf

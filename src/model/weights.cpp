@@ -54,7 +54,8 @@ cpu::WeightMatrix WeightBinder::matrix(const std::string& name) {
                            .n_out = t->ne[1],
                            .n_mat = t->ne[2],
                            .row_bytes = dtype_row_bytes(t->type, t->ne[0]),
-                           .data = file_.tensor_data(*t)};
+                           .data = file_.tensor_data(*t),
+                           .layout = file_.interleaved(*t) ? cpu::RowLayout::kInterleaved8 : cpu::RowLayout::kRows};
 }
 
 const float* WeightBinder::f32(const std::string& name) {

@@ -231,6 +231,7 @@ int cmd_bench(int argc, char** argv) {
                                      {.use_mmap = first.use_mmap,
                                       .verbose = params.verbose,
                                       .expert_pages = params.expert_pages,
+                                      .repack = !params.no_repack,
                                       .tests = std::span<const bench::TestSpec>(tests.data() + begin, end - begin),
                                       .run = &placement_options});
     if (!m) {

@@ -10,6 +10,7 @@
 #include "model/gpu_backend.h"
 #include "runtime/draft_model_drafter.h"
 #include "runtime/mtp_drafter.h"
+#include "tools/repack.h"
 
 namespace moetier {
 
@@ -66,6 +67,10 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
            &f.fit_margin_mib);
   p.option({"--vram-budget"}, "MiB", "plan for a GPU of this size (a big GPU behaves like a small one)",
            &f.vram_budget_mib);
+  p.flag({"-nr", "--no-repack"}, &f.no_repack,
+         "keep the routed experts in the file's row layout (default: when they are in RAM this process owns, "
+         "--no-mmap's or --expert-pages' huge-page copy, repack them at load into 8-row groups the prompt kernels "
+         "read as they are; needs AVX-VNNI or AVX512-VNNI)");
   p.flag({"--no-op-offload"}, &f.no_op_offload,
          "never stream CPU-resident experts to the GPU for prompt batches (default: when measured faster)");
   p.option({"--gpu-kernels"}, "fast|exact",
@@ -407,6 +412,7 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   // the load moves into huge-page memory (GPU-resident ones are uploaded and then never read
   // on the host, so copying them would be wasted time).
   std::optional<PlacementDecision> placement;
+  std::vector<std::string> repack;  // routed experts to repack after the load (tools/repack.h)
   if (options.need_model) {
     auto hp = read_hparams(header);
     if (!hp) return hp.status().with_context(flags.model_path);
@@ -427,6 +433,7 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
     s.n_ctx = n_ctx;
     s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};
     ASSIGN_OR_RETURN(placement, plan_session(header, *hp, flags, options, s.kv));
+    if (!flags.no_repack) repack = repack_candidates(header, *hp, *placement);
     if (load.mode == gguf::LoadMode::kMmap) {
       load.expert_tensors = cpu_weight_tensors(header, *hp, placement->plan);
       load.working_bytes = cpu_working_bytes(placement->plan);
@@ -437,6 +444,9 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   ASSIGN_OR_RETURN(s.file, gguf::ModelFile::open(flags.model_path, std::move(header), load));
   if (!options.quiet && !s.file->stats().expert_pages_note.empty()) {
     std::fprintf(stderr, "moetier: %s\n", s.file->stats().expert_pages_note.c_str());
+  }
+  if (const std::string note = repack_experts(*s.file, repack, load.copy_threads); !options.quiet && !note.empty()) {
+    std::fprintf(stderr, "moetier: %s\n", note.c_str());
   }
   auto tok = text::Tokenizer::from_gguf(s.file->header());
   if (!tok) return tok.status().with_context(flags.model_path);

@@ -47,6 +47,7 @@ struct EngineFlags {
   int64_t fit_margin_mib = 1536;   // --fit-margin: GPU memory kept free
   int64_t vram_budget_mib = 0;     // --vram-budget: plan as if the GPU had this much (0: what it has)
   bool no_op_offload = false;      // --no-op-offload (accepted; see --help)
+  bool no_repack = false;          // -nr/--no-repack: keep the file's row layout (tools/repack.h)
   std::string gpu_kernels = "fast";  // --gpu-kernels fast|exact
   bool verbose = false;
 };

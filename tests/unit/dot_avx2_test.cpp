@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -21,6 +22,7 @@
 
 #include "core/cpu_features.h"
 #include "cpu/dot.h"
+#include "cpu/interleave.h"
 #include "tensor/blocks.h"
 #include "tensor/dtype.h"
 #include "tensor/fp16.h"
@@ -447,6 +449,125 @@ TEST(DotKernelsTile, Avx512BitIdenticalToScalar) {
     for (const DotKernel& e : avx512_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
     ASSERT_NE(k, nullptr);
     EXPECT_EQ(k->tile, f.avx512) << dtype_name(f.weight_type);
+  }
+}
+
+// The tile kernels on interleaved groups (DotKernel::tile_x8, cpu/interleave.h): 8 rows
+// drawn from the weight cases (each case in every row position across the n_act loop),
+// interleaved, against 1..13 activation rows: every (row, token) bit-identical to the
+// scalar reference on the rows before interleaving, and nothing written past the 8 outputs.
+void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa) {
+  std::mt19937 rng(4242);
+  const DotKernel* scalar = scalar_dot_kernel(wt);
+  const DType at = act_type(wt);
+  for (int64_t n : lengths(wt)) {
+    const auto ws = weight_cases(wt, n, rng);
+    const auto as = activation_cases(at, n, rng);
+    const size_t rb = ws[0].size(), a_stride = as[0].size() + 96;
+    for (int n_act : {1, 2, 3, 4, 5, 7, 8, 13}) {
+      std::vector<const std::vector<uint8_t>*> wrows, arows;
+      for (int i = 0; i < kTileRows; ++i) wrows.push_back(&ws[static_cast<size_t>(i + n_act) % ws.size()]);
+      for (int j = 0; j < n_act; ++j) arows.push_back(&as[static_cast<size_t>(j + 1) % as.size()]);
+      const std::vector<uint8_t> rows = pack_rows(wrows, rb), abuf = pack_rows(arows, a_stride);
+      std::vector<uint8_t> group(rows.size());
+      interleave_group(wt, n, rows.data(), group.data());
+      const int64_t out_stride = kTileRows + 3;
+      std::vector<float> out(static_cast<size_t>(n_act * out_stride), 12345.0f);
+      tile_x8({.n = n, .weight_rows = group.data(), .n_rows = kTileRows, .activation_rows = abuf.data(),
+               .activation_stride = static_cast<int64_t>(a_stride), .n_act = n_act, .out = out.data(),
+               .out_stride = out_stride});
+      for (int j = 0; j < n_act; ++j) {
+        for (int64_t i = 0; i < out_stride; ++i) {
+          const float got = out[static_cast<size_t>(j * out_stride + i)];
+          if (i >= kTileRows) {
+            EXPECT_EQ(got, 12345.0f) << isa << " wrote past the group's rows, token " << j;
+            continue;
+          }
+          const float ref = scalar->fn(n, wrows[static_cast<size_t>(i)]->data(), arows[static_cast<size_t>(j)]->data());
+          EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(ref))
+              << isa << " " << dtype_name(wt) << " n=" << n << " acts=" << n_act << " (" << i << ", " << j
+              << "): tile_x8 " << bits(got) << " scalar " << bits(ref);
+        }
+      }
+    }
+  }
+}
+
+struct TileX8Family {
+  DType weight_type;
+  TileDotFn avxvnni, avx512;
+};
+const TileX8Family kTileX8Families[] = {
+    {DType::Q4_K, dot::q4_k_q8_k_avxvnni_tile_x8, dot::q4_k_q8_k_avx512_tile_x8},
+    {DType::Q5_K, dot::q5_k_q8_k_avxvnni_tile_x8, dot::q5_k_q8_k_avx512_tile_x8},
+    {DType::Q6_K, dot::q6_k_q8_k_avxvnni_tile_x8, dot::q6_k_q8_k_avx512_tile_x8},
+    {DType::IQ4_XS, dot::iq4_xs_q8_k_avxvnni_tile_x8, dot::iq4_xs_q8_k_avx512_tile_x8},
+};
+
+TEST(DotKernelsTileX8, AvxVnniBitIdenticalToScalar) {
+  if (!has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  for (const TileX8Family& f : kTileX8Families) {
+    expect_tile_x8_matches_scalar(f.weight_type, f.avxvnni, "avxvnni");
+    const DotKernel* k = nullptr;
+    for (const DotKernel& e : avxvnni_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->tile_x8, f.avxvnni) << dtype_name(f.weight_type);
+  }
+}
+
+TEST(DotKernelsTileX8, Avx512BitIdenticalToScalar) {
+  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
+  for (const TileX8Family& f : kTileX8Families) {
+    expect_tile_x8_matches_scalar(f.weight_type, f.avx512, "avx512");
+    const DotKernel* k = nullptr;
+    for (const DotKernel& e : avx512_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->tile_x8, f.avx512) << dtype_name(f.weight_type);
+  }
+}
+
+// Only the kernels that exist are offered: no interleaved layout without a kernel for it.
+TEST(DotKernelsTileX8, OnlyInterleavableTypesHaveTheKernel) {
+  for (auto table : {avx2_dot_kernels(), avxvnni_dot_kernels(), avx512_dot_kernels()}) {
+    for (const DotKernel& k : table) {
+      if (k.tile_x8 != nullptr) EXPECT_TRUE(interleavable(k.weight_type)) << dtype_name(k.weight_type);
+    }
+  }
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16}) {
+    EXPECT_EQ(scalar_dot_kernel(t)->tile_x8, nullptr);
+  }
+}
+
+// The layout is a permutation of the group's bytes: interleave then deinterleave is the
+// identity, every byte moves (random rows), and the group's first word holds row i's first
+// 4 bytes in lane i.
+TEST(Interleave, GroupRoundTripsAndPutsRowsInLanes) {
+  std::mt19937 rng(77);
+  for (DType wt : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+    for (int64_t n : {256, 768, 2048}) {
+      const size_t rb = row_bytes(wt, n);
+      std::vector<uint8_t> rows(rb * kInterleaveRows), group(rows.size()), back(rows.size());
+      for (auto& b : rows) b = static_cast<uint8_t>(rng());
+      interleave_group(wt, n, rows.data(), group.data());
+      deinterleave_group(wt, n, group.data(), back.data());
+      EXPECT_EQ(back, rows) << dtype_name(wt) << " n=" << n;
+      std::vector<uint8_t> sorted_rows = rows, sorted_group = group;
+      std::sort(sorted_rows.begin(), sorted_rows.end());
+      std::sort(sorted_group.begin(), sorted_group.end());
+      EXPECT_EQ(sorted_rows, sorted_group) << "not a permutation";
+      for (int i = 0; i < kInterleaveRows; ++i) {
+        EXPECT_EQ(std::memcmp(group.data() + 4 * i, rows.data() + i * rb, 4), 0) << dtype_name(wt) << " row " << i;
+      }
+      // In place over a stack of 3 groups on 2 threads: each group as interleave_group gives.
+      std::vector<uint8_t> stack(rb * 3 * kInterleaveRows);
+      for (auto& b : stack) b = static_cast<uint8_t>(rng());
+      std::vector<uint8_t> expect(stack.size());
+      for (int g = 0; g < 3; ++g) {
+        interleave_group(wt, n, stack.data() + g * rb * kInterleaveRows, expect.data() + g * rb * kInterleaveRows);
+      }
+      interleave_in_place(wt, n, 3 * kInterleaveRows, stack.data(), 2);
+      EXPECT_EQ(stack, expect) << dtype_name(wt);
+    }
   }
 }
 

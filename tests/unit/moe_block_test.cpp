@@ -13,6 +13,9 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
+#include "cpu/dot.h"
+#include "cpu/interleave.h"
 #include "cpu/matmul.h"
 #include "cpu/ops.h"
 #include "model/blocks/moe.h"
@@ -133,6 +136,45 @@ TEST_P(MoeBlockTypes, FusedPathEqualsPerTokenReferenceForAnyBatchAndThreadCount)
         moe_block(f.w, f.shape, h.data(), n, out.data(), scratch, pool, nullptr);
         for (size_t i = 0; i < out.size(); ++i) {
           ASSERT_EQ(out[i], expected[i]) << "n=" << n << " threads=" << threads << " rep=" << rep << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+// Routed experts repacked into the interleaved layout (cpu/interleave.h, as the loader does
+// with -nr off) give the per-token reference's bits too: decode (1 token: the one-token x8
+// kernel), a few tokens (2 and 7: below the per-call tile's threshold, where the row layout
+// uses the multi-row kernels) and a prompt (40), on 1-3 threads, K-quants and IQ4_XS.
+TEST(MoeBlock, InterleavedExpertsEqualTheReference) {
+  const cpu::DotKernel* k = cpu::best_dot_kernel(DType::Q4_K, cpu_features());
+  if (k == nullptr || k->tile_x8 == nullptr) GTEST_SKIP() << "no interleaved kernels on this CPU (needs AVX-VNNI)";
+  for (std::array<DType, 3> types : {std::array<DType, 3>{DType::Q4_K, DType::Q5_K, DType::Q6_K},
+                                     std::array<DType, 3>{DType::IQ4_XS, DType::IQ4_XS, DType::Q4_K}}) {
+    std::mt19937 rng(23);
+    Fixture f(rng, types);
+    ThreadPool one(1);
+    // The interleaved copy of the routed stacks; the reference keeps reading the rows.
+    Fixture x8 = f;
+    for (auto [m, view] : {std::pair{&x8.gate, &x8.w.gate_exps}, std::pair{&x8.up, &x8.w.up_exps},
+                           std::pair{&x8.down, &x8.w.down_exps}}) {
+      cpu::interleave_in_place(m->view.type, m->view.n_in, m->view.n_out * m->view.n_mat, m->bytes.data(), 2);
+      view->data = m->bytes.data();
+      view->layout = cpu::RowLayout::kInterleaved8;
+    }
+    ASSERT_NE(x8.gate.bytes, f.gate.bytes);
+    for (int64_t n : {1, 2, 7, 40}) {
+      std::normal_distribution<float> gauss(0.0f, 1.0f);
+      std::vector<float> h(static_cast<size_t>(n * f.shape.n_embd));
+      for (auto& v : h) v = gauss(rng);
+      const auto expected = reference_moe(f, h, n, one);
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        MoeScratch scratch;
+        std::vector<float> out(h.size(), -1.0f);
+        moe_block(x8.w, x8.shape, h.data(), n, out.data(), scratch, pool, nullptr);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_EQ(out[i], expected[i]) << dtype_name(types[0]) << " n=" << n << " threads=" << threads << " i=" << i;
         }
       }
     }

@@ -12,4 +12,9 @@ void q5_k_q8_k_avx512_tile(const TileDotArgs& args) { avx512_tile::tile<avx512_t
 void q6_k_q8_k_avx512_tile(const TileDotArgs& args) { avx512_tile::tile<avx512_tile::Q6KFamily>(args); }
 void iq4_xs_q8_k_avx512_tile(const TileDotArgs& args) { avx512_tile::tile<avx512_tile::IQ4XSFamily>(args); }
 
+void q4_k_q8_k_avx512_tile_x8(const TileDotArgs& args) { avx512_tile::tile_x8<avx512_tile::Q4KFamily>(args); }
+void q5_k_q8_k_avx512_tile_x8(const TileDotArgs& args) { avx512_tile::tile_x8<avx512_tile::Q5KFamily>(args); }
+void q6_k_q8_k_avx512_tile_x8(const TileDotArgs& args) { avx512_tile::tile_x8<avx512_tile::Q6KFamily>(args); }
+void iq4_xs_q8_k_avx512_tile_x8(const TileDotArgs& args) { avx512_tile::tile_x8<avx512_tile::IQ4XSFamily>(args); }
+
 }  // namespace moetier::cpu::dot

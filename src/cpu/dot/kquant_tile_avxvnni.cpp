@@ -12,4 +12,9 @@ void q5_k_q8_k_avxvnni_tile(const TileDotArgs& args) { avxvnni_tile::tile<avxvnn
 void q6_k_q8_k_avxvnni_tile(const TileDotArgs& args) { avxvnni_tile::tile<avxvnni_tile::Q6KFamily>(args); }
 void iq4_xs_q8_k_avxvnni_tile(const TileDotArgs& args) { avxvnni_tile::tile<avxvnni_tile::IQ4XSFamily>(args); }
 
+void q4_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args) { avxvnni_tile::tile_x8<avxvnni_tile::Q4KFamily>(args); }
+void q5_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args) { avxvnni_tile::tile_x8<avxvnni_tile::Q5KFamily>(args); }
+void q6_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args) { avxvnni_tile::tile_x8<avxvnni_tile::Q6KFamily>(args); }
+void iq4_xs_q8_k_avxvnni_tile_x8(const TileDotArgs& args) { avxvnni_tile::tile_x8<avxvnni_tile::IQ4XSFamily>(args); }
+
 }  // namespace moetier::cpu::dot

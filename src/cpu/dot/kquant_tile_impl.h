@@ -115,6 +115,24 @@ inline __m256i int16_pairs(__m256i low, __m256i high) {
   return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(high, 16));
 }
 
+// Word w of an interleaved super-block run (cpu/interleave.h): lane i = row i's bytes
+// [4w, 4w + 4) of the block.
+inline __m256i group_word(const uint8_t* run, int w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(run + 32 * w)); }
+
+// Eight f16 values in the low (kHigh = false) or high halves of a vector's 32-bit lanes, as f32.
+template <bool kHigh>
+inline __m256 f16_lanes(__m256i v) {
+  const __m256i h = kHigh ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+  return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+}
+
+// Byte `byte` of each 32-bit lane, zero-extended (kSigned = false) or sign-extended.
+template <bool kSigned>
+inline __m256i lane_byte(__m256i v, int byte) {
+  if constexpr (kSigned) return _mm256_srai_epi32(_mm256_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * byte)), 24);
+  return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(8 * byte)), _mm256_set1_epi32(0xFF));
+}
+
 // Q4_K's and Q5_K's 8 six-bit scales and mins from the 12 packed bytes (the layout of
 // types::kquant::unpack_scale_min, four sub-blocks per 32-bit word), as bytes j = 0..7.
 inline void k_scales_mins(const uint8_t packed[kKScaleSize], uint64_t& sc, uint64_t& m) {
@@ -176,12 +194,37 @@ struct KScaleMinFamily {
   static __m256 finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
     return k_finish(P, d_a, scaled, mins);
   }
+  // Interleaved run: word 0 = (d, dmin), words 1..3 = the 12 scale bytes. The bit
+  // arithmetic of k_scales_mins, lane-wise.
+  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+    const __m256i dm = group_word(run, 0), u0 = group_word(run, 1), u1 = group_word(run, 2), u2 = group_word(run, 3);
+    const __m256i m3f = _mm256_set1_epi8(0x3F), m0f = _mm256_set1_epi8(0x0F), m03 = _mm256_set1_epi8(0x03);
+    const __m256i sc_lo = _mm256_and_si256(u0, m3f), m_lo = _mm256_and_si256(u1, m3f);
+    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, m0f),
+                                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), m03), 4));
+    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m0f),
+                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m03), 4));
+    for (int j = 0; j < 4; ++j) {
+      P.sc[j] = lane_byte<false>(sc_lo, j);
+      P.sc[j + 4] = lane_byte<false>(sc_hi, j);
+      const __m256i lo = lane_byte<false>(m_lo, j), hi = lane_byte<false>(m_hi, j);
+      P.m_pairs[j] = int16_pairs(lo, lo);
+      P.m_pairs[j + 4] = int16_pairs(hi, hi);
+    }
+    P.d = f16_lanes<false>(dm);
+    P.dmin = f16_lanes<true>(dm);
+  }
 };
 
 struct Q4KFamily : KScaleMinFamily {
   using Block = BlockQ4_K;
   static __m256i unit(const BlockQ4_K& x, int j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * (j / 2)));
+    return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
+  }
+  // Interleaved: step k of unit j (elements 32j + 4k .. +3) is in qs word 8·(j/2) + k, run word 4 + that.
+  static __m256i code(const uint8_t* run, int j, int k) {
+    const __m256i v = group_word(run, 4 + 8 * (j / 2) + k);
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
   }
 };
@@ -192,6 +235,14 @@ struct Q5KFamily : KScaleMinFamily {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs + 32 * (j / 2)));
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qh));
     // Bit j of qh[l] is the fifth bit of sub-block j's code l.
+    const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+    const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
+    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  }
+  // Interleaved: qh word k at run word 4 + k, qs word 8·(j/2) + k at run word 12 + that.
+  static __m256i code(const uint8_t* run, int j, int k) {
+    const __m256i v = group_word(run, 12 + 8 * (j / 2) + k);
+    const __m256i qh = group_word(run, 4 + k);
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
     const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
@@ -212,6 +263,29 @@ struct IQ4XSFamily {
         1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15,  // (grid + 128) as bytes
         1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
     return _mm256_shuffle_epi8(grid_plus_128, idx);
+  }
+  // Interleaved: word 0 = (d, scales_h), word 1 = scales_l, qs word q at run word 2 + q. Step k
+  // of unit j: the low (k < 4) or high nibbles of qs word 4j + k mod 4.
+  static __m256i code(const uint8_t* run, int j, int k) {
+    const __m256i v = group_word(run, 2 + 4 * j + k % 4);
+    const __m256i idx = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm256_set1_epi8(0x0F));
+    const __m256i grid_plus_128 = _mm256_setr_epi8(
+        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15,
+        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
+    return _mm256_shuffle_epi8(grid_plus_128, idx);
+  }
+  // ls_j = bits 4j..4j+3 of scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4.
+  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+    const __m256i w0 = group_word(run, 0), sl = group_word(run, 1);
+    const __m256i sh = _mm256_srli_epi32(w0, 16);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i low = _mm256_and_si256(_mm256_srl_epi32(sl, _mm_cvtsi32_si128(4 * j)), _mm256_set1_epi32(0x0F));
+      const __m256i high = _mm256_and_si256(_mm256_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi32(3));
+      P.sc[j] = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+      const __m256i m = _mm256_slli_epi32(P.sc[j], 7);
+      P.m_pairs[j] = int16_pairs(m, m);
+    }
+    P.d = f16_lanes<false>(w0);
   }
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
     uint64_t sc[8];
@@ -251,6 +325,26 @@ struct Q6KFamily {
     const __m256i low = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (g >> 1))), _mm256_set1_epi8(0x0F));
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(3));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  }
+  // Interleaved: ql words 0..31, qh words 32..47, the 16 scales words 48..51, then the 8
+  // rows' d (the 2-byte tail) as 8 contiguous f16.
+  static __m256i code(const uint8_t* run, int j, int k) {
+    const int half = j / 4, g = j % 4;
+    const __m256i ql = group_word(run, 16 * half + 8 * (g & 1) + k);
+    const __m256i qh = group_word(run, 32 + 8 * half + k);
+    const __m256i low = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (g >> 1))), _mm256_set1_epi8(0x0F));
+    const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(3));
+    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  }
+  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+    for (int w = 0; w < 4; ++w) {
+      const __m256i v = group_word(run, 48 + w);
+      for (int byte = 0; byte < 4; ++byte) P.sc[4 * w + byte] = lane_byte<true>(v, byte);
+    }
+    for (int t = 0; t < 8; ++t) {
+      P.m_pairs[t] = int16_pairs(_mm256_slli_epi32(P.sc[2 * t], 5), _mm256_slli_epi32(P.sc[2 * t + 1], 5));
+    }
+    P.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(run + 52 * 32)));
   }
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
     uint64_t lo[8], hi[8];
@@ -293,55 +387,146 @@ void pack_rows(const TileDotArgs& a, int64_t n_super, PackedSuperBlock* packed) 
   }
 }
 
+// One super-block of packed rows against T tokens (act[t] = token t's Q8_K row), added to
+// sum[t] in super-block order.
 template <class F, int T>
-__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_super,
-                                                               const PackedSuperBlock* packed, int64_t j0) {
-  const BlockQ8_K* act[T];
-  for (int t = 0; t < T; ++t) {
-    act[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a.activation_rows) + (j0 + t) * a.activation_stride);
-  }
-  __m256 sum[T];
-  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+__attribute__((optimize("fp-contract=off"))) inline void block_tokens(const PackedSuperBlock& P,
+                                                                       const BlockQ8_K* const (&act)[T], int64_t b,
+                                                                       __m256 (&sum)[T]) {
   // Two chains per token: units j and j + 1 (8 steps each, scales sc_j, sc_j+1), or for
   // 16-element sub-blocks the two halves of unit j (4 steps each, scales sc_2j, sc_2j+1).
   constexpr int kUnitsPerStep = F::kSub16 ? 1 : 2;
   constexpr int kSteps = F::kSub16 ? 4 : 8;
-  for (int64_t b = 0; b < n_super; ++b) {
-    const PackedSuperBlock& P = packed[b];
-    __m256i scaled[T];
-    for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; j += kUnitsPerStep) {
-      const int unit0 = j, unit1 = F::kSub16 ? j : j + 1;
-      const int k1 = F::kSub16 ? 4 : 0;  // first step of chain 1 in its unit
-      const int sub0 = F::kSub16 ? 2 * j : j;
-      __m256i s0[T], s1[T];
-      for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
-      for (int k = 0; k < kSteps; ++k) {
-        const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
-        for (int t = 0; t < T; ++t) {
-          s0[t] = MOETIER_TILE_DPBUSD(s0[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
-        }
-        const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
-        for (int t = 0; t < T; ++t) {
-          s1[t] = MOETIER_TILE_DPBUSD(s1[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
-        }
-      }
+  __m256i scaled[T];
+  for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
+  for (int j = 0; j < 8; j += kUnitsPerStep) {
+    const int unit0 = j, unit1 = F::kSub16 ? j : j + 1;
+    const int k1 = F::kSub16 ? 4 : 0;  // first step of chain 1 in its unit
+    const int sub0 = F::kSub16 ? 2 * j : j;
+    __m256i s0[T], s1[T];
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+    for (int k = 0; k < kSteps; ++k) {
+      const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
       for (int t = 0; t < T; ++t) {
-        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(_mm256_mullo_epi32(s0[t], P.sc[sub0]),
-                                                                 _mm256_mullo_epi32(s1[t], P.sc[sub0 + 1])));
+        s0[t] = MOETIER_TILE_DPBUSD(s0[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
+      }
+      const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
+      for (int t = 0; t < T; ++t) {
+        s1[t] = MOETIER_TILE_DPBUSD(s1[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
       }
     }
     for (int t = 0; t < T; ++t) {
-      __m256i mins = _mm256_setzero_si256();
-      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * s)));
-      sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
+      scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(_mm256_mullo_epi32(s0[t], P.sc[sub0]),
+                                                               _mm256_mullo_epi32(s1[t], P.sc[sub0 + 1])));
     }
   }
+  for (int t = 0; t < T; ++t) {
+    __m256i mins = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * s)));
+    sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
+  }
+}
+
+template <class F, int T>
+void act_rows(const TileDotArgs& a, int64_t j0, const BlockQ8_K* (&act)[T]) {
+  for (int t = 0; t < T; ++t) {
+    act[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a.activation_rows) + (j0 + t) * a.activation_stride);
+  }
+}
+
+template <class F, int T>
+__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_super, const PackedSuperBlock* packed, int64_t j0) {
+  const BlockQ8_K* act[T];
+  act_rows<F, T>(a, j0, act);
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) block_tokens<F, T>(packed[b], act, b, sum);
   for (int t = 0; t < T; ++t) {
     alignas(32) float lanes[kTileRows];
     _mm256_store_ps(lanes, sum[t]);
     float* out = a.out + (j0 + t) * a.out_stride;
     for (int i = 0; i < a.n_rows; ++i) out[i] = lanes[i];
+  }
+}
+
+// Interleaved rows (cpu/interleave.h), T tokens at j0 for super-block b: the running sums
+// live in out between super-blocks (a float store and reload is exact).
+template <class F, int T>
+__attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotArgs& a, const PackedSuperBlock& P, int64_t b, int64_t j0) {
+  const BlockQ8_K* act[T];
+  act_rows<F, T>(a, j0, act);
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(a.out + (j0 + t) * a.out_stride);
+  block_tokens<F, T>(P, act, b, sum);
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+}
+
+// One token against one interleaved group, codes read straight from the group: four
+// sub-blocks at a time with two chains each (8 independent VPDPBUSD chains: decoding is a
+// stream of weights, and two chains would leave it latency-bound).
+template <class F>
+__attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs& a, int64_t n_super,
+                                                                const uint8_t* group) {
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  constexpr int kSubs = F::kSub16 ? 16 : 8, kSubSteps = F::kSub16 ? 4 : 8;
+  const auto* act = static_cast<const BlockQ8_K*>(a.activation_rows);
+  PackedSuperBlock P;  // scales, mins and d only
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) {
+    const uint8_t* run = group + b * kRunBytes;
+    F::meta(run, P);
+    const BlockQ8_K& x = act[b];
+    __m256i scaled = _mm256_setzero_si256();
+    for (int s0 = 0; s0 < kSubs; s0 += 4) {
+      __m256i acc[4][2];
+      for (auto& q : acc) q[0] = q[1] = _mm256_setzero_si256();
+      for (int k = 0; k < kSubSteps; ++k) {
+        for (int q = 0; q < 4; ++q) {
+          const int sub = s0 + q;
+          const int unit = F::kSub16 ? sub / 2 : sub;
+          const int step = (F::kSub16 ? 4 * (sub % 2) : 0) + k;
+          acc[q][k & 1] = MOETIER_TILE_DPBUSD(acc[q][k & 1], F::code(run, unit, step),
+                                              _mm256_set1_epi32(load_word(x.qs + 32 * unit + 4 * step)));
+        }
+      }
+      for (int q = 0; q < 4; ++q) {
+        scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(_mm256_add_epi32(acc[q][0], acc[q][1]), P.sc[s0 + q]));
+      }
+    }
+    __m256i mins = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
+    sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
+  }
+  _mm256_storeu_ps(a.out, sum);
+}
+
+// The tile kernel on an interleaved group of kTileRows rows (a.weight_rows; weight_stride
+// unused): per super-block the codes are decoded once into P (shifts and masks, no
+// transpose) and every token runs over them while they sit in L1.
+template <class F>
+void tile_x8(const TileDotArgs& a) {
+  const int64_t n_super = a.n / kQK_K;
+  const auto* group = static_cast<const uint8_t*>(a.weight_rows);
+  if (a.n_act == 1) {
+    x8_one_token<F>(a, n_super, group);
+    return;
+  }
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  PackedSuperBlock P;
+  for (int64_t b = 0; b < n_super; ++b) {
+    const uint8_t* run = group + b * kRunBytes;
+    F::meta(run, P);
+    for (int j = 0; j < 8; ++j) {
+      for (int k = 0; k < 8; ++k) P.codes[j][k] = F::code(run, j, k);
+    }
+    int64_t j = 0;
+    for (; j + 4 <= a.n_act; j += 4) x8_block_tokens<F, 4>(a, P, b, j);
+    switch (a.n_act - j) {
+      case 3: x8_block_tokens<F, 3>(a, P, b, j); break;
+      case 2: x8_block_tokens<F, 2>(a, P, b, j); break;
+      case 1: x8_block_tokens<F, 1>(a, P, b, j); break;
+      default: break;
+    }
   }
 }
 

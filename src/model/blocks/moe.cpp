@@ -106,21 +106,32 @@ const cpu::Q8_0ActBlock* blocks_at(const std::vector<cpu::Q8_0ActBlock>& blocks,
 }
 
 // Phase A with tile kernels: kTileRows rows of gate and of up at a time, every token of
-// the group; bit-identical to the per-row form.
-void gate_up_tiled(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu::DotKernel& up_k, int64_t row_begin,
+// the group; bit-identical to the per-row form. gate_tile / up_tile are the kernels' tile
+// or, for interleaved rows (cpu/interleave.h), tile_x8 forms.
+void gate_up_tiled(const MoeFfnGroup& g, cpu::TileDotFn gate_tile, cpu::TileDotFn up_tile, int64_t row_begin,
                    int64_t row_end, int64_t gate_stride, int64_t up_stride) {
   const int64_t n_in = g.gate->n_in, n_ff = g.gate->n_out;
-  std::vector<float> gv(static_cast<size_t>(g.rows * cpu::kTileRows)), uv(gv.size());  // [token][row of the tile]
+  // [token][row of the tile]; on the stack for the usual few tokens of a routed expert.
+  constexpr int64_t kStackTokens = 32;
+  float gate_stack[kStackTokens * cpu::kTileRows], up_stack[kStackTokens * cpu::kTileRows];
+  std::vector<float> gate_heap, up_heap;
+  float* gv = gate_stack;
+  float* uv = up_stack;
+  if (g.rows > kStackTokens) {
+    gate_heap.resize(static_cast<size_t>(g.rows * cpu::kTileRows));
+    up_heap.resize(gate_heap.size());
+    gv = gate_heap.data(), uv = up_heap.data();
+  }
   for (int64_t o = row_begin; o < row_end; o += cpu::kTileRows) {
     const int rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o));
     const cpu::TileDotArgs base{.n = n_in, .n_rows = rows, .n_act = g.rows, .out_stride = cpu::kTileRows};
     cpu::TileDotArgs ga = base, ua = base;
     ga.weight_rows = g.gate->row(g.mat, o), ga.weight_stride = g.gate->row_bytes;
-    ga.activation_rows = g.x_gate, ga.activation_stride = gate_stride, ga.act_blocks = g.blocks_gate, ga.out = gv.data();
+    ga.activation_rows = g.x_gate, ga.activation_stride = gate_stride, ga.act_blocks = g.blocks_gate, ga.out = gv;
     ua.weight_rows = g.up->row(g.mat, o), ua.weight_stride = g.up->row_bytes;
-    ua.activation_rows = g.x_up, ua.activation_stride = up_stride, ua.act_blocks = g.blocks_up, ua.out = uv.data();
-    gate_k.tile(ga);
-    up_k.tile(ua);
+    ua.activation_rows = g.x_up, ua.activation_stride = up_stride, ua.act_blocks = g.blocks_up, ua.out = uv;
+    gate_tile(ga);
+    up_tile(ua);
     for (int64_t t = 0; t < g.rows; ++t) {
       for (int i = 0; i < rows; ++i) {
         const size_t at = static_cast<size_t>(t * cpu::kTileRows + i);
@@ -130,11 +141,21 @@ void gate_up_tiled(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu
   }
 }
 
+// Interleaved gate and up rows (the loader interleaves a layer's pair together): every
+// token count goes through tile_x8, items being whole groups of 8 rows.
+bool interleaved(const cpu::WeightMatrix& w) { return w.layout == cpu::RowLayout::kInterleaved8; }
+
 // Phase A for one item: act[t][o] = SiLU(gate_o · x_t) · (up_o · x_t).
 void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu::DotKernel& up_k, int64_t row_begin,
                   int64_t row_end, int64_t gate_stride, int64_t up_stride) {
+  if (interleaved(*g.gate)) {
+    CHECK(interleaved(*g.up) && gate_k.tile_x8 && up_k.tile_x8 && row_begin % cpu::kTileRows == 0 &&
+          row_end % cpu::kTileRows == 0);
+    gate_up_tiled(g, gate_k.tile_x8, up_k.tile_x8, row_begin, row_end, gate_stride, up_stride);
+    return;
+  }
   if (use_tile(gate_k, g.rows) && use_tile(up_k, g.rows)) {
-    gate_up_tiled(g, gate_k, up_k, row_begin, row_end, gate_stride, up_stride);
+    gate_up_tiled(g, gate_k.tile, up_k.tile, row_begin, row_end, gate_stride, up_stride);
     return;
   }
   const int64_t n_in = g.gate->n_in, n_ff = g.gate->n_out;
@@ -159,9 +180,12 @@ void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu:
 void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_begin, int64_t row_end) {
   const int64_t n_in = g.down->n_in, n_embd = g.down->n_out;
   const int64_t stride = g.act_q->row_bytes;
-  if (use_tile(down_k, g.rows)) {
+  const bool x8 = interleaved(*g.down);
+  CHECK(!x8 || (down_k.tile_x8 && row_begin % cpu::kTileRows == 0 && row_end % cpu::kTileRows == 0));
+  if (x8 || use_tile(down_k, g.rows)) {
+    const cpu::TileDotFn tile = x8 ? down_k.tile_x8 : down_k.tile;
     for (int64_t o = row_begin; o < row_end; o += cpu::kTileRows) {
-      down_k.tile({.n = n_in,
+      tile({.n = n_in,
                    .weight_rows = g.down->row(g.mat, o),
                    .weight_stride = g.down->row_bytes,
                    .n_rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o)),

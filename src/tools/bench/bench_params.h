@@ -43,6 +43,7 @@ struct BenchParams {
   bool no_mmap = false;                      // --no-mmap: adds 0 to the -mmp list
   // --expert-pages (all -mmp 1 tests): move the CPU's routed experts into huge pages
   gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
+  bool no_repack = false;  // -nr/--no-repack: keep the routed experts in the file's layout (tools/repack.h)
   std::vector<std::string> tensor_overrides; // -ot: one "PAT=DEV;PAT=DEV" group per entry; "" = none
   int64_t repetitions = 5;                   // -r
   OutputFormat output = OutputFormat::kMarkdown;  // -o

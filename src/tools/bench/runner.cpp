@@ -1,6 +1,7 @@
 #include "tools/bench/runner.h"
 #include "core/utc_time.h"
 #include "model/gpu_backend.h"
+#include "tools/repack.h"
 #include "tools/session.h"
 
 #include <malloc.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <span>
@@ -252,26 +254,39 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
                          .progress = true,
                          .verbose = options.verbose,
                          .expert_pages = options.expert_pages};
-  if (options.use_mmap && options.run != nullptr) {
+  std::vector<std::string> repack;  // the experts every test's placement computes on the CPU
+  int copy_threads = 1;
+  if (options.run != nullptr) {
     // The union over the tests of the weights each placement has the CPU compute with, and
     // the most CPU working memory any of them needs.
     auto hp = read_hparams(header);
     if (!hp) return hp.status().with_context(path);
     std::set<std::string> on_cpu;
+    std::map<std::string, size_t> repackable;  // name → in how many tests' candidates
     int64_t max_threads = 1;
     for (const TestSpec& test : options.tests) {
       ASSIGN_OR_RETURN(PlacementDecision d, decide_placement(header, *hp, placement_request(test, *options.run,
                                                                                            test_context(test))));
       for (std::string& name : cpu_weight_tensors(header, *hp, d.plan)) on_cpu.insert(std::move(name));
+      for (std::string& name : repack_candidates(header, *hp, d)) ++repackable[std::move(name)];
       load.working_bytes = std::max(load.working_bytes, cpu_working_bytes(d.plan));
       max_threads = std::max(max_threads, test.n_threads);
     }
-    load.expert_tensors.assign(on_cpu.begin(), on_cpu.end());
-    load.copy_threads = static_cast<int>(std::min<int64_t>(max_threads, 4));
+    copy_threads = static_cast<int>(std::min<int64_t>(max_threads, 4));
+    if (options.use_mmap) {
+      load.expert_tensors.assign(on_cpu.begin(), on_cpu.end());
+      load.copy_threads = copy_threads;
+    }
+    for (const auto& [name, count] : repackable) {
+      if (options.repack && count == options.tests.size()) repack.push_back(name);
+    }
   }
   ASSIGN_OR_RETURN(m.file, gguf::ModelFile::open(path, std::move(header), load));
   if (!m.file->stats().expert_pages_note.empty()) {
     std::fprintf(stderr, "moetier bench: %s\n", m.file->stats().expert_pages_note.c_str());
+  }
+  if (const std::string note = repack_experts(*m.file, repack, copy_threads); !note.empty()) {
+    std::fprintf(stderr, "moetier bench: %s\n", note.c_str());
   }
   auto model = load_model(*m.file, {});
   if (!model) return model.status().with_context(path);

@@ -46,6 +46,8 @@ struct BenchLoadOptions {
   bool use_mmap = true;
   bool verbose = false;  // the load summary line
   gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
+  // Repack the routed experts that every test's placement computes on the CPU (tools/repack.h).
+  bool repack = true;
   // The tests this load serves and their run options (device, VRAM budget): with mmap, the
   // routed experts that any of their placements keeps on the CPU are moved into huge pages.
   std::span<const TestSpec> tests;

@@ -1,0 +1,182 @@
+// Repacking the CPU's routed experts at load (tools/repack.h, cpu/interleave.h): the
+// interleaved experts give the file layout's logits bit for bit (the x8 tile kernels are
+// bit-identical to the scalar reference, as the row kernels are), prompt and decode alike;
+// only experts in memory the process owns are repacked; GPU layers that may stream their
+// experts keep the file's layout; the commands say what was done and -nr turns it off.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/cpu_features.h"
+#include "cpu/dot.h"
+#include "gguf/model_file.h"
+#include "model/arch.h"
+#include "model/model.h"
+#include "support/cli.h"
+#include "support/ref_data.h"
+#include "support/ref_model.h"
+#include "tools/repack.h"
+
+namespace moetier {
+namespace {
+
+using moetier::testing::run_moetier;
+
+bool have_x8_kernels() {
+  const cpu::DotKernel* k = cpu::best_dot_kernel(DType::Q4_K, cpu_features());
+  return k != nullptr && k->tile_x8 != nullptr;
+}
+
+std::unique_ptr<gguf::ModelFile> open_read(const std::string& path) {
+  auto f = gguf::ModelFile::open(path, {.mode = gguf::LoadMode::kRead, .progress = false, .verbose = false});
+  EXPECT_TRUE(f.is_ok()) << f.status().message();
+  return f ? std::move(f).value() : nullptr;
+}
+
+std::vector<std::string> experts_of(const gguf::ModelFile& f) {
+  auto hp = read_hparams(f.header());
+  EXPECT_TRUE(hp.is_ok());
+  return hp ? routed_expert_tensors(f.header(), *hp) : std::vector<std::string>{};
+}
+
+// All positions' logits of a prompt, then the logits of 4 decoded tokens one at a time.
+std::vector<float> prompt_and_decode_logits(gguf::ModelFile& file, const std::vector<int32_t>& tokens) {
+  auto model = load_model(file, {.n_ubatch = 512});
+  EXPECT_TRUE(model.is_ok()) << model.status().message();
+  if (!model) return {};
+  auto seq = (*model)->new_sequence({.n_ctx = static_cast<int64_t>(tokens.size()) + 8});
+  EXPECT_TRUE(seq.is_ok());
+  ThreadPool pool(2);
+  std::vector<float> all, step;
+  const Status st = (*model)->forward(tokens, *seq, {.all_logits = true}, all, pool);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  for (size_t i = 0; i < 4 && i < tokens.size(); ++i) {  // the prompt's first tokens again, one at a time
+    const int32_t token[] = {tokens[i]};
+    EXPECT_TRUE((*model)->forward(token, *seq, {}, step, pool).is_ok());
+    all.insert(all.end(), step.begin(), step.end());
+  }
+  return all;
+}
+
+TEST(EngineRepack, InterleavedExpertsGiveTheFileLayoutsLogitsBitForBit) {
+  if (!have_x8_kernels()) GTEST_SKIP() << "no interleaved kernels on this CPU (needs AVX-VNNI or AVX512-VNNI)";
+  // K-quant mixes, IQ4_XS, and the per-tensor type mix (its experts include types without
+  // the layout, which must keep the file's rows beside repacked ones).
+  for (const char* name :
+       {"qwen35moe-small-q4_k_m", "qwen3moe-small-q4_k_m", "qwen35moe-small-iq4_xs", "qwen35moe-small-ud_mix",
+        "qwen35moe-tiny-mixed"}) {
+    SCOPED_TRACE(name);
+    const std::string path = moetier::testing::ref_model_path(name);
+    const std::vector<int32_t> tokens = moetier::testing::ref_prompt_tokens(name, "p5_long");
+    ASSERT_FALSE(tokens.empty());
+    auto plain = open_read(path);
+    auto repacked = open_read(path);
+    ASSERT_TRUE(plain && repacked);
+    const std::vector<std::string> experts = experts_of(*repacked);
+    const std::string note = repack_experts(*repacked, experts, 2);
+    int n_interleaved = 0;
+    for (const std::string& e : experts) {
+      const gguf::TensorInfo& t = *repacked->header().find_tensor(e);
+      if (!repacked->interleaved(t)) continue;
+      ++n_interleaved;
+      EXPECT_NE(0, std::memcmp(repacked->tensor_data(t), plain->tensor_data(t), t.n_bytes)) << e << " did not change";
+    }
+    if (std::string(name) != "qwen35moe-tiny-mixed") {
+      EXPECT_EQ(n_interleaved, static_cast<int>(experts.size())) << note;
+      EXPECT_EQ(note.rfind("repacked ", 0), 0u) << note;
+    }
+    const auto expected = prompt_and_decode_logits(*plain, tokens);
+    const auto got = prompt_and_decode_logits(*repacked, tokens);
+    ASSERT_EQ(expected.size(), got.size());
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(0, std::memcmp(expected.data(), got.data(), got.size() * sizeof(float)));
+  }
+}
+
+TEST(EngineRepack, MappedExpertsKeepTheFilesLayoutAndSayHowToRepack) {
+  if (!have_x8_kernels()) GTEST_SKIP() << "no interleaved kernels on this CPU";
+  const std::string path = moetier::testing::ref_model_path("qwen3moe-small-q4_k_m");
+  auto f = gguf::ModelFile::open(path, {.mode = gguf::LoadMode::kMmap, .progress = false, .verbose = false,
+                                        .expert_pages = gguf::ExpertPages::kFile});
+  ASSERT_TRUE(f.is_ok());
+  const std::vector<std::string> experts = experts_of(**f);
+  const std::string note = repack_experts(**f, experts, 1);
+  EXPECT_EQ(note.rfind("routed experts keep the file's layout: ", 0), 0u) << note;
+  EXPECT_NE(note.find("file mapping"), std::string::npos) << note;
+  for (const std::string& e : experts) EXPECT_FALSE((*f)->interleaved(*(*f)->header().find_tensor(e)));
+  EXPECT_EQ(repack_experts(**f, {}, 1), "");
+}
+
+// From the placement: CPU experts of CPU layers always; of GPU layers only when prompt
+// batches cannot stream them to the GPU (--no-op-offload); never GPU-resident ones.
+TEST(RepackCandidates, FollowThePlacementAndOpOffload) {
+  const std::string path = moetier::testing::ref_model_path("qwen3moe-small-q4_k_m");
+  auto header = gguf::read_header(path);
+  ASSERT_TRUE(header.is_ok());
+  auto hp = read_hparams(*header);
+  ASSERT_TRUE(hp.is_ok());
+  ASSERT_GE(hp->n_layer, 2);
+  PlacementDecision d;
+  d.plan.tensor_devices.assign(header->tensors.size(), kCpuDevice);
+  const auto all = repack_candidates(*header, *hp, d);
+  EXPECT_EQ(all, routed_expert_tensors(*header, *hp));
+  // Layer 0's dense part on the GPU, its experts on the CPU; layer 1's experts on the GPU.
+  d.gpu_part = true;
+  d.gpu.layer_on_gpu.assign(static_cast<size_t>(hp->n_layer), false);
+  d.gpu.layer_on_gpu[0] = true;
+  for (size_t i = 0; i < header->tensors.size(); ++i) {
+    if (tensor_layer_index(header->tensors[i].name) == 1 && header->tensors[i].name.find("_exps") != std::string::npos) {
+      d.plan.tensor_devices[i] = kGpuDevice;
+    }
+  }
+  auto in_layer = [](const std::vector<std::string>& names, int layer) {
+    int n = 0;
+    for (const auto& s : names) n += tensor_layer_index(s) == layer;
+    return n;
+  };
+  d.gpu.op_offload = true;
+  auto c = repack_candidates(*header, *hp, d);
+  EXPECT_EQ(in_layer(c, 0), 0);  // may be streamed to the GPU
+  EXPECT_EQ(in_layer(c, 1), 0);  // on the GPU
+  EXPECT_EQ(in_layer(c, 2), 3);
+  d.gpu.op_offload = false;
+  c = repack_candidates(*header, *hp, d);
+  EXPECT_EQ(in_layer(c, 0), 3);
+  EXPECT_EQ(in_layer(c, 1), 0);
+}
+
+std::string quoted(const std::string& name) { return "'" + moetier::testing::ref_model_path(name) + "'"; }
+
+TEST(CliRepack, RunSaysWhatWasRepackedAndNoRepackKeepsTheLayout) {
+  const std::string base = "run -m " + quoted("qwen35moe-small-q4_k_m") + " -p hi -n 4 --temp 0 -t 2 --no-mmap";
+  const auto on = run_moetier(base);
+  ASSERT_EQ(on.rc, 0) << on.err;
+  const auto off = run_moetier(base + " -nr");
+  ASSERT_EQ(off.rc, 0) << off.err;
+  EXPECT_EQ(on.out, off.out);  // the same greedy text
+  EXPECT_EQ(off.err.find("repacked"), std::string::npos) << off.err;
+  EXPECT_EQ(off.err.find("keep the file's layout"), std::string::npos) << off.err;
+  if (have_x8_kernels()) {
+    EXPECT_NE(on.err.find("moetier: repacked "), std::string::npos) << on.err;
+    EXPECT_NE(on.err.find(" of routed experts ("), std::string::npos) << on.err;
+  } else {
+    EXPECT_NE(on.err.find("moetier: routed experts keep the file's layout: "), std::string::npos) << on.err;
+  }
+  const auto mapped = run_moetier("run -m " + quoted("qwen35moe-small-q4_k_m") + " -p hi -n 2 -t 2 --expert-pages file");
+  ASSERT_EQ(mapped.rc, 0) << mapped.err;
+  EXPECT_NE(mapped.err.find("moetier: routed experts keep the file's layout: "), std::string::npos) << mapped.err;
+}
+
+TEST(CliRepack, HelpDocumentsTheFlag) {
+  for (const char* cmd : {"run", "chat", "serve", "bench"}) {
+    const auto r = run_moetier(std::string(cmd) + " --help");
+    EXPECT_EQ(r.rc, 0) << cmd;
+    EXPECT_NE(r.out.find("-nr, --no-repack"), std::string::npos) << cmd << "\n" << r.out;
+  }
+  const auto b = run_moetier("bench -m " + quoted("qwen35moe-tiny-mixed") + " -p 0 -n 2 -r 1 -t 1 -mmp 0 -nr -o jsonl");
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_EQ(b.err.find("repacked"), std::string::npos) << b.err;
+}
+
+}  // namespace
+}  // namespace moetier
