@@ -42,8 +42,8 @@ std::string blocker(gguf::ModelFile& file, const gguf::TensorInfo& t) {
 
 }  // namespace
 
-std::string repack_experts(gguf::ModelFile& file, const std::vector<std::string>& names, int threads) {
-  if (names.empty()) return "";
+RepackResult repack_experts(gguf::ModelFile& file, const std::vector<std::string>& names, int threads) {
+  if (names.empty()) return {};
   const gguf::GgufFile& header = file.header();
   // Per layer: its gate/up pair and its down, with what blocks each.
   struct Layer {
@@ -101,20 +101,21 @@ std::string repack_experts(gguf::ModelFile& file, const std::vector<std::string>
                     it->second));
   }
   if (auto it = kept.find("kernel"); it != kept.end()) {
-    add(fmt::format("{} have no interleaved kernel here (it needs AVX-VNNI or AVX512-VNNI, and Q4_K, Q5_K, Q6_K or "
-                    "IQ4_XS)",
+    add(fmt::format("{} have no interleaved kernel in this CPU's kernel set (AVX-VNNI has it for Q4_K, Q5_K, Q6_K "
+                    "and IQ4_XS; AVX-512 for Q4_K and Q5_K, its row kernels decode the others faster; none without "
+                    "VNNI)",
                     it->second));
   }
   if (auto it = kept.find("shape"); it != kept.end()) {
     add(fmt::format("{} have rows that are not whole groups of {}", it->second, cpu::kInterleaveRows));
   }
-  if (chosen.empty()) return "routed experts keep the file's layout: " + why_kept;
+  if (chosen.empty()) return {.note = "routed experts keep the file's layout: " + why_kept};
   std::string line = fmt::format(
       "repacked {} of routed experts ({} tensors) into 8-row groups for the tile kernels in {:.2f} s "
       "(-nr/--no-repack keeps the file's layout)",
       format_bytes(bytes), chosen.size(), seconds);
   if (!why_kept.empty()) line += "; not repacked: " + why_kept;
-  return line;
+  return {.bytes = bytes, .tensors = static_cast<int>(chosen.size()), .seconds = seconds, .note = line};
 }
 
 }  // namespace moetier

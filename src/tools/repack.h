@@ -20,12 +20,19 @@ namespace moetier {
 std::vector<std::string> repack_candidates(const gguf::GgufFile& header, const HParams& hp,
                                            const PlacementDecision& d);
 
+struct RepackResult {
+  uint64_t bytes = 0;   // tensor bytes repacked
+  int tensors = 0;
+  double seconds = 0;
+  // The line to print ("" when there was nothing to decide): what was repacked and what it
+  // cost, or why (some) experts keep the file's layout.
+  std::string note;
+};
+
 // Interleaves, in place, the tensors of `names` that qualify: owned by `file` (not the
 // mapping), of a type the selected CPU kernels have an interleaved form for
 // (DotKernel::tile_x8), with whole groups of 8 rows; a layer's gate and up only together
-// (the MoE block reads them as a pair). Marks them in `file` for the weight binder. Returns
-// the line to print ("" when there was nothing to decide): what was repacked and what it
-// cost, or why the experts keep the file's layout.
-std::string repack_experts(gguf::ModelFile& file, const std::vector<std::string>& names, int threads);
+// (the MoE block reads them as a pair). Marks them in `file` for the weight binder.
+RepackResult repack_experts(gguf::ModelFile& file, const std::vector<std::string>& names, int threads);
 
 }  // namespace moetier

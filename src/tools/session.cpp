@@ -445,8 +445,8 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   if (!options.quiet && !s.file->stats().expert_pages_note.empty()) {
     std::fprintf(stderr, "moetier: %s\n", s.file->stats().expert_pages_note.c_str());
   }
-  if (const std::string note = repack_experts(*s.file, repack, load.copy_threads); !options.quiet && !note.empty()) {
-    std::fprintf(stderr, "moetier: %s\n", note.c_str());
+  if (const RepackResult r = repack_experts(*s.file, repack, load.copy_threads); !options.quiet && !r.note.empty()) {
+    std::fprintf(stderr, "moetier: %s\n", r.note.c_str());
   }
   auto tok = text::Tokenizer::from_gguf(s.file->header());
   if (!tok) return tok.status().with_context(flags.model_path);

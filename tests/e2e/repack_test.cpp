@@ -73,16 +73,20 @@ TEST(EngineRepack, InterleavedExpertsGiveTheFileLayoutsLogitsBitForBit) {
     auto repacked = open_read(path);
     ASSERT_TRUE(plain && repacked);
     const std::vector<std::string> experts = experts_of(*repacked);
-    const std::string note = repack_experts(*repacked, experts, 2);
-    int n_interleaved = 0;
+    const RepackResult result = repack_experts(*repacked, experts, 2);
+    const std::string& note = result.note;
+    int n_interleaved = 0, n_with_kernel = 0;
     for (const std::string& e : experts) {
       const gguf::TensorInfo& t = *repacked->header().find_tensor(e);
+      const cpu::DotKernel* k = cpu::best_dot_kernel(t.type, cpu_features());
+      n_with_kernel += k != nullptr && k->tile_x8 != nullptr;
       if (!repacked->interleaved(t)) continue;
       ++n_interleaved;
       EXPECT_NE(0, std::memcmp(repacked->tensor_data(t), plain->tensor_data(t), t.n_bytes)) << e << " did not change";
     }
-    if (std::string(name) != "qwen35moe-tiny-mixed") {
+    if (std::string(name) != "qwen35moe-tiny-mixed" && n_with_kernel == static_cast<int>(experts.size())) {
       EXPECT_EQ(n_interleaved, static_cast<int>(experts.size())) << note;
+      EXPECT_EQ(result.tensors, n_interleaved);
       EXPECT_EQ(note.rfind("repacked ", 0), 0u) << note;
     }
     const auto expected = prompt_and_decode_logits(*plain, tokens);
@@ -100,11 +104,11 @@ TEST(EngineRepack, MappedExpertsKeepTheFilesLayoutAndSayHowToRepack) {
                                         .expert_pages = gguf::ExpertPages::kFile});
   ASSERT_TRUE(f.is_ok());
   const std::vector<std::string> experts = experts_of(**f);
-  const std::string note = repack_experts(**f, experts, 1);
+  const std::string note = repack_experts(**f, experts, 1).note;
   EXPECT_EQ(note.rfind("routed experts keep the file's layout: ", 0), 0u) << note;
   EXPECT_NE(note.find("file mapping"), std::string::npos) << note;
   for (const std::string& e : experts) EXPECT_FALSE((*f)->interleaved(*(*f)->header().find_tensor(e)));
-  EXPECT_EQ(repack_experts(**f, {}, 1), "");
+  EXPECT_EQ(repack_experts(**f, {}, 1).note, "");
 }
 
 // From the placement: CPU experts of CPU layers always; of GPU layers only when prompt
@@ -167,15 +171,46 @@ TEST(CliRepack, RunSaysWhatWasRepackedAndNoRepackKeepsTheLayout) {
   EXPECT_NE(mapped.err.find("moetier: routed experts keep the file's layout: "), std::string::npos) << mapped.err;
 }
 
+// The users' tier (AVX2 + AVX-VNNI) repacks every K-quant and IQ4_XS expert and prints the
+// same greedy text as the file's layout; without VNNI nothing is repacked, and it says so.
+TEST(CliRepack, EveryKernelTierGivesTheSameText) {
+  const std::string base = "run -m " + quoted("qwen35moe-small-iq4_xs") + " -p hi -n 8 --temp 0 -t 2 --no-mmap";
+  const auto plain = run_moetier(base + " -nr");
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  const auto vnni = run_moetier(base + " --cpu-isa avx2");
+  ASSERT_EQ(vnni.rc, 0) << vnni.err;
+  EXPECT_EQ(vnni.out, plain.out);
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.avx2 && cpu.fma && cpu.f16c && cpu.avxvnni) {
+    EXPECT_NE(vnni.err.find("moetier: repacked "), std::string::npos) << vnni.err;
+    EXPECT_EQ(vnni.err.find("not repacked"), std::string::npos) << vnni.err;
+  }
+  const auto novnni = run_moetier(base + " --cpu-isa avx2-novnni");
+  ASSERT_EQ(novnni.rc, 0) << novnni.err;
+  EXPECT_EQ(novnni.out, plain.out);
+  EXPECT_NE(novnni.err.find("moetier: routed experts keep the file's layout: "), std::string::npos) << novnni.err;
+  EXPECT_NE(novnni.err.find("no interleaved kernel"), std::string::npos) << novnni.err;
+}
+
 TEST(CliRepack, HelpDocumentsTheFlag) {
   for (const char* cmd : {"run", "chat", "serve", "bench"}) {
     const auto r = run_moetier(std::string(cmd) + " --help");
     EXPECT_EQ(r.rc, 0) << cmd;
     EXPECT_NE(r.out.find("-nr, --no-repack"), std::string::npos) << cmd << "\n" << r.out;
   }
-  const auto b = run_moetier("bench -m " + quoted("qwen35moe-tiny-mixed") + " -p 0 -n 2 -r 1 -t 1 -mmp 0 -nr -o jsonl");
+  // bench: the records say how many bytes were repacked at load; -nr: none.
+  const std::string bench = "bench -m " + quoted("qwen35moe-small-q4_k_m") + " -p 0 -n 2 -r 1 -t 1 -mmp 0 -o jsonl";
+  const auto b = run_moetier(bench + " -nr");
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_EQ(b.err.find("repacked"), std::string::npos) << b.err;
+  EXPECT_NE(b.out.find("\"repacked_bytes\": 0,"), std::string::npos) << b.out;
+  if (have_x8_kernels()) {
+    const auto on = run_moetier(bench);
+    ASSERT_EQ(on.rc, 0) << on.err;
+    EXPECT_NE(on.err.find("moetier bench: repacked "), std::string::npos) << on.err;
+    EXPECT_EQ(on.out.find("\"repacked_bytes\": 0,"), std::string::npos) << on.out;
+    EXPECT_NE(on.out.find("\"repacked_bytes\": "), std::string::npos) << on.out;
+  }
 }
 
 }  // namespace

@@ -27,6 +27,13 @@
 //   VPDPBUSD(acc, W_jk, broadcast(q_a[32j+4k .. +3]))
 // adds 4 products to each row's sum. Tokens go 4 at a time with two accumulation chains
 // each (8 independent VPDPBUSD chains; 15 of 16 ymm registers).
+//
+// tile_x8 takes rows the loader interleaved (cpu/interleave.h): lane i of a 32-byte load is
+// already row i's word, so each family's code(run, j, k) gives W_jk with the same byte-local
+// decoding as unit(), and meta(run, P) fills the scales, min pairs and d from the
+// interleaved header words with lane-wise bit arithmetic; no per-call transpose. The integer
+// sums and the float step are the ones above, so tile_x8 is bit-identical to the scalar
+// reference too.
 #pragma once
 
 #include <immintrin.h>
@@ -187,6 +194,7 @@ __attribute__((optimize("fp-contract=off"))) inline __m256 single_scale_finish(c
 // Q4_K and Q5_K share the scales, mins and float step; they differ in their codes.
 struct KScaleMinFamily {
   static constexpr bool kSub16 = false;
+  static constexpr bool kOffsetInSum = false;  // x8_one_token: the mins term stays a separate sum
   template <class Block>
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
     k_scales(rows, n_rows, b, P);
@@ -254,25 +262,28 @@ struct Q5KFamily : KScaleMinFamily {
 struct IQ4XSFamily {
   using Block = BlockIQ4_XS;
   static constexpr bool kSub16 = false;
+  // x8_one_token subtracts 128·Σ q_a per unit before the scale instead of a mins sum
+  // (128 · 2·127·16 per unit fits int32 with room to spare).
+  static constexpr bool kOffsetInSum = true;
+  static constexpr int kCodeOffset = 128;
   static __m256i unit(const BlockIQ4_XS& x, int j) {
     // Sub-block j: bytes qs[16j .. 16j+15], low nibbles elements 0..15, high ones 16..31.
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * j));
     const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m256i idx = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
-    const __m256i grid_plus_128 = _mm256_setr_epi8(
+    return grid_plus_128(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask)));
+  }
+  // Each byte of idx (a 4-bit code) → grid[code] + 128 as an unsigned byte.
+  static __m256i grid_plus_128(__m256i idx) {
+    const __m256i table = _mm256_setr_epi8(
         1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15,  // (grid + 128) as bytes
         1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
-    return _mm256_shuffle_epi8(grid_plus_128, idx);
+    return _mm256_shuffle_epi8(table, idx);
   }
   // Interleaved: word 0 = (d, scales_h), word 1 = scales_l, qs word q at run word 2 + q. Step k
   // of unit j: the low (k < 4) or high nibbles of qs word 4j + k mod 4.
   static __m256i code(const uint8_t* run, int j, int k) {
     const __m256i v = group_word(run, 2 + 4 * j + k % 4);
-    const __m256i idx = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm256_set1_epi8(0x0F));
-    const __m256i grid_plus_128 = _mm256_setr_epi8(
-        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15,
-        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
-    return _mm256_shuffle_epi8(grid_plus_128, idx);
+    return grid_plus_128(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm256_set1_epi8(0x0F)));
   }
   // ls_j = bits 4j..4j+3 of scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4.
   static void meta(const uint8_t* run, PackedSuperBlock& P) {
@@ -317,6 +328,7 @@ struct IQ4XSFamily {
 struct Q6KFamily {
   using Block = BlockQ6_K;
   static constexpr bool kSub16 = true;
+  static constexpr bool kOffsetInSum = false;
   static __m256i unit(const BlockQ6_K& x, int j) {
     // Unit j = 4·half + g: ql[64·half + 32·(g & 1) + l] nibble g >> 1, qh[32·half + l] bits 2g, 2g+1.
     const int half = j / 4, g = j % 4;
@@ -335,6 +347,18 @@ struct Q6KFamily {
     const __m256i low = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (g >> 1))), _mm256_set1_epi8(0x0F));
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(3));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+  }
+  // The four units 4·half + g (g = 0..3) at step k together: they share their ql words (g
+  // and g + 2: low and high nibbles) and their qh word (bits 2g, 2g + 1, moved to bits 4-5
+  // by one 16-bit shift whose spill into the neighbouring byte the mask removes).
+  static void codes4(const uint8_t* run, int half, int k, __m256i (&c)[4]) {
+    const __m256i a = group_word(run, 16 * half + k), b = group_word(run, 16 * half + 8 + k);
+    const __m256i qh = group_word(run, 32 + 8 * half + k);
+    const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    c[0] = _mm256_or_si256(_mm256_and_si256(a, m0f), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    c[1] = _mm256_or_si256(_mm256_and_si256(b, m0f), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m0f), _mm256_and_si256(qh, m30));
+    c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
   }
   static void meta(const uint8_t* run, PackedSuperBlock& P) {
     for (int w = 0; w < 4; ++w) {
@@ -427,7 +451,8 @@ __attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Pack
   }
 }
 
-template <class F, int T>
+// Tokens j0 .. j0 + T − 1's Q8_K rows.
+template <int T>
 void act_rows(const TileDotArgs& a, int64_t j0, const BlockQ8_K* (&act)[T]) {
   for (int t = 0; t < T; ++t) {
     act[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a.activation_rows) + (j0 + t) * a.activation_stride);
@@ -437,7 +462,7 @@ void act_rows(const TileDotArgs& a, int64_t j0, const BlockQ8_K* (&act)[T]) {
 template <class F, int T>
 __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_super, const PackedSuperBlock* packed, int64_t j0) {
   const BlockQ8_K* act[T];
-  act_rows<F, T>(a, j0, act);
+  act_rows<T>(a, j0, act);
   __m256 sum[T];
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_super; ++b) block_tokens<F, T>(packed[b], act, b, sum);
@@ -454,7 +479,7 @@ __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs&
 template <class F, int T>
 __attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotArgs& a, const PackedSuperBlock& P, int64_t b, int64_t j0) {
   const BlockQ8_K* act[T];
-  act_rows<F, T>(a, j0, act);
+  act_rows<T>(a, j0, act);
   __m256 sum[T];
   for (int t = 0; t < T; ++t) sum[t] = b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(a.out + (j0 + t) * a.out_stride);
   block_tokens<F, T>(P, act, b, sum);
@@ -464,37 +489,67 @@ __attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotA
 // One token against one interleaved group, codes read straight from the group: four
 // sub-blocks at a time with two chains each (8 independent VPDPBUSD chains: decoding is a
 // stream of weights, and two chains would leave it latency-bound).
+inline constexpr int64_t kPrefetchRuns = 2;
+
 template <class F>
 __attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs& a, int64_t n_super,
                                                                 const uint8_t* group) {
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
-  constexpr int kSubs = F::kSub16 ? 16 : 8, kSubSteps = F::kSub16 ? 4 : 8;
   const auto* act = static_cast<const BlockQ8_K*>(a.activation_rows);
   PackedSuperBlock P;  // scales, mins and d only
   __m256 sum = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_super; ++b) {
     const uint8_t* run = group + b * kRunBytes;
+    // Decoding streams the weights: ask for the run kPrefetchRuns ahead, which past the
+    // group's end is the next group of the same matrix, what the caller reads next (a
+    // prefetch past the tensor's end is harmless).
+    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
     F::meta(run, P);
     const BlockQ8_K& x = act[b];
     __m256i scaled = _mm256_setzero_si256();
-    for (int s0 = 0; s0 < kSubs; s0 += 4) {
-      __m256i acc[4][2];
-      for (auto& q : acc) q[0] = q[1] = _mm256_setzero_si256();
-      for (int k = 0; k < kSubSteps; ++k) {
+    __m256i mins = _mm256_setzero_si256();
+    if constexpr (F::kSub16) {
+      // Per half (units 4h .. 4h + 3, sub-blocks 8h .. 8h + 7): one accumulator per sub-block.
+      for (int half = 0; half < 2; ++half) {
+        __m256i acc[8];
+        for (auto& v : acc) v = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+          __m256i c[4];
+          F::codes4(run, half, k, c);
+          for (int g = 0; g < 4; ++g) {
+            const int unit = 4 * half + g;
+            acc[2 * g + k / 4] = MOETIER_TILE_DPBUSD(acc[2 * g + k / 4], c[g],
+                                                     _mm256_set1_epi32(load_word(x.qs + 32 * unit + 4 * k)));
+          }
+        }
+        for (int i = 0; i < 8; ++i) scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(acc[i], P.sc[8 * half + i]));
+      }
+    } else {
+      // Four units at a time, two chains each (steps even and odd).
+      for (int j0 = 0; j0 < 8; j0 += 4) {
+        __m256i acc[4][2];
+        for (auto& q : acc) q[0] = q[1] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+          for (int q = 0; q < 4; ++q) {
+            acc[q][k & 1] = MOETIER_TILE_DPBUSD(acc[q][k & 1], F::code(run, j0 + q, k),
+                                                _mm256_set1_epi32(load_word(x.qs + 32 * (j0 + q) + 4 * k)));
+          }
+        }
         for (int q = 0; q < 4; ++q) {
-          const int sub = s0 + q;
-          const int unit = F::kSub16 ? sub / 2 : sub;
-          const int step = (F::kSub16 ? 4 * (sub % 2) : 0) + k;
-          acc[q][k & 1] = MOETIER_TILE_DPBUSD(acc[q][k & 1], F::code(run, unit, step),
-                                              _mm256_set1_epi32(load_word(x.qs + 32 * unit + 4 * step)));
+          __m256i s = _mm256_add_epi32(acc[q][0], acc[q][1]);
+          if constexpr (F::kOffsetInSum) {
+            // The code offset c·Σ q_a over the unit, taken off before the scale (the same
+            // integer as the mins term: mins stays 0).
+            const int j = j0 + q;
+            s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kCodeOffset * (x.bsums[2 * j] + x.bsums[2 * j + 1])));
+          }
+          scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(s, P.sc[j0 + q]));
         }
       }
-      for (int q = 0; q < 4; ++q) {
-        scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(_mm256_add_epi32(acc[q][0], acc[q][1]), P.sc[s0 + q]));
-      }
     }
-    __m256i mins = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
+    if constexpr (!F::kOffsetInSum) {
+      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
+    }
     sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
   }
   _mm256_storeu_ps(a.out, sum);

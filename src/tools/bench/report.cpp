@@ -147,6 +147,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       real("avg_ts", r.avg_ts()),
       real("stddev_ts", r.stddev_ts()),
       num("weight_bytes_per_token", r.model.weight_bytes_per_token),
+      num("repacked_bytes", r.model.repacked_bytes),
       opt_real("achieved_gbps", r.achieved_gbps()),
       opt_num("peak_rss_bytes", r.peak_rss_bytes),
       str("cpu_isa", env.cpu_isa),

@@ -57,6 +57,7 @@ struct ModelInfo {
   int64_t n_layer = 0;                 // compute layers (for --scale-layers)
   int64_t file_bytes = 0;              // size of the file
   std::string sha256;                  // of the whole file ("" when not computed)
+  int64_t repacked_bytes = 0;          // routed-expert bytes repacked at load (tools/repack.h)
 };
 
 // --scale-layers: the test's speed extrapolated to a model with more (or fewer) layers.

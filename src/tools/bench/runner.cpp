@@ -285,14 +285,14 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
   if (!m.file->stats().expert_pages_note.empty()) {
     std::fprintf(stderr, "moetier bench: %s\n", m.file->stats().expert_pages_note.c_str());
   }
-  if (const std::string note = repack_experts(*m.file, repack, copy_threads); !note.empty()) {
-    std::fprintf(stderr, "moetier bench: %s\n", note.c_str());
-  }
+  const RepackResult repacked = repack_experts(*m.file, repack, copy_threads);
+  if (!repacked.note.empty()) std::fprintf(stderr, "moetier bench: %s\n", repacked.note.c_str());
   auto model = load_model(*m.file, {});
   if (!model) return model.status().with_context(path);
   m.model = std::move(model).value();
   const gguf::GgufFile& h = m.file->header();
   m.info = describe_model(h, path);
+  m.info.repacked_bytes = static_cast<int64_t>(repacked.bytes);
   if (h.get_int_or("tokenizer.ggml.add_bos_token", 0) != 0) {
     const int64_t bos = h.get_int_or("tokenizer.ggml.bos_token_id", -1);
     if (bos >= 0 && bos < m.model->hparams().n_vocab) m.bos_token = static_cast<int32_t>(bos);
