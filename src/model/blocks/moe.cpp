@@ -186,15 +186,15 @@ void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_b
     const cpu::TileDotFn tile = x8 ? down_k.tile_x8 : down_k.tile;
     for (int64_t o = row_begin; o < row_end; o += cpu::kTileRows) {
       tile({.n = n_in,
-                   .weight_rows = g.down->row(g.mat, o),
-                   .weight_stride = g.down->row_bytes,
-                   .n_rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o)),
-                   .activation_rows = g.act_q->row(g.act_q_first),
-                   .activation_stride = stride,
-                   .n_act = g.rows,
-                   .act_blocks = g.blocks_down,
-                   .out = g.out + o,
-                   .out_stride = n_embd});
+           .weight_rows = g.down->row(g.mat, o),
+           .weight_stride = g.down->row_bytes,
+           .n_rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o)),
+           .activation_rows = g.act_q->row(g.act_q_first),
+           .activation_stride = stride,
+           .n_act = g.rows,
+           .act_blocks = g.blocks_down,
+           .out = g.out + o,
+           .out_stride = n_embd});
     }
     return;
   }
