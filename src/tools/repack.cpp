@@ -16,15 +16,12 @@ namespace moetier {
 std::vector<std::string> repack_candidates(const gguf::GgufFile& header, const HParams& hp,
                                            const PlacementDecision& d) {
   std::vector<std::string> names;
-  for (size_t i = 0; i < header.tensors.size() && i < d.plan.tensor_devices.size(); ++i) {
-    const gguf::TensorInfo& t = header.tensors[i];
-    if (d.plan.tensor_devices[i] != kCpuDevice || !is_routed_expert(arch_keys::common_tensor_role(t.name))) continue;
-    const int layer = tensor_layer_index(t.name);
-    if (layer < 0 || layer >= hp.n_layer) continue;
-    const bool gpu_layer = d.gpu_part && static_cast<size_t>(layer) < d.gpu.layer_on_gpu.size() &&
-                           d.gpu.layer_on_gpu[static_cast<size_t>(layer)];
+  for (std::string& name : cpu_weight_tensors(header, hp, d.plan)) {  // CPU tensors of compute layers
+    if (!is_routed_expert(arch_keys::common_tensor_role(name))) continue;
+    const auto layer = static_cast<size_t>(tensor_layer_index(name));
+    const bool gpu_layer = d.gpu_part && layer < d.gpu.layer_on_gpu.size() && d.gpu.layer_on_gpu[layer];
     if (gpu_layer && d.gpu.op_offload) continue;
-    names.push_back(t.name);
+    names.push_back(std::move(name));
   }
   return names;
 }

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -418,40 +419,6 @@ void expect_tile_matches_scalar(DType wt, TileDotFn tile, const char* isa) {
   }
 }
 
-struct TileFamily {
-  DType weight_type;
-  TileDotFn avxvnni, avx512;
-};
-const TileFamily kTileFamilies[] = {
-    {DType::Q8_0, dot::q8_0_q8_0_avxvnni_tile, dot::q8_0_q8_0_avx512_tile},
-    {DType::Q4_K, dot::q4_k_q8_k_avxvnni_tile, dot::q4_k_q8_k_avx512_tile},
-    {DType::Q5_K, dot::q5_k_q8_k_avxvnni_tile, dot::q5_k_q8_k_avx512_tile},
-    {DType::Q6_K, dot::q6_k_q8_k_avxvnni_tile, dot::q6_k_q8_k_avx512_tile},
-    {DType::IQ4_XS, dot::iq4_xs_q8_k_avxvnni_tile, dot::iq4_xs_q8_k_avx512_tile},
-};
-
-TEST(DotKernelsTile, AvxVnniBitIdenticalToScalar) {
-  if (!has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
-  for (const TileFamily& f : kTileFamilies) {
-    expect_tile_matches_scalar(f.weight_type, f.avxvnni, "avxvnni");
-    const DotKernel* k = nullptr;
-    for (const DotKernel& e : avxvnni_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
-    ASSERT_NE(k, nullptr);
-    EXPECT_EQ(k->tile, f.avxvnni) << dtype_name(f.weight_type);
-  }
-}
-
-TEST(DotKernelsTile, Avx512BitIdenticalToScalar) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
-  for (const TileFamily& f : kTileFamilies) {
-    expect_tile_matches_scalar(f.weight_type, f.avx512, "avx512");
-    const DotKernel* k = nullptr;
-    for (const DotKernel& e : avx512_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
-    ASSERT_NE(k, nullptr);
-    EXPECT_EQ(k->tile, f.avx512) << dtype_name(f.weight_type);
-  }
-}
-
 // The tile kernels on interleaved groups (DotKernel::tile_x8, cpu/interleave.h): 8 rows
 // drawn from the weight cases (each case in every row position across the n_act loop),
 // interleaved, against 1..13 activation rows: every (row, token) bit-identical to the
@@ -493,41 +460,48 @@ void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa)
   }
 }
 
-struct TileX8Family {
+// Every family's tile kernels per ISA, as the ISA's table lists them (tile_x8: the
+// interleaved form; none for Q8_0, and on AVX-512 none for Q6_K and IQ4_XS, whose 512-bit
+// row kernels decode faster: kquant_tile_avx512.cpp).
+struct TileFamily {
   DType weight_type;
-  TileDotFn avxvnni, avx512;
+  TileDotFn avxvnni, avx512, avxvnni_x8, avx512_x8;
 };
-const TileX8Family kTileX8Families[] = {
-    {DType::Q4_K, dot::q4_k_q8_k_avxvnni_tile_x8, dot::q4_k_q8_k_avx512_tile_x8},
-    {DType::Q5_K, dot::q5_k_q8_k_avxvnni_tile_x8, dot::q5_k_q8_k_avx512_tile_x8},
-    {DType::Q6_K, dot::q6_k_q8_k_avxvnni_tile_x8, nullptr},  // AVX-512: the row kernels decode faster
-    {DType::IQ4_XS, dot::iq4_xs_q8_k_avxvnni_tile_x8, nullptr},
+const TileFamily kTileFamilies[] = {
+    {DType::Q8_0, dot::q8_0_q8_0_avxvnni_tile, dot::q8_0_q8_0_avx512_tile, nullptr, nullptr},
+    {DType::Q4_K, dot::q4_k_q8_k_avxvnni_tile, dot::q4_k_q8_k_avx512_tile, dot::q4_k_q8_k_avxvnni_tile_x8,
+     dot::q4_k_q8_k_avx512_tile_x8},
+    {DType::Q5_K, dot::q5_k_q8_k_avxvnni_tile, dot::q5_k_q8_k_avx512_tile, dot::q5_k_q8_k_avxvnni_tile_x8,
+     dot::q5_k_q8_k_avx512_tile_x8},
+    {DType::Q6_K, dot::q6_k_q8_k_avxvnni_tile, dot::q6_k_q8_k_avx512_tile, dot::q6_k_q8_k_avxvnni_tile_x8, nullptr},
+    {DType::IQ4_XS, dot::iq4_xs_q8_k_avxvnni_tile, dot::iq4_xs_q8_k_avx512_tile, dot::iq4_xs_q8_k_avxvnni_tile_x8,
+     nullptr},
 };
 
-TEST(DotKernelsTileX8, AvxVnniBitIdenticalToScalar) {
-  if (!has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
-  for (const TileX8Family& f : kTileX8Families) {
-    expect_tile_x8_matches_scalar(f.weight_type, f.avxvnni, "avxvnni");
-    const DotKernel* k = nullptr;
-    for (const DotKernel& e : avxvnni_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
-    ASSERT_NE(k, nullptr);
-    EXPECT_EQ(k->tile_x8, f.avxvnni) << dtype_name(f.weight_type);
-  }
+// The ISA table's entry for the family holds exactly these kernels, and each present one is
+// bit-identical to the scalar reference.
+void expect_isa_tiles(std::span<const DotKernel> table, DType wt, TileDotFn tile, TileDotFn tile_x8, const char* isa) {
+  const DotKernel* k = nullptr;
+  for (const DotKernel& e : table) k = e.weight_type == wt ? &e : k;
+  ASSERT_NE(k, nullptr) << isa << " " << dtype_name(wt);
+  EXPECT_EQ(k->tile, tile) << isa << " " << dtype_name(wt);
+  EXPECT_EQ(k->tile_x8, tile_x8) << isa << " " << dtype_name(wt);
+  expect_tile_matches_scalar(wt, tile, isa);
+  if (tile_x8 != nullptr) expect_tile_x8_matches_scalar(wt, tile_x8, isa);
 }
 
-TEST(DotKernelsTileX8, Avx512BitIdenticalToScalar) {
+TEST(DotKernelsTile, AvxVnniBitIdenticalToScalar) {
+  if (!has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(avxvnni_dot_kernels(), f.weight_type, f.avxvnni, f.avxvnni_x8, "avxvnni");
+}
+
+TEST(DotKernelsTile, Avx512BitIdenticalToScalar) {
   if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
-  for (const TileX8Family& f : kTileX8Families) {
-    if (f.avx512 != nullptr) expect_tile_x8_matches_scalar(f.weight_type, f.avx512, "avx512");
-    const DotKernel* k = nullptr;
-    for (const DotKernel& e : avx512_dot_kernels()) k = e.weight_type == f.weight_type ? &e : k;
-    ASSERT_NE(k, nullptr);
-    EXPECT_EQ(k->tile_x8, f.avx512) << dtype_name(f.weight_type);
-  }
+  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(avx512_dot_kernels(), f.weight_type, f.avx512, f.avx512_x8, "avx512");
 }
 
 // Only the kernels that exist are offered: no interleaved layout without a kernel for it.
-TEST(DotKernelsTileX8, OnlyInterleavableTypesHaveTheKernel) {
+TEST(DotKernelsTile, OnlyInterleavableTypesHaveTheX8Kernel) {
   for (auto table : {avx2_dot_kernels(), avxvnni_dot_kernels(), avx512_dot_kernels()}) {
     for (const DotKernel& k : table) {
       if (k.tile_x8 != nullptr) EXPECT_TRUE(interleavable(k.weight_type)) << dtype_name(k.weight_type);

@@ -285,18 +285,24 @@ struct IQ4XSFamily {
     const __m256i v = group_word(run, 2 + 4 * j + k % 4);
     return grid_plus_128(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm256_set1_epi8(0x0F)));
   }
-  // ls_j = bits 4j..4j+3 of scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4.
-  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+  // P.sc and P.d only (what x8_one_token needs: kOffsetInSum). ls_j = bits 4j..4j+3 of
+  // scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4.
+  static void scales_and_d(const uint8_t* run, PackedSuperBlock& P) {
     const __m256i w0 = group_word(run, 0), sl = group_word(run, 1);
     const __m256i sh = _mm256_srli_epi32(w0, 16);
     for (int j = 0; j < 8; ++j) {
       const __m256i low = _mm256_and_si256(_mm256_srl_epi32(sl, _mm_cvtsi32_si128(4 * j)), _mm256_set1_epi32(0x0F));
       const __m256i high = _mm256_and_si256(_mm256_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi32(3));
       P.sc[j] = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    }
+    P.d = f16_lanes<false>(w0);
+  }
+  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+    scales_and_d(run, P);
+    for (int j = 0; j < 8; ++j) {
       const __m256i m = _mm256_slli_epi32(P.sc[j], 7);
       P.m_pairs[j] = int16_pairs(m, m);
     }
-    P.d = f16_lanes<false>(w0);
   }
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
     uint64_t sc[8];
@@ -504,7 +510,11 @@ __attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs
     // group's end is the next group of the same matrix, what the caller reads next (a
     // prefetch past the tensor's end is harmless).
     for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
-    F::meta(run, P);
+    if constexpr (F::kOffsetInSum) {
+      F::scales_and_d(run, P);  // no min pairs: the offset comes off each unit's sum below
+    } else {
+      F::meta(run, P);
+    }
     const BlockQ8_K& x = act[b];
     __m256i scaled = _mm256_setzero_si256();
     __m256i mins = _mm256_setzero_si256();
