@@ -116,14 +116,15 @@ void q6_k_q8_k_avxvnni_tile(const TileDotArgs& args);
 void q6_k_q8_k_avx512_tile(const TileDotArgs& args);
 void iq4_xs_q8_k_avxvnni_tile(const TileDotArgs& args);
 void iq4_xs_q8_k_avx512_tile(const TileDotArgs& args);
-// The same on interleaved groups (DotKernel::tile_x8); on AVX-512 for Q4_K and Q5_K only
-// (kquant_tile_avx512.cpp says why).
+// The same on interleaved groups (DotKernel::tile_x8).
 void q4_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
 void q4_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
 void q5_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
 void q5_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
 void q6_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
+void q6_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
 void iq4_xs_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
+void iq4_xs_q8_k_avx512_tile_x8(const TileDotArgs& args);
 // Scalar references, one per family (cpu/dot/<family>_scalar.cpp).
 float f32_f32_scalar(int64_t n, const void* w, const void* a);
 float f16_f16_scalar(int64_t n, const void* w, const void* a);

@@ -98,9 +98,8 @@ RepackResult repack_experts(gguf::ModelFile& file, const std::vector<std::string
                     it->second));
   }
   if (auto it = kept.find("kernel"); it != kept.end()) {
-    add(fmt::format("{} have no interleaved kernel in this CPU's kernel set (AVX-VNNI has it for Q4_K, Q5_K, Q6_K "
-                    "and IQ4_XS; AVX-512 for Q4_K and Q5_K, its row kernels decode the others faster; none without "
-                    "VNNI)",
+    add(fmt::format("{} have no interleaved kernel in this CPU's kernel set (AVX-VNNI and AVX-512 VNNI have it for "
+                    "Q4_K, Q5_K, Q6_K and IQ4_XS; none without VNNI)",
                     it->second));
   }
   if (auto it = kept.find("shape"); it != kept.end()) {

@@ -461,8 +461,7 @@ void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa)
 }
 
 // Every family's tile kernels per ISA, as the ISA's table lists them (tile_x8: the
-// interleaved form; none for Q8_0, and on AVX-512 none for Q6_K and IQ4_XS, whose 512-bit
-// row kernels decode faster: kquant_tile_avx512.cpp).
+// interleaved form, none for Q8_0; on AVX-512 its one-token case is x8_one_token_512).
 struct TileFamily {
   DType weight_type;
   TileDotFn avxvnni, avx512, avxvnni_x8, avx512_x8;
@@ -473,9 +472,10 @@ const TileFamily kTileFamilies[] = {
      dot::q4_k_q8_k_avx512_tile_x8},
     {DType::Q5_K, dot::q5_k_q8_k_avxvnni_tile, dot::q5_k_q8_k_avx512_tile, dot::q5_k_q8_k_avxvnni_tile_x8,
      dot::q5_k_q8_k_avx512_tile_x8},
-    {DType::Q6_K, dot::q6_k_q8_k_avxvnni_tile, dot::q6_k_q8_k_avx512_tile, dot::q6_k_q8_k_avxvnni_tile_x8, nullptr},
+    {DType::Q6_K, dot::q6_k_q8_k_avxvnni_tile, dot::q6_k_q8_k_avx512_tile, dot::q6_k_q8_k_avxvnni_tile_x8,
+     dot::q6_k_q8_k_avx512_tile_x8},
     {DType::IQ4_XS, dot::iq4_xs_q8_k_avxvnni_tile, dot::iq4_xs_q8_k_avx512_tile, dot::iq4_xs_q8_k_avxvnni_tile_x8,
-     nullptr},
+     dot::iq4_xs_q8_k_avx512_tile_x8},
 };
 
 // The ISA table's entry for the family holds exactly these kernels, and each present one is
@@ -504,7 +504,9 @@ TEST(DotKernelsTile, Avx512BitIdenticalToScalar) {
 TEST(DotKernelsTile, OnlyInterleavableTypesHaveTheX8Kernel) {
   for (auto table : {avx2_dot_kernels(), avxvnni_dot_kernels(), avx512_dot_kernels()}) {
     for (const DotKernel& k : table) {
-      if (k.tile_x8 != nullptr) EXPECT_TRUE(interleavable(k.weight_type)) << dtype_name(k.weight_type);
+      if (k.tile_x8 != nullptr) {
+        EXPECT_TRUE(interleavable(k.weight_type)) << dtype_name(k.weight_type);
+      }
     }
   }
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::F32, DType::F16}) {

@@ -19,9 +19,9 @@ constexpr DotKernel kAvx512Kernels[] = {
     {DType::Q5_K, DType::Q8_K, dot::q5_k_q8_k_avx512, "avx512vnni", dot::q5_k_q8_k_avx512_multi,
      dot::q5_k_q8_k_avx512_tile, dot::q5_k_q8_k_avx512_tile_x8},
     {DType::Q6_K, DType::Q8_K, dot::q6_k_q8_k_avx512, "avx512vnni", dot::q6_k_q8_k_avx512_multi,
-     dot::q6_k_q8_k_avx512_tile},
+     dot::q6_k_q8_k_avx512_tile, dot::q6_k_q8_k_avx512_tile_x8},
     {DType::IQ4_XS, DType::Q8_K, dot::iq4_xs_q8_k_avx512, "avx512vnni", dot::iq4_xs_q8_k_avx512_multi,
-     dot::iq4_xs_q8_k_avx512_tile},
+     dot::iq4_xs_q8_k_avx512_tile, dot::iq4_xs_q8_k_avx512_tile_x8},
 };
 
 }  // namespace

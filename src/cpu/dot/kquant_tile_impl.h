@@ -126,6 +126,26 @@ inline __m256i int16_pairs(__m256i low, __m256i high) {
 // [4w, 4w + 4) of the block.
 inline __m256i group_word(const uint8_t* run, int w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(run + 32 * w)); }
 
+#if defined(MOETIER_TILE_512)
+// (The maskz forms below, with every lane set, are the plain operations without the GCC
+// header's undefined source operand, which -Wmaybe-uninitialized reports.)
+// Words w and w + 1 of a run in one 512-bit vector: lanes 0..7 = word w of rows 0..7,
+// lanes 8..15 = word w + 1 (the 64 bytes are contiguous in the group).
+inline __m512i group_word2(const uint8_t* run, int w) { return _mm512_loadu_si512(run + 32 * w); }
+// The activation words at p and p + 4 (steps k and k + 1 of a unit): p's in lanes 0..7,
+// p + 4's in lanes 8..15, matching group_word2.
+inline __m512i act_pair(const int8_t* p) {
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  return _mm512_maskz_permutexvar_epi32(static_cast<__mmask16>(0xFFFF), idx,
+                                        _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+// Lanes 0..7 + lanes 8..15 (the two steps' row sums; integer, so exact in any order).
+inline __m256i fold_halves(__m512i v) {
+  const __mmask8 all = 0xF;
+  return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(all, v, 0), _mm512_maskz_extracti64x4_epi64(all, v, 1));
+}
+#endif
+
 // Eight f16 values in the low (kHigh = false) or high halves of a vector's 32-bit lanes, as f32.
 template <bool kHigh>
 inline __m256 f16_lanes(__m256i v) {
@@ -235,6 +255,13 @@ struct Q4KFamily : KScaleMinFamily {
     const __m256i v = group_word(run, 4 + 8 * (j / 2) + k);
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
   }
+#if defined(MOETIER_TILE_512)
+  // Steps k and k + 1 (k even) of unit j: code()'s words are consecutive in k.
+  static __m512i code2(const uint8_t* run, int j, int k) {
+    const __m512i v = group_word2(run, 4 + 8 * (j / 2) + k);
+    return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm512_set1_epi8(0x0F));
+  }
+#endif
 };
 
 struct Q5KFamily : KScaleMinFamily {
@@ -255,6 +282,15 @@ struct Q5KFamily : KScaleMinFamily {
     const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
   }
+#if defined(MOETIER_TILE_512)
+  static __m512i code2(const uint8_t* run, int j, int k) {
+    const __m512i v = group_word2(run, 12 + 8 * (j / 2) + k);
+    const __m512i qh = group_word2(run, 4 + k);
+    const __m512i high = _mm512_and_si512(_mm512_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm512_set1_epi8(1));
+    const __m512i low = _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm512_set1_epi8(0x0F));
+    return _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
+  }
+#endif
 };
 
 // IQ4_XS: u = grid[q] + 128 ∈ [1, 241]; sc_j = ls_j − 32; mp_j = 128·sc_j. Bounds:
@@ -273,18 +309,24 @@ struct IQ4XSFamily {
     return grid_plus_128(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask)));
   }
   // Each byte of idx (a 4-bit code) → grid[code] + 128 as an unsigned byte.
-  static __m256i grid_plus_128(__m256i idx) {
-    const __m256i table = _mm256_setr_epi8(
-        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15,  // (grid + 128) as bytes
-        1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
-    return _mm256_shuffle_epi8(table, idx);
+  static __m128i grid_table() {  // (grid + 128) as bytes
+    return _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
   }
+  static __m256i grid_plus_128(__m256i idx) { return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(grid_table()), idx); }
   // Interleaved: word 0 = (d, scales_h), word 1 = scales_l, qs word q at run word 2 + q. Step k
   // of unit j: the low (k < 4) or high nibbles of qs word 4j + k mod 4.
   static __m256i code(const uint8_t* run, int j, int k) {
     const __m256i v = group_word(run, 2 + 4 * j + k % 4);
     return grid_plus_128(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm256_set1_epi8(0x0F)));
   }
+#if defined(MOETIER_TILE_512)
+  // Steps k and k + 1 (k even): consecutive qs words, the same nibble.
+  static __m512i code2(const uint8_t* run, int j, int k) {
+    const __m512i v = group_word2(run, 2 + 4 * j + k % 4);
+    const __m512i idx = _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm512_set1_epi8(0x0F));
+    return _mm512_shuffle_epi8(_mm512_maskz_broadcast_i32x4(static_cast<__mmask16>(0xFFFF), grid_table()), idx);
+  }
+#endif
   // P.sc and P.d only (what x8_one_token needs: kOffsetInSum). ls_j = bits 4j..4j+3 of
   // scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4.
   static void scales_and_d(const uint8_t* run, PackedSuperBlock& P) {
@@ -366,6 +408,18 @@ struct Q6KFamily {
     c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m0f), _mm256_and_si256(qh, m30));
     c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
   }
+#if defined(MOETIER_TILE_512)
+  // codes4 for steps k and k + 1 (k even) at once: all three words are consecutive in k.
+  static void codes4_2(const uint8_t* run, int half, int k, __m512i (&c)[4]) {
+    const __m512i a = group_word2(run, 16 * half + k), b = group_word2(run, 16 * half + 8 + k);
+    const __m512i qh = group_word2(run, 32 + 8 * half + k);
+    const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    c[0] = _mm512_or_si512(_mm512_and_si512(a, m0f), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+    c[1] = _mm512_or_si512(_mm512_and_si512(b, m0f), _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30));
+    c[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m0f), _mm512_and_si512(qh, m30));
+    c[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m0f), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
+  }
+#endif
   static void meta(const uint8_t* run, PackedSuperBlock& P) {
     for (int w = 0; w < 4; ++w) {
       const __m256i v = group_word(run, 48 + w);
@@ -565,6 +619,78 @@ __attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs
   _mm256_storeu_ps(a.out, sum);
 }
 
+#if defined(MOETIER_TILE_512)
+// x8_one_token with 512-bit vectors (MOETIER_TILE_512: AVX512-VNNI): each load takes two
+// consecutive words of the group (steps k and k + 1 of a unit, group_word2), each VPDPBUSD
+// does both steps against the two activation words (act_pair), and the halves are added
+// before the scales (fold_halves). The integer sums are the same integers, so the result
+// is x8_one_token's bit for bit; half the loads, decode steps and VPDPBUSDs.
+template <class F>
+__attribute__((optimize("fp-contract=off"))) void x8_one_token_512(const TileDotArgs& a, int64_t n_super,
+                                                                    const uint8_t* group) {
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  const auto* act = static_cast<const BlockQ8_K*>(a.activation_rows);
+  PackedSuperBlock P;  // scales, mins and d only
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) {
+    const uint8_t* run = group + b * kRunBytes;
+    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    if constexpr (F::kOffsetInSum) {
+      F::scales_and_d(run, P);
+    } else {
+      F::meta(run, P);
+    }
+    const BlockQ8_K& x = act[b];
+    __m256i scaled = _mm256_setzero_si256();
+    __m256i mins = _mm256_setzero_si256();
+    if constexpr (F::kSub16) {
+      // Per half (units 4h .. 4h + 3): step pairs 0-1 and 2-3 are sub-block 2g, 4-5 and 6-7
+      // sub-block 2g + 1.
+      for (int half = 0; half < 2; ++half) {
+        __m512i acc[8];
+        for (auto& v : acc) v = _mm512_setzero_si512();
+        for (int k = 0; k < 8; k += 2) {
+          __m512i c[4];
+          F::codes4_2(run, half, k, c);
+          for (int g = 0; g < 4; ++g) {
+            const int unit = 4 * half + g;
+            acc[2 * g + k / 4] = _mm512_dpbusd_epi32(acc[2 * g + k / 4], c[g], act_pair(x.qs + 32 * unit + 4 * k));
+          }
+        }
+        for (int i = 0; i < 8; ++i) {
+          scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(fold_halves(acc[i]), P.sc[8 * half + i]));
+        }
+      }
+    } else {
+      // Four units at a time, two chains each (step pairs 0-1, 4-5 and 2-3, 6-7).
+      for (int j0 = 0; j0 < 8; j0 += 4) {
+        __m512i acc[4][2];
+        for (auto& q : acc) q[0] = q[1] = _mm512_setzero_si512();
+        for (int k = 0; k < 8; k += 2) {
+          for (int q = 0; q < 4; ++q) {
+            acc[q][(k / 2) & 1] = _mm512_dpbusd_epi32(acc[q][(k / 2) & 1], F::code2(run, j0 + q, k),
+                                                      act_pair(x.qs + 32 * (j0 + q) + 4 * k));
+          }
+        }
+        for (int q = 0; q < 4; ++q) {
+          __m256i s = fold_halves(_mm512_add_epi32(acc[q][0], acc[q][1]));
+          if constexpr (F::kOffsetInSum) {
+            const int j = j0 + q;
+            s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kCodeOffset * (x.bsums[2 * j] + x.bsums[2 * j + 1])));
+          }
+          scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(s, P.sc[j0 + q]));
+        }
+      }
+    }
+    if constexpr (!F::kOffsetInSum) {
+      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
+    }
+    sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
+  }
+  _mm256_storeu_ps(a.out, sum);
+}
+#endif
+
 // The tile kernel on an interleaved group of kTileRows rows (a.weight_rows; weight_stride
 // unused): per super-block the codes are decoded once into P (shifts and masks, no
 // transpose) and every token runs over them while they sit in L1.
@@ -573,7 +699,11 @@ void tile_x8(const TileDotArgs& a) {
   const int64_t n_super = a.n / kQK_K;
   const auto* group = static_cast<const uint8_t*>(a.weight_rows);
   if (a.n_act == 1) {
+#if defined(MOETIER_TILE_512)
+    x8_one_token_512<F>(a, n_super, group);
+#else
     x8_one_token<F>(a, n_super, group);
+#endif
     return;
   }
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
