@@ -23,10 +23,38 @@ struct DeltaRuleStep {
 
 void delta_rule_step(const DeltaRuleStep& step);
 
+// n_tokens consecutive tokens of one V head (a prompt's run), bit-identical to n_tokens
+// calls of delta_rule_step, in one pass over S per token instead of two: pass 2 of token t
+// and pass 1 of token t + 1 touch each element of S in turn,
+//   S += k_t·δ_t;  out_t += S·q_t;  S *= decay_(t+1);  sk_(t+1) += S·k_(t+1),
+// which are the same operations on it in the same order. Columns go in blocks whose sums
+// (out_t, sk_(t+1)) and δ_t stay in registers over the rows i (sums over i still in order),
+// so S is loaded and stored once per token and nothing else is. (S of a head, 64 KiB at
+// d 128, does not fit a 48 KiB L1: the two passes read it from L2 twice.)
+struct DeltaRuleTokens {
+  float* state = nullptr;     // [d_k][d_v], updated in place
+  int64_t d_k = 0, d_v = 0;
+  int64_t n_tokens = 0;
+  const float* q = nullptr;   // token t's q, k, v at q + t·stride, k + t·stride, v + t·stride
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t stride = 0;         // floats
+  const float* beta = nullptr;   // [n_tokens]
+  const float* decay = nullptr;  // [n_tokens]
+  float q_scale = 0;
+  float* out = nullptr;       // token t's [d_v] at out + t·out_stride
+  int64_t out_stride = 0;
+  float* scratch = nullptr;   // [2·d_v]
+};
+void delta_rule_tokens(const DeltaRuleTokens& run);
+
 namespace delta_rule {
 void step_generic(const DeltaRuleStep& step);
 void step_avx2(const DeltaRuleStep& step);    // only when cpu_features().has_avx2_set()
 void step_avx512(const DeltaRuleStep& step);  // only when cpu_features().has_avx512_set()
+void tokens_generic(const DeltaRuleTokens& run);
+void tokens_avx2(const DeltaRuleTokens& run);
+void tokens_avx512(const DeltaRuleTokens& run);
 }  // namespace delta_rule
 
 }  // namespace moetier::cpu

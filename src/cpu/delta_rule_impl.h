@@ -1,6 +1,10 @@
-// The delta-rule step's loops, included by delta_rule.cpp and delta_rule_avx512.cpp so both
-// compile the very same arithmetic (see delta_rule.h).
+// The delta-rule loops, included by delta_rule.cpp, delta_rule_avx2.cpp and
+// delta_rule_avx512.cpp so all compile the very same arithmetic (see delta_rule.h; no FMA
+// contraction in any of them).
 #pragma once
+
+#include <cstring>
+#include <utility>
 
 #include "cpu/delta_rule.h"
 
@@ -32,6 +36,110 @@ inline void step_impl(const DeltaRuleStep& p) {
     }
   }
   for (int64_t c = 0; c < dv; ++c) out[c] *= p.q_scale;
+}
+
+// Native vectors of the unit's ISA (GCC vector extensions; element-wise only, so the
+// width changes nothing but speed).
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64;
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32;
+#else
+constexpr int kVecBytes = 16;
+#endif
+using VF = float __attribute__((vector_size(kVecBytes)));
+constexpr int64_t kF = kVecBytes / 4;
+constexpr int kBlockVecs = 4;                   // vectors per column block
+constexpr int64_t kBlockCols = kBlockVecs * kF;  // 16, 32 or 64 columns
+
+inline VF load_vec(const float* p) {
+  VF v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store_vec(float* p, VF v) { std::memcpy(p, &v, sizeof v); }
+
+// Pass 1 of step_impl by column blocks: S ← decay·S and sk = Sᵀk.
+inline void decay_and_project(float* state, int64_t dk, int64_t dv, float decay, const float* k, float* sk) {
+  for (int64_t c0 = 0; c0 < dv; c0 += kBlockCols) {
+    VF acc[kBlockVecs];
+    for (VF& a : acc) a = VF{};  // +0, as step_impl's sk[c] = 0
+    for (int64_t i = 0; i < dk; ++i) {
+      float* Si = state + i * dv + c0;
+      const float ki = k[i];
+      #pragma GCC unroll 4
+      for (int u = 0; u < kBlockVecs; ++u) {
+        const VF s = load_vec(Si + u * kF) * decay;
+        store_vec(Si + u * kF, s);
+        acc[u] = acc[u] + s * ki;
+      }
+    }
+    for (int u = 0; u < kBlockVecs; ++u) store_vec(sk + c0 + u * kF, acc[u]);
+  }
+}
+
+inline void tokens_impl(const DeltaRuleTokens& r) {
+  const int64_t dk = r.d_k, dv = r.d_v;
+  if (r.n_tokens <= 0) return;
+  if (dv % kBlockCols != 0) {  // no whole column blocks: one step at a time
+    for (int64_t t = 0; t < r.n_tokens; ++t) {
+      step_impl({.state = r.state, .d_k = dk, .d_v = dv, .q = r.q + t * r.stride, .k = r.k + t * r.stride,
+                 .v = r.v + t * r.stride, .beta = r.beta[t], .decay = r.decay[t], .q_scale = r.q_scale,
+                 .out = r.out + t * r.out_stride, .scratch = r.scratch});
+    }
+    return;
+  }
+  float* sk = r.scratch;             // Sᵀk of token t, then its δ
+  float* sk_next = r.scratch + dv;   // Sᵀk of token t + 1
+  decay_and_project(r.state, dk, dv, r.decay[0], r.k, sk);
+  for (int64_t t = 0; t < r.n_tokens; ++t) {
+    const float* kt = r.k + t * r.stride;
+    const float* qt = r.q + t * r.stride;
+    const float* vt = r.v + t * r.stride;
+    for (int64_t c = 0; c < dv; ++c) sk[c] = r.beta[t] * (vt[c] - sk[c]);
+    const bool next = t + 1 < r.n_tokens;
+    const float* kn = next ? kt + r.stride : kt;
+    const float decay_next = next ? r.decay[t + 1] : 1.0f;
+    float* out = r.out + t * r.out_stride;
+    for (int64_t c0 = 0; c0 < dv; c0 += kBlockCols) {
+      VF delta[kBlockVecs], o[kBlockVecs], sn[kBlockVecs];
+      for (int u = 0; u < kBlockVecs; ++u) {
+        delta[u] = load_vec(sk + c0 + u * kF);
+        o[u] = VF{};
+        sn[u] = VF{};
+      }
+      if (next) {
+        for (int64_t i = 0; i < dk; ++i) {
+          float* Si = r.state + i * dv + c0;
+          const float ki = kt[i], qi = qt[i], kni = kn[i];
+          #pragma GCC unroll 4
+          for (int u = 0; u < kBlockVecs; ++u) {
+            VF s = load_vec(Si + u * kF) + ki * delta[u];  // pass 2 of t
+            o[u] = o[u] + s * qi;
+            s = s * decay_next;                            // pass 1 of t + 1
+            sn[u] = sn[u] + s * kni;
+            store_vec(Si + u * kF, s);
+          }
+        }
+      } else {
+        for (int64_t i = 0; i < dk; ++i) {
+          float* Si = r.state + i * dv + c0;
+          const float ki = kt[i], qi = qt[i];
+          #pragma GCC unroll 4
+          for (int u = 0; u < kBlockVecs; ++u) {
+            const VF s = load_vec(Si + u * kF) + ki * delta[u];
+            o[u] = o[u] + s * qi;
+            store_vec(Si + u * kF, s);
+          }
+        }
+      }
+      for (int u = 0; u < kBlockVecs; ++u) {
+        store_vec(out + c0 + u * kF, o[u] * r.q_scale);
+        store_vec(sk_next + c0 + u * kF, sn[u]);
+      }
+    }
+    std::swap(sk, sk_next);
+  }
 }
 
 }  // namespace moetier::cpu::delta_rule

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -61,6 +62,54 @@ TEST(DeltaRule, Avx512BuildIsBitIdenticalToGeneric) {
 TEST(DeltaRule, Avx2BuildIsBitIdenticalToGeneric) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "CPU lacks the AVX2 set";
   expect_bit_identical_to_generic(delta_rule::step_avx2);
+}
+
+// A run of tokens (delta_rule_tokens: fused passes, column blocks in registers) against the
+// generic step per token: the same outputs and final state bit for bit, for every ISA build,
+// run lengths 1..9, shapes with whole column blocks (128 × 128, 64 × 64 at every width) and
+// without (64 × 40 and 5 × 129: the step-by-step fallback), tokens at a stride as in a
+// micro-batch's rows, distinct β and decay per token.
+void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const char* isa) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> unit(0.05f, 0.99f);
+  for (auto [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {64, 64}, {64, 40}, {5, 129}}) {
+    for (int64_t n : {1, 2, 3, 9}) {
+      const int64_t stride = 2 * dk + dv + 3;  // q | k | v | padding per token row
+      std::vector<float> rows(static_cast<size_t>(n * stride));
+      std::vector<float> beta(static_cast<size_t>(n)), decay(static_cast<size_t>(n));
+      Case base = make_case(dk, dv, rng);
+      for (int64_t t = 0; t < n; ++t) {
+        const Case c = make_case(dk, dv, rng);
+        std::copy(c.q.begin(), c.q.end(), rows.begin() + t * stride);
+        std::copy(c.k.begin(), c.k.end(), rows.begin() + t * stride + dk);
+        std::copy(c.v.begin(), c.v.end(), rows.begin() + t * stride + 2 * dk);
+        beta[static_cast<size_t>(t)] = unit(rng);
+        decay[static_cast<size_t>(t)] = unit(rng);
+      }
+      std::vector<float> state_ref = base.state, state_run = base.state;
+      std::vector<float> out_ref(static_cast<size_t>(n * dv)), out_run(out_ref.size(), -1.0f);
+      std::vector<float> tmp(static_cast<size_t>(2 * dv));
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = rows.data() + t * stride;
+        delta_rule::step_generic({.state = state_ref.data(), .d_k = dk, .d_v = dv, .q = row, .k = row + dk,
+                                  .v = row + 2 * dk, .beta = beta[static_cast<size_t>(t)],
+                                  .decay = decay[static_cast<size_t>(t)], .q_scale = 0.088f,
+                                  .out = out_ref.data() + t * dv, .scratch = tmp.data()});
+      }
+      tokens({.state = state_run.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
+              .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
+              .out = out_run.data(), .out_stride = dv, .scratch = tmp.data()});
+      ASSERT_EQ(out_run, out_ref) << isa << " " << dk << "x" << dv << " n=" << n;
+      ASSERT_EQ(state_run, state_ref) << isa << " " << dk << "x" << dv << " n=" << n;
+    }
+  }
+}
+
+TEST(DeltaRule, TokenRunsEqualStepsBitForBit) {
+  expect_tokens_equal_steps(delta_rule::tokens_generic, "generic");
+  if (cpu_features().has_avx2_set()) expect_tokens_equal_steps(delta_rule::tokens_avx2, "avx2");
+  if (cpu_features().has_avx512_set()) expect_tokens_equal_steps(delta_rule::tokens_avx512, "avx512");
+  expect_tokens_equal_steps(delta_rule_tokens, "dispatch");
 }
 
 TEST(DeltaRule, FollowsTheFormulasWithinFloatRounding) {

@@ -29,6 +29,11 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // its new rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1
   // input rows become the new carried state.
   scratch.conv_out.resize(static_cast<size_t>(n * ch));
+  // The weights by tap ([j][c]), so that the sums below run along contiguous channels.
+  scratch.conv_taps.resize(static_cast<size_t>(taps * ch));
+  for (int64_t c = 0; c < ch; ++c) {
+    for (int64_t j = 0; j < taps; ++j) scratch.conv_taps[static_cast<size_t>(j * ch + c)] = w.conv[c * taps + j];
+  }
   for (const SeqRows& sr : seqs) {
     const int64_t m = sr.n_rows;
     float* conv_state = sr.seq->conv_state(layer);
@@ -37,13 +42,22 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     std::memcpy(scratch.conv_in.data() + (taps - 1) * ch, scratch.qkv.data() + sr.row_begin * ch,
                 static_cast<size_t>(m * ch) * sizeof(float));
     float* conv_out = scratch.conv_out.data() + sr.row_begin * ch;
-    for (int64_t t = 0; t < m; ++t) {
-      for (int64_t c = 0; c < ch; ++c) {
-        float acc = 0;
-        for (int64_t j = 0; j < taps; ++j) acc += w.conv[c * taps + j] * scratch.conv_in[(t + j) * ch + c];
-        conv_out[t * ch + c] = cpu::silu(acc);
+    // Threads split the channels. Per (t, c): acc = 0, then + w_j·x_(t+j) for j in order,
+    // then SiLU (the same operations in the same order whatever the split).
+    const float* conv_in = scratch.conv_in.data();
+    const float* conv_taps = scratch.conv_taps.data();
+    pool.parallel_for(ch, 256, [&](int64_t c0, int64_t c1, int) {
+      for (int64_t t = 0; t < m; ++t) {
+        float* __restrict o = conv_out + t * ch;
+        for (int64_t c = c0; c < c1; ++c) o[c] = 0;
+        for (int64_t j = 0; j < taps; ++j) {
+          const float* __restrict wj = conv_taps + j * ch;
+          const float* __restrict xj = conv_in + (t + j) * ch;
+          for (int64_t c = c0; c < c1; ++c) o[c] += wj[c] * xj[c];
+        }
+        for (int64_t c = c0; c < c1; ++c) o[c] = cpu::silu(o[c]);
       }
-    }
+    });
     std::memcpy(conv_state, scratch.conv_in.data() + m * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
     // Rollback journal (speculative verify passes): the carried rows after each token.
     for (int64_t t = 0; t < m; ++t) {
@@ -56,7 +70,9 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // Delta rule per V head j (Q/K head j mod n_k — the tiled mapping), token by token:
   //   S ← exp(g)·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  o = Sᵀq / sqrt(d_k)
   // S is d_k × d_v, stored row-major S[i][c] (i over d_k).
-  scratch.head_tmp.resize(static_cast<size_t>(pool.size() * dv));
+  // Per thread: the rule's [2·d_v] scratch, then β and the decay of each of up to n tokens.
+  const int64_t per_thread = 2 * dv + 2 * n;
+  scratch.head_tmp.resize(static_cast<size_t>(pool.size() * per_thread));
   scratch.y.resize(static_cast<size_t>(n * s.value_dim()));
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
   // Normalise q and k heads once per token (in place in conv_out).
@@ -64,45 +80,71 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     float* row = scratch.conv_out.data() + t * ch;
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
   }
-  // Per (sequence, V head) (threads split them), token by token: cpu::delta_rule_step (two
-  // vectorised passes over S per token, the arithmetic of the formulas above, sums over i
-  // in order).
+  // Per (sequence, V head) (threads split them), the sequence's tokens in order:
+  // cpu::delta_rule_tokens (one pass over S per token), or with the rollback journal
+  // recording, cpu::delta_rule_step per token and a copy of S after each (the same
+  // arithmetic either way: the formulas above, sums over i in order). Then the gated
+  // RMSNorm of each token's output: rmsnorm(o) · norm · SiLU(z).
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
   pool.parallel_for(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
-    float* sk = scratch.head_tmp.data() + thread * dv;  // [d_v] step scratch
+    float* tmp = scratch.head_tmp.data() + thread * per_thread;
     for (int64_t item = begin; item < end; ++item) {
       const SeqRows& sr = seqs[static_cast<size_t>(item / s.n_v_heads)];
       const int64_t j = item % s.n_v_heads;
       float* S = sr.seq->ssm_state(layer) + j * dk * dv;
       const int64_t i_head = j % s.n_k_heads;
-      for (int64_t t = sr.row_begin; t < sr.row_begin + sr.n_rows; ++t) {
-        const float* row = scratch.conv_out.data() + t * ch;
-        const float* q = row + i_head * dk;
-        const float* k = row + s.key_dim() + i_head * dk;
-        const float* v = row + 2 * s.key_dim() + j * dv;
-        const float beta = cpu::sigmoid(scratch.beta[t * s.n_v_heads + j]);
-        const float g = cpu::softplus(scratch.alpha[t * s.n_v_heads + j] + w.dt_bias[j]) * w.a[j];
-        const float decay = std::exp(g);
-        float* o = scratch.y.data() + t * s.value_dim() + j * dv;
-        // (the journal, when recording, gets this head's state after the step, below)
-        cpu::delta_rule_step({.state = S,
-                              .d_k = dk,
-                              .d_v = dv,
-                              .q = q,
-                              .k = k,
-                              .v = v,
-                              .beta = beta,
-                              .decay = decay,
-                              .q_scale = q_scale,
-                              .out = o,
-                              .scratch = sk});
-        if (float* rec = sr.seq->journal_ssm(layer, sr.seq->n_past() + (t - sr.row_begin))) {
-          std::memcpy(rec + j * dk * dv, S, static_cast<size_t>(dk * dv) * sizeof(float));
+      const int64_t m = sr.n_rows;
+      const float* rows = scratch.conv_out.data() + sr.row_begin * ch;
+      const float* q = rows + i_head * dk;
+      const float* k = rows + s.key_dim() + i_head * dk;
+      const float* v = rows + 2 * s.key_dim() + j * dv;
+      float* o = scratch.y.data() + sr.row_begin * s.value_dim() + j * dv;
+      float* beta = tmp + 2 * dv;
+      float* decay = beta + m;
+      for (int64_t t = 0; t < m; ++t) {
+        const int64_t at = (sr.row_begin + t) * s.n_v_heads + j;
+        beta[t] = cpu::sigmoid(scratch.beta[at]);
+        const float g = cpu::softplus(scratch.alpha[at] + w.dt_bias[j]) * w.a[j];
+        decay[t] = std::exp(g);
+      }
+      if (sr.seq->journal_active()) {
+        for (int64_t t = 0; t < m; ++t) {
+          cpu::delta_rule_step({.state = S,
+                                .d_k = dk,
+                                .d_v = dv,
+                                .q = q + t * ch,
+                                .k = k + t * ch,
+                                .v = v + t * ch,
+                                .beta = beta[t],
+                                .decay = decay[t],
+                                .q_scale = q_scale,
+                                .out = o + t * s.value_dim(),
+                                .scratch = tmp});
+          if (float* rec = sr.seq->journal_ssm(layer, sr.seq->n_past() + t)) {
+            std::memcpy(rec + j * dk * dv, S, static_cast<size_t>(dk * dv) * sizeof(float));
+          }
         }
-        // Gated RMSNorm: rmsnorm(o) · norm · SiLU(z)
-        cpu::rms_norm(o, w.norm, dv, s.rms_eps, o);
-        const float* z = scratch.z.data() + t * s.value_dim() + j * dv;
-        for (int64_t c = 0; c < dv; ++c) o[c] *= cpu::silu(z[c]);
+      } else {
+        cpu::delta_rule_tokens({.state = S,
+                                .d_k = dk,
+                                .d_v = dv,
+                                .n_tokens = m,
+                                .q = q,
+                                .k = k,
+                                .v = v,
+                                .stride = ch,
+                                .beta = beta,
+                                .decay = decay,
+                                .q_scale = q_scale,
+                                .out = o,
+                                .out_stride = s.value_dim(),
+                                .scratch = tmp});
+      }
+      for (int64_t t = 0; t < m; ++t) {
+        float* ot = o + t * s.value_dim();
+        cpu::rms_norm(ot, w.norm, dv, s.rms_eps, ot);
+        const float* z = scratch.z.data() + (sr.row_begin + t) * s.value_dim() + j * dv;
+        for (int64_t c = 0; c < dv; ++c) ot[c] *= cpu::silu(z[c]);
       }
     }
   });

@@ -44,7 +44,8 @@ struct DeltaNetShape {
 
 struct DeltaNetScratch {
   std::vector<float> qkv, z, beta, alpha, conv_in, conv_out, y;
-  std::vector<float> head_tmp;  // [threads][d_v]
+  std::vector<float> conv_taps;  // [d_conv][channels]: the conv weights by tap
+  std::vector<float> head_tmp;   // [threads][2·d_v + 2·n]: the rule's scratch, β and decay per token
   cpu::ActivationCache input;
   cpu::QuantizedActivations act;
 };
