@@ -9,6 +9,10 @@
 #include "cpu/delta_rule.h"
 
 namespace moetier::cpu::delta_rule {
+// Internal linkage: each unit keeps its own copy, compiled for its own ISA. (An inline
+// function with external linkage would be one weak symbol for all units, and the linker
+// would keep one ISA's copy for every caller.)
+namespace {
 
 inline void step_impl(const DeltaRuleStep& p) {
   const int64_t dk = p.d_k, dv = p.d_v;
@@ -142,4 +146,5 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
   }
 }
 
+}  // namespace
 }  // namespace moetier::cpu::delta_rule

@@ -551,9 +551,13 @@ __attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotA
 // stream of weights, and two chains would leave it latency-bound).
 inline constexpr int64_t kPrefetchRuns = 2;
 
-template <class F>
-__attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs& a, int64_t n_super,
-                                                                const uint8_t* group) {
+// The frame of the one-token kernels: per super-block, the prefetch, the scales (and min
+// pairs), the activation's mins term and the float step, around scaled_sum(run, x, P), the
+// super-block's Σ_s sc_s · (unit sums) as int32 lanes (for kOffsetInSum families with the
+// code offset already taken off each unit's sum, and no mins term).
+template <class F, class ScaledSum>
+__attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_token_frame(
+    const TileDotArgs& a, int64_t n_super, const uint8_t* group, const ScaledSum& scaled_sum) {
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
   const auto* act = static_cast<const BlockQ8_K*>(a.activation_rows);
   PackedSuperBlock P;  // scales, mins and d only
@@ -565,13 +569,36 @@ __attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs
     // prefetch past the tensor's end is harmless).
     for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
     if constexpr (F::kOffsetInSum) {
-      F::scales_and_d(run, P);  // no min pairs: the offset comes off each unit's sum below
+      F::scales_and_d(run, P);  // no min pairs: the offset comes off each unit's sum
     } else {
       F::meta(run, P);
     }
     const BlockQ8_K& x = act[b];
-    __m256i scaled = _mm256_setzero_si256();
+    const __m256i scaled = scaled_sum(run, x, P);
     __m256i mins = _mm256_setzero_si256();
+    if constexpr (!F::kOffsetInSum) {
+      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
+    }
+    sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
+  }
+  _mm256_storeu_ps(a.out, sum);
+}
+
+// A unit's sum s (int32 lanes) less, for kOffsetInSum families, the code offset c·Σ q_a over
+// the unit (the same integer as the mins term, which then stays 0).
+template <class F>
+inline __m256i unit_sum(__m256i s, const BlockQ8_K& x, int j) {
+  if constexpr (F::kOffsetInSum) {
+    return _mm256_sub_epi32(s, _mm256_set1_epi32(F::kCodeOffset * (x.bsums[2 * j] + x.bsums[2 * j + 1])));
+  }
+  return s;
+}
+
+template <class F>
+void x8_one_token(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
+  x8_one_token_frame<F>(a, n_super, group, [](const uint8_t* run, const BlockQ8_K& x, const PackedSuperBlock& P)
+                                               __attribute__((always_inline)) {
+    __m256i scaled = _mm256_setzero_si256();
     if constexpr (F::kSub16) {
       // Per half (units 4h .. 4h + 3, sub-blocks 8h .. 8h + 7): one accumulator per sub-block.
       for (int half = 0; half < 2; ++half) {
@@ -600,23 +627,13 @@ __attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs
           }
         }
         for (int q = 0; q < 4; ++q) {
-          __m256i s = _mm256_add_epi32(acc[q][0], acc[q][1]);
-          if constexpr (F::kOffsetInSum) {
-            // The code offset c·Σ q_a over the unit, taken off before the scale (the same
-            // integer as the mins term: mins stays 0).
-            const int j = j0 + q;
-            s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kCodeOffset * (x.bsums[2 * j] + x.bsums[2 * j + 1])));
-          }
+          const __m256i s = unit_sum<F>(_mm256_add_epi32(acc[q][0], acc[q][1]), x, j0 + q);
           scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(s, P.sc[j0 + q]));
         }
       }
     }
-    if constexpr (!F::kOffsetInSum) {
-      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
-    }
-    sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
-  }
-  _mm256_storeu_ps(a.out, sum);
+    return scaled;
+  });
 }
 
 #if defined(MOETIER_TILE_512)
@@ -626,23 +643,10 @@ __attribute__((optimize("fp-contract=off"))) void x8_one_token(const TileDotArgs
 // before the scales (fold_halves). The integer sums are the same integers, so the result
 // is x8_one_token's bit for bit; half the loads, decode steps and VPDPBUSDs.
 template <class F>
-__attribute__((optimize("fp-contract=off"))) void x8_one_token_512(const TileDotArgs& a, int64_t n_super,
-                                                                    const uint8_t* group) {
-  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
-  const auto* act = static_cast<const BlockQ8_K*>(a.activation_rows);
-  PackedSuperBlock P;  // scales, mins and d only
-  __m256 sum = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_super; ++b) {
-    const uint8_t* run = group + b * kRunBytes;
-    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
-    if constexpr (F::kOffsetInSum) {
-      F::scales_and_d(run, P);
-    } else {
-      F::meta(run, P);
-    }
-    const BlockQ8_K& x = act[b];
+void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
+  x8_one_token_frame<F>(a, n_super, group, [](const uint8_t* run, const BlockQ8_K& x, const PackedSuperBlock& P)
+                                               __attribute__((always_inline)) {
     __m256i scaled = _mm256_setzero_si256();
-    __m256i mins = _mm256_setzero_si256();
     if constexpr (F::kSub16) {
       // Per half (units 4h .. 4h + 3): step pairs 0-1 and 2-3 are sub-block 2g, 4-5 and 6-7
       // sub-block 2g + 1.
@@ -673,21 +677,13 @@ __attribute__((optimize("fp-contract=off"))) void x8_one_token_512(const TileDot
           }
         }
         for (int q = 0; q < 4; ++q) {
-          __m256i s = fold_halves(_mm512_add_epi32(acc[q][0], acc[q][1]));
-          if constexpr (F::kOffsetInSum) {
-            const int j = j0 + q;
-            s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kCodeOffset * (x.bsums[2 * j] + x.bsums[2 * j + 1])));
-          }
+          const __m256i s = unit_sum<F>(fold_halves(_mm512_add_epi32(acc[q][0], acc[q][1])), x, j0 + q);
           scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(s, P.sc[j0 + q]));
         }
       }
     }
-    if constexpr (!F::kOffsetInSum) {
-      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
-    }
-    sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
-  }
-  _mm256_storeu_ps(a.out, sum);
+    return scaled;
+  });
 }
 #endif
 
