@@ -20,10 +20,6 @@ void delta_rule_step(const DeltaRuleStep& step) {
   }
 }
 
-}  // namespace moetier::cpu
-
-namespace moetier::cpu {
-
 void delta_rule_tokens(const DeltaRuleTokens& run) {
   static const bool avx512 = cpu_features().has_avx512_set();  // read-only CPU facts
   static const bool avx2 = cpu_features().has_avx2_set();
