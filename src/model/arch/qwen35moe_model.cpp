@@ -272,6 +272,13 @@ class Qwen35MoeModel final : public DecoderModel {
                                         .n_k_heads = hp.ssm_n_group,
                                         .n_v_heads = hp.ssm_dt_rank,
                                         .rms_eps = hp.rms_eps};
+    // The conv taps rearranged once for the CPU's conv (the file's layout stays for the GPU).
+    for (Layer& l : m->layers_) {
+      if (l.kind == LayerKind::kAttention) continue;
+      const int64_t ch = m->delta_net_shape_.channels();
+      m->converted_.push_back(conv_by_tap(l.delta_net.conv, ch, hp.ssm_d_conv));
+      l.delta_net.conv_by_tap = m->converted_.back().data();
+    }
     m->moe_shape_ = moe_shape_of(hp);
     return std::unique_ptr<Model>(std::move(m));
   }

@@ -8,6 +8,14 @@
 
 namespace moetier {
 
+std::vector<float> conv_by_tap(const float* conv, int64_t channels, int64_t d_conv) {
+  std::vector<float> by_tap(static_cast<size_t>(channels * d_conv));
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t j = 0; j < d_conv; ++j) by_tap[static_cast<size_t>(j * channels + c)] = conv[c * d_conv + j];
+  }
+  return by_tap;
+}
+
 void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const float* x,
                      std::span<const SeqRows> seqs, int layer, float* out, DeltaNetScratch& scratch,
                      ThreadPool& pool) {
@@ -29,11 +37,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // its new rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1
   // input rows become the new carried state.
   scratch.conv_out.resize(static_cast<size_t>(n * ch));
-  // The weights by tap ([j][c]), so that the sums below run along contiguous channels.
-  scratch.conv_taps.resize(static_cast<size_t>(taps * ch));
-  for (int64_t c = 0; c < ch; ++c) {
-    for (int64_t j = 0; j < taps; ++j) scratch.conv_taps[static_cast<size_t>(j * ch + c)] = w.conv[c * taps + j];
-  }
+  CHECK(w.conv_by_tap != nullptr);  // made at load (conv_by_tap())
   for (const SeqRows& sr : seqs) {
     const int64_t m = sr.n_rows;
     float* conv_state = sr.seq->conv_state(layer);
@@ -45,7 +49,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     // Threads split the channels. Per (t, c): acc = 0, then + w_j·x_(t+j) for j in order,
     // then SiLU (the same operations in the same order whatever the split).
     const float* conv_in = scratch.conv_in.data();
-    const float* conv_taps = scratch.conv_taps.data();
+    const float* conv_taps = w.conv_by_tap;  // [taps][ch]
     pool.parallel_for(ch, 256, [&](int64_t c0, int64_t c1, int) {
       for (int64_t t = 0; t < m; ++t) {
         float* __restrict o = conv_out + t * ch;

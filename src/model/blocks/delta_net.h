@@ -21,6 +21,7 @@ struct DeltaNetWeights {
   cpu::WeightMatrix alpha;  // {n_embd, n_v_heads}
   cpu::WeightMatrix out;    // {value_dim, n_embd}
   const float* conv = nullptr;     // [channels][d_conv]; tap d_conv−1 multiplies the current token
+  const float* conv_by_tap = nullptr;  // the same taps as [d_conv][channels] (conv_by_tap(), made at load)
   const float* dt_bias = nullptr;  // [n_v_heads]
   const float* a = nullptr;        // [n_v_heads], = −exp(A_log)
   const float* norm = nullptr;     // [d_state], gated RMSNorm weight shared by heads
@@ -44,11 +45,14 @@ struct DeltaNetShape {
 
 struct DeltaNetScratch {
   std::vector<float> qkv, z, beta, alpha, conv_in, conv_out, y;
-  std::vector<float> conv_taps;  // [d_conv][channels]: the conv weights by tap
   std::vector<float> head_tmp;   // [threads][2·d_v + 2·n]: the rule's scratch, β and decay per token
   cpu::ActivationCache input;
   cpu::QuantizedActivations act;
 };
+
+// The conv weights [channels][d_conv] rearranged by tap, [d_conv][channels], so that the
+// conv's sums run along contiguous channels (DeltaNetWeights::conv_by_tap).
+std::vector<float> conv_by_tap(const float* conv, int64_t channels, int64_t d_conv);
 
 // x: [n][n_embd] (normalised), n = the rows `seqs` cover; writes out: [n][n_embd]; updates
 // the conv and recurrent state of layer `layer` of every sequence in `seqs`. Projections
