@@ -9,4 +9,6 @@ void check_failed(const char* file, int line, const char* expr, const std::strin
   std::abort();
 }
 
+void check_failed(const char* file, int line, const char* expr) { check_failed(file, line, expr, std::string()); }
+
 }  // namespace moetier

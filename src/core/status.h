@@ -72,13 +72,18 @@ template <typename T>
 const Status& to_status(const Result<T>& r) { return r.status(); }
 
 [[noreturn]] void check_failed(const char* file, int line, const char* expr, const std::string& msg);
+// CHECK without a message: takes no std::string, so a CHECK in a kernel unit compiled with
+// ISA flags (src/**/*_avx2.cpp, ...) emits no inline std::string code there. Such code is a
+// weak symbol the linker may pick for every caller in the binary, SIGILL on an older CPU;
+// tests/isa_units_weak_symbols.sh fails the build's tests on any.
+[[noreturn]] void check_failed(const char* file, int line, const char* expr);
 
 }  // namespace moetier
 
 // Internal invariants only; never for conditions a user's input can cause.
 #define CHECK(cond)                                                              \
   do {                                                                           \
-    if (!(cond)) ::moetier::check_failed(__FILE__, __LINE__, #cond, "");         \
+    if (!(cond)) ::moetier::check_failed(__FILE__, __LINE__, #cond);             \
   } while (0)
 #define CHECK_MSG(cond, ...)                                                     \
   do {                                                                           \
