@@ -1,7 +1,8 @@
 // The Q8_0 · Q8_0 tile kernel (TileDotFn, cpu/dot.h), one source for the ISAs with a
 // 256-bit VPDPBUSD: included by q8_0_tile_avxvnni.cpp (AVX-VNNI, VEX) and
 // q8_0_tile_avx512.cpp (AVX512-VNNI + VL, EVEX), which define MOETIER_TILE_DPBUSD and
-// MOETIER_TILE_NAME first.
+// MOETIER_TILE_NAME first; and by q8_0_tile_avx2.cpp (plain AVX2, MOETIER_TILE_SIGNED_CODES:
+// see below).
 //
 // Packed weights, per 32-element block b of the kTileRows = 8 rows: 8 vectors k = 0..7 of
 // 8 int32 lanes; lane i of vector k holds row i's codes 4k..4k+3 plus 128 (as u8), so
@@ -11,6 +12,13 @@
 // far inside int32; VPDPBUSD does not saturate). Then, per lane and in block order, the
 // scalar reference's float step: sum += float(isum) · (d_w · d_a), no contraction. So
 // every (row, token) is bit-identical to q8_0_q8_0_scalar.
+//
+// Plain AVX2 (q8_0_tile_avx2.cpp, MOETIER_TILE_SIGNED_CODES) has no VPDPBUSD, and its
+// emulation (VPMADDUBSW: u·s pairs summed in int16, saturating) would overflow on w + 128
+// (2·255·127 > 32767). There lane i holds row i's codes w as they are, and each step is
+// VPMADDUBSW(|w|, sign(q_a, w)): |w| ≤ 128 and |q_a| ≤ 127 (quantize_row_q8_0_activations
+// rounds x·127/max|x|), so a pair is at most 2·128·127 = 32512 and nothing saturates;
+// Σ |w|·sign(w)·q_a is Σ w·q_a exactly, so acc starts at 0 instead of the offset.
 //
 // Tokens go 4 at a time (the last group 1..3): per k one weight load serves 4 tokens; each
 // token keeps two int32 chains (even and odd k) so 8 VPDPBUSD are in flight, enough to hide
@@ -25,8 +33,11 @@
 #include "cpu/dot.h"
 #include "tensor/blocks.h"
 
-#if !defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_NAME)
+#if !defined(MOETIER_TILE_SIGNED_CODES) && (!defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_NAME))
 #error "define MOETIER_TILE_DPBUSD and MOETIER_TILE_NAME before including q8_0_tile_impl.h"
+#endif
+#if defined(MOETIER_TILE_SIGNED_CODES) && !defined(MOETIER_TILE_NAME)
+#error "define MOETIER_TILE_NAME before including q8_0_tile_impl.h"
 #endif
 
 namespace moetier::cpu::dot {
@@ -40,8 +51,20 @@ inline int32_t load_word(const int8_t* p) {
   return v;
 }
 
+#if defined(MOETIER_TILE_SIGNED_CODES)
+constexpr uint32_t kCodeFlip = 0;  // codes as stored
+// acc + Σ_{j<4} w_j·s_j per int32 lane, w and s signed bytes (see above).
+inline __m256i dot_signed(__m256i acc, __m256i w, __m256i s) {
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(s, w));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+#else
+constexpr uint32_t kCodeFlip = 0x80808080u;  // + 128 per byte
+#endif
+
 // The n_rows (≤ 8) rows' blocks into `packed` (n_blocks × 8 vectors, see above) and their
-// scales into `scales` (n_blocks × 8 floats). Missing rows are zero codes, scale 0.
+// scales into `scales` (n_blocks × 8 floats). Missing rows are zero codes (w + 128 = 128
+// with VPDPBUSD), scale 0.
 void pack_rows(const TileDotArgs& a, int64_t n_blocks, int32_t* packed, float* scales) {
   for (int i = 0; i < kTileRows; ++i) {
     const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a.weight_rows) +
@@ -50,8 +73,8 @@ void pack_rows(const TileDotArgs& a, int64_t n_blocks, int32_t* packed, float* s
       int32_t* dst = packed + b * kTileRows * 8;
       for (int k = 0; k < 8; ++k) {
         // Adding 128 to each byte is flipping its top bit: xor 0x80 per byte.
-        dst[k * kTileRows + i] = i < a.n_rows ? static_cast<int32_t>(static_cast<uint32_t>(load_word(row[b].qs + 4 * k)) ^ 0x80808080u)
-                                              : static_cast<int32_t>(0x80808080u);
+        dst[k * kTileRows + i] = i < a.n_rows ? static_cast<int32_t>(static_cast<uint32_t>(load_word(row[b].qs + 4 * k)) ^ kCodeFlip)
+                                              : static_cast<int32_t>(kCodeFlip);
       }
       scales[b * kTileRows + i] = i < a.n_rows ? _cvtsh_ss(row[b].d) : 0.0f;
     }
@@ -73,14 +96,23 @@ __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs&
     const auto* w = reinterpret_cast<const __m256i*>(packed + b * kTileRows * 8);
     __m256i even[T], odd[T];
     for (int t = 0; t < T; ++t) {
+#if defined(MOETIER_TILE_SIGNED_CODES)
+      even[t] = _mm256_setzero_si256();
+#else
       even[t] = _mm256_set1_epi32(info[t][b].offset);
+#endif
       odd[t] = _mm256_setzero_si256();
     }
     for (int k = 0; k < 8; k += 2) {
       const __m256i w0 = _mm256_load_si256(w + k);
-      for (int t = 0; t < T; ++t) even[t] = MOETIER_TILE_DPBUSD(even[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k)));
       const __m256i w1 = _mm256_load_si256(w + k + 1);
+#if defined(MOETIER_TILE_SIGNED_CODES)
+      for (int t = 0; t < T; ++t) even[t] = dot_signed(even[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k)));
+      for (int t = 0; t < T; ++t) odd[t] = dot_signed(odd[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k + 4)));
+#else
+      for (int t = 0; t < T; ++t) even[t] = MOETIER_TILE_DPBUSD(even[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k)));
       for (int t = 0; t < T; ++t) odd[t] = MOETIER_TILE_DPBUSD(odd[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k + 4)));
+#endif
     }
     const __m256 d_w = _mm256_loadu_ps(scales + b * kTileRows);
     for (int t = 0; t < T; ++t) {

@@ -1,0 +1,43 @@
+// The Q4_K, Q5_K and Q6_K · Q8_K tile kernels for AVX2 without VNNI (Zen 2/3, Skylake-era
+// CPUs; compiled with -mavx2 -mfma -mf16c). The same source as the VNNI units
+// (kquant_tile_impl.h), with VPDPBUSD emulated as VPMADDUBSW (pairs of u·s summed in int16)
+// then VPMADDWD by 1 and VPADDD, and VPDPWSSD as VPMADDWD then VPADDD.
+//
+// Exactness: VPMADDUBSW saturates a pair's sum to int16, so the emulation equals VPDPBUSD
+// only while |u0·s0 + u1·s1| ≤ 32767. The activations are Q8_K codes, |s| ≤ 127
+// (quantize_row_q8_k scales the block's extreme to ∓127), and the codes u are ≤ 15 (Q4_K),
+// ≤ 31 (Q5_K) and ≤ 63 (Q6_K, the stored q + 32): at most 2·63·127 = 16002. IQ4_XS's codes
+// (grid + 128, up to 241) would overflow (2·241·127 = 61214), so it has no kernel here and
+// keeps the row kernels. VPMADDWD never saturates for these operands (its one overflow case,
+// both pairs −32768·−32768, needs int16 −32768 on both sides). So every integer sum is the
+// VNNI kernels', and the results are bit-identical to the scalar reference
+// (DotKernelsTile.Avx2BitIdenticalToScalar).
+#include <immintrin.h>
+
+namespace {
+
+// acc + Σ of 4 products u·s per int32 lane (u unsigned, s signed bytes; see above).
+inline __m256i dpbusd_by_madd(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+// acc + Σ of the two int16 products per int32 lane.
+inline __m256i dpwssd_by_madd(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+
+}  // namespace
+
+#define MOETIER_TILE_DPBUSD dpbusd_by_madd
+#define MOETIER_TILE_DPWSSD dpwssd_by_madd
+#define MOETIER_TILE_NS avx2_tile
+#include "cpu/dot/kquant_tile_impl.h"
+
+namespace moetier::cpu::dot {
+
+void q4_k_q8_k_avx2_tile(const TileDotArgs& args) { avx2_tile::tile<avx2_tile::Q4KFamily>(args); }
+void q5_k_q8_k_avx2_tile(const TileDotArgs& args) { avx2_tile::tile<avx2_tile::Q5KFamily>(args); }
+void q6_k_q8_k_avx2_tile(const TileDotArgs& args) { avx2_tile::tile<avx2_tile::Q6KFamily>(args); }
+
+void q4_k_q8_k_avx2_tile_x8(const TileDotArgs& args) { avx2_tile::tile_x8<avx2_tile::Q4KFamily>(args); }
+void q5_k_q8_k_avx2_tile_x8(const TileDotArgs& args) { avx2_tile::tile_x8<avx2_tile::Q5KFamily>(args); }
+void q6_k_q8_k_avx2_tile_x8(const TileDotArgs& args) { avx2_tile::tile_x8<avx2_tile::Q6KFamily>(args); }
+
+}  // namespace moetier::cpu::dot
