@@ -106,7 +106,7 @@ namespace dot {
 void q8_0_act_blocks(int64_t n, const void* activation_row, Q8_0ActBlock* out);
 // The tile kernels: Q8_0 weights (cpu/dot/q8_0_tile_<isa>.cpp), Q4_K, Q5_K, Q6_K and
 // IQ4_XS weights (cpu/dot/kquant_tile_<isa>.cpp; Q8_K activations need no act_blocks). Plain
-// AVX2 (no VNNI) has Q8_0's and the K-quants' (not IQ4_XS: kquant_tile_avx2.cpp says why).
+// AVX2 (no VNNI) emulates VPDPBUSD: kquant_tile_avx2.cpp, q8_0_tile_avx2.cpp, iq4_xs_tile_avx2.cpp.
 void q8_0_q8_0_avx2_tile(const TileDotArgs& args);
 void q8_0_q8_0_avxvnni_tile(const TileDotArgs& args);
 void q8_0_q8_0_avx512_tile(const TileDotArgs& args);
@@ -119,6 +119,7 @@ void q5_k_q8_k_avx512_tile(const TileDotArgs& args);
 void q6_k_q8_k_avx2_tile(const TileDotArgs& args);
 void q6_k_q8_k_avxvnni_tile(const TileDotArgs& args);
 void q6_k_q8_k_avx512_tile(const TileDotArgs& args);
+void iq4_xs_q8_k_avx2_tile(const TileDotArgs& args);
 void iq4_xs_q8_k_avxvnni_tile(const TileDotArgs& args);
 void iq4_xs_q8_k_avx512_tile(const TileDotArgs& args);
 // The same on interleaved groups (DotKernel::tile_x8).
@@ -131,6 +132,7 @@ void q5_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
 void q6_k_q8_k_avx2_tile_x8(const TileDotArgs& args);
 void q6_k_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
 void q6_k_q8_k_avx512_tile_x8(const TileDotArgs& args);
+void iq4_xs_q8_k_avx2_tile_x8(const TileDotArgs& args);
 void iq4_xs_q8_k_avxvnni_tile_x8(const TileDotArgs& args);
 void iq4_xs_q8_k_avx512_tile_x8(const TileDotArgs& args);
 // Scalar references, one per family (cpu/dot/<family>_scalar.cpp).

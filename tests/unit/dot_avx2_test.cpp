@@ -463,8 +463,8 @@ void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa)
 // Every family's tile kernels per ISA, as the ISA's table lists them (tile_x8: the
 // interleaved form, none for Q8_0; on AVX-512 its one-token case is x8_one_token_512).
 // Plain AVX2 emulates VPDPBUSD with VPMADDUBSW, exact for the K-quants' codes and, with the
-// sign moved to the activation, for Q8_0's (kquant_tile_avx2.cpp, q8_0_tile_impl.h); not for
-// IQ4_XS, which has no tile there.
+// sign moved to the activation, for Q8_0's and IQ4_XS's signed grid values
+// (kquant_tile_avx2.cpp, q8_0_tile_impl.h, iq4_xs_tile_avx2.cpp).
 struct TileFamily {
   DType weight_type;
   TileDotFn avx2, avxvnni, avx512, avx2_x8, avxvnni_x8, avx512_x8;
@@ -477,7 +477,8 @@ const TileFamily kTileFamilies[] = {
      dot::q5_k_q8_k_avx2_tile_x8, dot::q5_k_q8_k_avxvnni_tile_x8, dot::q5_k_q8_k_avx512_tile_x8},
     {DType::Q6_K, dot::q6_k_q8_k_avx2_tile, dot::q6_k_q8_k_avxvnni_tile, dot::q6_k_q8_k_avx512_tile,
      dot::q6_k_q8_k_avx2_tile_x8, dot::q6_k_q8_k_avxvnni_tile_x8, dot::q6_k_q8_k_avx512_tile_x8},
-    {DType::IQ4_XS, nullptr, dot::iq4_xs_q8_k_avxvnni_tile, dot::iq4_xs_q8_k_avx512_tile, nullptr,
+    {DType::IQ4_XS, dot::iq4_xs_q8_k_avx2_tile, dot::iq4_xs_q8_k_avxvnni_tile, dot::iq4_xs_q8_k_avx512_tile,
+     dot::iq4_xs_q8_k_avx2_tile_x8,
      dot::iq4_xs_q8_k_avxvnni_tile_x8, dot::iq4_xs_q8_k_avx512_tile_x8},
 };
 

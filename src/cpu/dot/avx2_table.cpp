@@ -18,7 +18,8 @@ constexpr DotKernel kAvx2Kernels[] = {
      dot::q5_k_q8_k_avx2_tile_x8},
     {DType::Q6_K, DType::Q8_K, dot::q6_k_q8_k_avx2, "avx2", dot::q6_k_q8_k_avx2_multi, dot::q6_k_q8_k_avx2_tile,
      dot::q6_k_q8_k_avx2_tile_x8},
-    {DType::IQ4_XS, DType::Q8_K, dot::iq4_xs_q8_k_avx2, "avx2", dot::iq4_xs_q8_k_avx2_multi},
+    {DType::IQ4_XS, DType::Q8_K, dot::iq4_xs_q8_k_avx2, "avx2", dot::iq4_xs_q8_k_avx2_multi, dot::iq4_xs_q8_k_avx2_tile,
+     dot::iq4_xs_q8_k_avx2_tile_x8},
 };
 
 }  // namespace

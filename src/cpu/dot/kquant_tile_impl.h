@@ -295,29 +295,43 @@ struct Q5KFamily : KScaleMinFamily {
 
 // IQ4_XS: u = grid[q] + 128 ∈ [1, 241]; sc_j = ls_j − 32; mp_j = 128·sc_j. Bounds:
 // |scaled| ≤ 8 · 32 · 32·241·127, |mins| ≤ 8 · 4096 · 32·127 (< 2^31).
+// With MOETIER_TILE_SIGNED_GRID (plain AVX2, iq4_xs_tile_avx2.cpp, whose MOETIER_TILE_DPBUSD
+// takes signed codes) the codes are the grid values themselves, c ∈ [−127, 113], with no
+// offset: mp_j = 0 and kCodeOffset = 0, so mins is 0 and scaled the same integer as above less
+// the offset, i.e. the same scaled − mins.
 struct IQ4XSFamily {
   using Block = BlockIQ4_XS;
   static constexpr bool kSub16 = false;
   // x8_one_token subtracts 128·Σ q_a per unit before the scale instead of a mins sum
   // (128 · 2·127·16 per unit fits int32 with room to spare).
   static constexpr bool kOffsetInSum = true;
+#if defined(MOETIER_TILE_SIGNED_GRID)
+  static constexpr int kCodeOffset = 0;
+#else
   static constexpr int kCodeOffset = 128;
+#endif
+  static_assert(kCodeOffset == 0 || kCodeOffset == 128);
   static __m256i unit(const BlockIQ4_XS& x, int j) {
     // Sub-block j: bytes qs[16j .. 16j+15], low nibbles elements 0..15, high ones 16..31.
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * j));
     const __m128i mask = _mm_set1_epi8(0x0F);
-    return grid_plus_128(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask)));
+    return grid_code(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask)));
   }
-  // Each byte of idx (a 4-bit code) → grid[code] + 128 as an unsigned byte.
-  static __m128i grid_table() {  // (grid + 128) as bytes
+  // Each byte of idx (a 4-bit code) → grid[code] + kCodeOffset as a byte (unsigned with the
+  // offset 128, signed without).
+  static __m128i grid_table() {
+#if defined(MOETIER_TILE_SIGNED_GRID)
+    return _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#else
     return _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, -127, -115, -103, -90, -75, -59, -39, -15);
+#endif
   }
-  static __m256i grid_plus_128(__m256i idx) { return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(grid_table()), idx); }
+  static __m256i grid_code(__m256i idx) { return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(grid_table()), idx); }
   // Interleaved: word 0 = (d, scales_h), word 1 = scales_l, qs word q at run word 2 + q. Step k
   // of unit j: the low (k < 4) or high nibbles of qs word 4j + k mod 4.
   static __m256i code(const uint8_t* run, int j, int k) {
     const __m256i v = group_word(run, 2 + 4 * j + k % 4);
-    return grid_plus_128(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm256_set1_epi8(0x0F)));
+    return grid_code(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (k / 4))), _mm256_set1_epi8(0x0F)));
   }
 #if defined(MOETIER_TILE_512)
   // Steps k and k + 1 (k even): consecutive qs words, the same nibble.
@@ -342,7 +356,7 @@ struct IQ4XSFamily {
   static void meta(const uint8_t* run, PackedSuperBlock& P) {
     scales_and_d(run, P);
     for (int j = 0; j < 8; ++j) {
-      const __m256i m = _mm256_slli_epi32(P.sc[j], 7);
+      const __m256i m = kCodeOffset == 0 ? _mm256_setzero_si256() : _mm256_slli_epi32(P.sc[j], 7);  // 128·sc
       P.m_pairs[j] = int16_pairs(m, m);
     }
   }
@@ -360,7 +374,7 @@ struct IQ4XSFamily {
     }
     transpose_bytes<true>(sc, P.sc);
     for (int j = 0; j < 8; ++j) {
-      const __m256i m = _mm256_slli_epi32(P.sc[j], 7);
+      const __m256i m = kCodeOffset == 0 ? _mm256_setzero_si256() : _mm256_slli_epi32(P.sc[j], 7);  // 128·sc
       P.m_pairs[j] = int16_pairs(m, m);
     }
     P.d = _mm256_load_ps(d);
