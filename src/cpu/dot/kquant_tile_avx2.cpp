@@ -7,8 +7,8 @@
 // only while |u0·s0 + u1·s1| ≤ 32767. The activations are Q8_K codes, |s| ≤ 127
 // (quantize_row_q8_k scales the block's extreme to ∓127), and the codes u are ≤ 15 (Q4_K),
 // ≤ 31 (Q5_K) and ≤ 63 (Q6_K, the stored q + 32): at most 2·63·127 = 16002. IQ4_XS's codes
-// (grid + 128, up to 241) would overflow (2·241·127 = 61214), so it has no kernel here and
-// keeps the row kernels. VPMADDWD never saturates for these operands (its one overflow case,
+// (grid + 128, up to 241) would overflow (2·241·127 = 61214), so its AVX2 kernels keep the
+// signed grid values instead (iq4_xs_tile_avx2.cpp). VPMADDWD never saturates for these operands (its one overflow case,
 // both pairs −32768·−32768, needs int16 −32768 on both sides). So every integer sum is the
 // VNNI kernels', and the results are bit-identical to the scalar reference
 // (DotKernelsTile.Avx2BitIdenticalToScalar).
