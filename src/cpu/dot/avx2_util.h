@@ -1,5 +1,9 @@
 // Small AVX2 helpers shared by the cpu/dot/*_avx2.cpp kernels (only included by files
-// compiled with -mavx2 -mfma -mf16c).
+// compiled with -mavx2 -mfma -mf16c), including the one emulation of the VNNI dot steps
+// (dpbusd, dpbusd_signed, madd_acc) that the plain-AVX2 row and tile kernels use. Everything
+// here has internal linkage (an anonymous namespace): an inline function with external
+// linkage compiled into several ISA units could be the one copy the linker keeps for all
+// (adding-a-kernel.md, "No weak symbols in ISA units").
 //
 // The same kernels are compiled a second time with -mavxvnni (cpu/dot/*_avxvnni.cpp include
 // the *_avx2.cpp units): then __AVXVNNI__ is defined, the helpers below use AVX-VNNI's
@@ -36,7 +40,10 @@
 
 namespace moetier::cpu::dot::MOETIER_DOT_NS {
 
+namespace {
+
 // acc + Σ of int16 pairs a·b per int32 lane (VPMADDWD then VPADDD; one VPDPWSSD with VNNI).
+// Exact: VPMADDWD's one overflow needs −32768 in both operands of both pairs.
 inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
 #if defined(__AVXVNNI__)
   return _mm256_dpwssd_avx_epi32(acc, a, b);
@@ -45,15 +52,28 @@ inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
 #endif
 }
 
-// Σ of 4 products u·s per int32 lane, u unsigned and s signed bytes, u·s pairs ≤ 32767
-// (VPMADDUBSW then VPMADDWD by 1; one VPDPBUSD with VNNI).
-inline __m256i dot_u8s8(__m256i u, __m256i s) {
+// acc + Σ of 4 products u·s per int32 lane, u unsigned and s signed bytes: one VPDPBUSD with
+// VNNI; without, VPMADDUBSW (a pair u0·s0 + u1·s1 summed in int16, saturating) then VPMADDWD
+// by 1 and VPADDD. The same integer only while every pair's |u0·s0 + u1·s1| ≤ 32767: callers
+// state their operands' bounds.
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
 #else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
+
+// acc + Σ of 4 products c·s per int32 lane with both operands signed bytes, |c| ≤ 128 and
+// |s| ≤ 127: dpbusd of |c| (VPABSB gives 128 for −128, as an unsigned byte) and s carrying
+// c's sign (VPSIGNB; 0 where c is 0). Σ |c|·sign(c)·s = Σ c·s exactly, a pair is at most
+// 2·128·127 = 32512, so the emulation does not saturate either.
+inline __m256i dpbusd_signed(__m256i acc, __m256i c, __m256i s) {
+  return dpbusd(acc, _mm256_abs_epi8(c), _mm256_sign_epi8(s, c));
+}
+
+// Σ of 4 products u·s per int32 lane (dpbusd from zero).
+inline __m256i dot_u8s8(__m256i u, __m256i s) { return dpbusd(_mm256_setzero_si256(), u, s); }
 
 // Exact sum of the 8 int32 lanes (callers keep the total within int32).
 inline int32_t hsum_i32(__m256i v) {
@@ -208,5 +228,7 @@ inline void dispatch_rows(int64_t n, const void* w, const void* a, int64_t strid
     default: CHECK(n_act >= 1 && n_act <= kMaxDotRows);
   }
 }
+
+}  // namespace
 
 }  // namespace moetier::cpu::dot::MOETIER_DOT_NS

@@ -1,7 +1,8 @@
 // The Q4_K, Q5_K and Q6_K · Q8_K tile kernels for AVX2 without VNNI (Zen 2/3, Skylake-era
 // CPUs; compiled with -mavx2 -mfma -mf16c). The same source as the VNNI units
 // (kquant_tile_impl.h), with VPDPBUSD emulated as VPMADDUBSW (pairs of u·s summed in int16)
-// then VPMADDWD by 1 and VPADDD, and VPDPWSSD as VPMADDWD then VPADDD.
+// then VPMADDWD by 1 and VPADDD, and VPDPWSSD as VPMADDWD then VPADDD (avx2_util.h's dpbusd
+// and madd_acc).
 //
 // Exactness: VPMADDUBSW saturates a pair's sum to int16, so the emulation equals VPDPBUSD
 // only while |u0·s0 + u1·s1| ≤ 32767. The activations are Q8_K codes, |s| ≤ 127
@@ -12,21 +13,10 @@
 // both pairs −32768·−32768, needs int16 −32768 on both sides). So every integer sum is the
 // VNNI kernels', and the results are bit-identical to the scalar reference
 // (DotKernelsTile.Avx2BitIdenticalToScalar).
-#include <immintrin.h>
+#include "cpu/dot/avx2_util.h"
 
-namespace {
-
-// acc + Σ of 4 products u·s per int32 lane (u unsigned, s signed bytes; see above).
-inline __m256i dpbusd_by_madd(__m256i acc, __m256i u, __m256i s) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-}
-// acc + Σ of the two int16 products per int32 lane.
-inline __m256i dpwssd_by_madd(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
-
-}  // namespace
-
-#define MOETIER_TILE_DPBUSD dpbusd_by_madd
-#define MOETIER_TILE_DPWSSD dpwssd_by_madd
+#define MOETIER_TILE_DPBUSD ::moetier::cpu::dot::avx2::dpbusd
+#define MOETIER_TILE_DPWSSD ::moetier::cpu::dot::avx2::madd_acc
 #define MOETIER_TILE_NS avx2_tile
 #include "cpu/dot/kquant_tile_impl.h"
 

@@ -1,7 +1,8 @@
 // The K-quant and IQ4_XS · Q8_K tile kernels (TileDotFn, cpu/dot.h), one source for the
 // ISAs with 256-bit VPDPBUSD and VPDPWSSD: included by kquant_tile_avxvnni.cpp (AVX-VNNI)
 // and kquant_tile_avx512.cpp (AVX512-VNNI + VL), which define MOETIER_TILE_DPBUSD,
-// MOETIER_TILE_DPWSSD and MOETIER_TILE_NS first.
+// MOETIER_TILE_DPWSSD and MOETIER_TILE_NS first; and for plain AVX2 by kquant_tile_avx2.cpp
+// and iq4_xs_tile_avx2.cpp, whose steps are avx2_util.h's exact emulations.
 //
 // Every family's scalar reference (kquant_scalar.cpp) is, per super-block of 256, an exact
 // integer sum of codes × activation codes × integer sub-block scales, then one float step.
@@ -215,6 +216,7 @@ __attribute__((optimize("fp-contract=off"))) inline __m256 single_scale_finish(c
 struct KScaleMinFamily {
   static constexpr bool kSub16 = false;
   static constexpr bool kOffsetInSum = false;  // x8_one_token: the mins term stays a separate sum
+  static constexpr bool kMinPairs = true;      // block_tokens: the mins term is a sum to take
   template <class Block>
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
     k_scales(rows, n_rows, b, P);
@@ -298,7 +300,8 @@ struct Q5KFamily : KScaleMinFamily {
 // With MOETIER_TILE_SIGNED_GRID (plain AVX2, iq4_xs_tile_avx2.cpp, whose MOETIER_TILE_DPBUSD
 // takes signed codes) the codes are the grid values themselves, c ∈ [−127, 113], with no
 // offset: mp_j = 0 and kCodeOffset = 0, so mins is 0 and scaled the same integer as above less
-// the offset, i.e. the same scaled − mins.
+// the offset, i.e. the same scaled − mins. kMinPairs is then false: the min pairs are neither
+// filled nor summed.
 struct IQ4XSFamily {
   using Block = BlockIQ4_XS;
   static constexpr bool kSub16 = false;
@@ -311,6 +314,8 @@ struct IQ4XSFamily {
   static constexpr int kCodeOffset = 128;
 #endif
   static_assert(kCodeOffset == 0 || kCodeOffset == 128);
+  // Without the offset the min pairs are all 0: block_tokens skips the mins sum.
+  static constexpr bool kMinPairs = kCodeOffset != 0;
   static __m256i unit(const BlockIQ4_XS& x, int j) {
     // Sub-block j: bytes qs[16j .. 16j+15], low nibbles elements 0..15, high ones 16..31.
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * j));
@@ -355,9 +360,11 @@ struct IQ4XSFamily {
   }
   static void meta(const uint8_t* run, PackedSuperBlock& P) {
     scales_and_d(run, P);
-    for (int j = 0; j < 8; ++j) {
-      const __m256i m = kCodeOffset == 0 ? _mm256_setzero_si256() : _mm256_slli_epi32(P.sc[j], 7);  // 128·sc
-      P.m_pairs[j] = int16_pairs(m, m);
+    if constexpr (kMinPairs) {
+      for (int j = 0; j < 8; ++j) {
+        const __m256i m = _mm256_slli_epi32(P.sc[j], 7);  // 128·sc
+        P.m_pairs[j] = int16_pairs(m, m);
+      }
     }
   }
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
@@ -373,9 +380,11 @@ struct IQ4XSFamily {
       d[i] = i < n_rows ? _cvtsh_ss(x.d) : 0.0f;
     }
     transpose_bytes<true>(sc, P.sc);
-    for (int j = 0; j < 8; ++j) {
-      const __m256i m = kCodeOffset == 0 ? _mm256_setzero_si256() : _mm256_slli_epi32(P.sc[j], 7);  // 128·sc
-      P.m_pairs[j] = int16_pairs(m, m);
+    if constexpr (kMinPairs) {
+      for (int j = 0; j < 8; ++j) {
+        const __m256i m = _mm256_slli_epi32(P.sc[j], 7);  // 128·sc
+        P.m_pairs[j] = int16_pairs(m, m);
+      }
     }
     P.d = _mm256_load_ps(d);
   }
@@ -391,6 +400,7 @@ struct Q6KFamily {
   using Block = BlockQ6_K;
   static constexpr bool kSub16 = true;
   static constexpr bool kOffsetInSum = false;
+  static constexpr bool kMinPairs = true;
   static __m256i unit(const BlockQ6_K& x, int j) {
     // Unit j = 4·half + g: ql[64·half + 32·(g & 1) + l] nibble g >> 1, qh[32·half + l] bits 2g, 2g+1.
     const int half = j / 4, g = j % 4;
@@ -520,7 +530,9 @@ __attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Pack
   }
   for (int t = 0; t < T; ++t) {
     __m256i mins = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * s)));
+    if constexpr (F::kMinPairs) {
+      for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * s)));
+    }
     sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
   }
 }

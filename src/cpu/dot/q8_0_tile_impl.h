@@ -1,8 +1,8 @@
 // The Q8_0 · Q8_0 tile kernel (TileDotFn, cpu/dot.h), one source for the ISAs with a
 // 256-bit VPDPBUSD: included by q8_0_tile_avxvnni.cpp (AVX-VNNI, VEX) and
 // q8_0_tile_avx512.cpp (AVX512-VNNI + VL, EVEX), which define MOETIER_TILE_DPBUSD and
-// MOETIER_TILE_NAME first; and by q8_0_tile_avx2.cpp (plain AVX2, MOETIER_TILE_SIGNED_CODES:
-// see below).
+// MOETIER_TILE_NAME first; and by q8_0_tile_avx2.cpp (plain AVX2, MOETIER_TILE_SIGNED_CODES,
+// with a MOETIER_TILE_DPBUSD on two signed operands: see below).
 //
 // Packed weights, per 32-element block b of the kTileRows = 8 rows: 8 vectors k = 0..7 of
 // 8 int32 lanes; lane i of vector k holds row i's codes 4k..4k+3 plus 128 (as u8), so
@@ -16,7 +16,7 @@
 // Plain AVX2 (q8_0_tile_avx2.cpp, MOETIER_TILE_SIGNED_CODES) has no VPDPBUSD, and its
 // emulation (VPMADDUBSW: u·s pairs summed in int16, saturating) would overflow on w + 128
 // (2·255·127 > 32767). There lane i holds row i's codes w as they are, and each step is
-// VPMADDUBSW(|w|, sign(q_a, w)): |w| ≤ 128 and |q_a| ≤ 127 (quantize_row_q8_0_activations
+// VPMADDUBSW(|w|, sign(q_a, w)) (avx2_util.h's dpbusd_signed): |w| ≤ 128 and |q_a| ≤ 127 (quantize_row_q8_0_activations
 // rounds x·127/max|x|), so a pair is at most 2·128·127 = 32512 and nothing saturates;
 // Σ |w|·sign(w)·q_a is Σ w·q_a exactly, so acc starts at 0 instead of the offset.
 //
@@ -33,11 +33,8 @@
 #include "cpu/dot.h"
 #include "tensor/blocks.h"
 
-#if !defined(MOETIER_TILE_SIGNED_CODES) && (!defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_NAME))
+#if !defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_NAME)
 #error "define MOETIER_TILE_DPBUSD and MOETIER_TILE_NAME before including q8_0_tile_impl.h"
-#endif
-#if defined(MOETIER_TILE_SIGNED_CODES) && !defined(MOETIER_TILE_NAME)
-#error "define MOETIER_TILE_NAME before including q8_0_tile_impl.h"
 #endif
 
 namespace moetier::cpu::dot {
@@ -52,12 +49,7 @@ inline int32_t load_word(const int8_t* p) {
 }
 
 #if defined(MOETIER_TILE_SIGNED_CODES)
-constexpr uint32_t kCodeFlip = 0;  // codes as stored
-// acc + Σ_{j<4} w_j·s_j per int32 lane, w and s signed bytes (see above).
-inline __m256i dot_signed(__m256i acc, __m256i w, __m256i s) {
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(s, w));
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
+constexpr uint32_t kCodeFlip = 0;  // codes as stored, for a signed × signed MOETIER_TILE_DPBUSD
 #else
 constexpr uint32_t kCodeFlip = 0x80808080u;  // + 128 per byte
 #endif
@@ -106,13 +98,8 @@ __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs&
     for (int k = 0; k < 8; k += 2) {
       const __m256i w0 = _mm256_load_si256(w + k);
       const __m256i w1 = _mm256_load_si256(w + k + 1);
-#if defined(MOETIER_TILE_SIGNED_CODES)
-      for (int t = 0; t < T; ++t) even[t] = dot_signed(even[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k)));
-      for (int t = 0; t < T; ++t) odd[t] = dot_signed(odd[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k + 4)));
-#else
       for (int t = 0; t < T; ++t) even[t] = MOETIER_TILE_DPBUSD(even[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k)));
       for (int t = 0; t < T; ++t) odd[t] = MOETIER_TILE_DPBUSD(odd[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k + 4)));
-#endif
     }
     const __m256 d_w = _mm256_loadu_ps(scales + b * kTileRows);
     for (int t = 0; t < T; ++t) {
