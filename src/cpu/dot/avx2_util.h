@@ -52,28 +52,46 @@ inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
 #endif
 }
 
+// int16 lane k = u_2k·s_2k + u_2k+1·s_2k+1, u unsigned and s signed bytes (VPMADDUBSW,
+// which saturates: exact while every |u0·s0 + u1·s1| ≤ 32767; callers state their bounds).
+inline __m256i pairs_u8s8(__m256i u, __m256i s) { return _mm256_maddubs_epi16(u, s); }
+
+// The same for two signed operands, |c| ≤ 128 and |s| ≤ 127: |c| (VPABSB gives 128 for
+// −128, as an unsigned byte) against s carrying c's sign (VPSIGNB; 0 where c is 0).
+// Σ |c|·sign(c)·s = Σ c·s exactly, and a pair is at most 2·128·127 = 32512: no saturation.
+inline __m256i pairs_s8s8(__m256i c, __m256i s) { return _mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(s, c)); }
+
 // acc + Σ of 4 products u·s per int32 lane, u unsigned and s signed bytes: one VPDPBUSD with
-// VNNI; without, VPMADDUBSW (a pair u0·s0 + u1·s1 summed in int16, saturating) then VPMADDWD
-// by 1 and VPADDD. The same integer only while every pair's |u0·s0 + u1·s1| ≤ 32767: callers
-// state their operands' bounds.
+// VNNI; without, the int16 pairs (pairs_u8s8, exact under its bound) widened by VPMADDWD by 1
+// and added.
 inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVXVNNI__)
   return _mm256_dpbusd_avx_epi32(acc, u, s);
 #else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs_u8s8(u, s), _mm256_set1_epi16(1)));
 #endif
 }
 
-// acc + Σ of 4 products c·s per int32 lane with both operands signed bytes, |c| ≤ 128 and
-// |s| ≤ 127: dpbusd of |c| (VPABSB gives 128 for −128, as an unsigned byte) and s carrying
-// c's sign (VPSIGNB; 0 where c is 0). Σ |c|·sign(c)·s = Σ c·s exactly, a pair is at most
-// 2·128·127 = 32512, so the emulation does not saturate either.
+// acc + Σ of 4 products c·s per int32 lane with both operands signed bytes (pairs_s8s8's
+// bounds): dpbusd of |c| and s carrying c's sign. Without VNNI the empty asm keeps a chain of
+// these in order: GCC otherwise reassociates the chain's integer adds into a tree, computes
+// every step's products first and spills them (the Q8_0 tile kernel ran 10% slower so).
 inline __m256i dpbusd_signed(__m256i acc, __m256i c, __m256i s) {
-  return dpbusd(acc, _mm256_abs_epi8(c), _mm256_sign_epi8(s, c));
+  acc = dpbusd(acc, _mm256_abs_epi8(c), _mm256_sign_epi8(s, c));
+#if !defined(__AVXVNNI__)
+  __asm__("" : "+x"(acc));
+#endif
+  return acc;
 }
 
 // Σ of 4 products u·s per int32 lane (dpbusd from zero).
-inline __m256i dot_u8s8(__m256i u, __m256i s) { return dpbusd(_mm256_setzero_si256(), u, s); }
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(pairs_u8s8(u, s), _mm256_set1_epi16(1));
+#endif
+}
 
 // Exact sum of the 8 int32 lanes (callers keep the total within int32).
 inline int32_t hsum_i32(__m256i v) {

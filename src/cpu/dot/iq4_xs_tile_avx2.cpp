@@ -11,6 +11,7 @@
 #define MOETIER_TILE_SIGNED_GRID 1
 #define MOETIER_TILE_DPBUSD ::moetier::cpu::dot::avx2::dpbusd_signed
 #define MOETIER_TILE_DPWSSD ::moetier::cpu::dot::avx2::madd_acc  // unused: no min pairs
+#define MOETIER_TILE_PAIRS ::moetier::cpu::dot::avx2::pairs_s8s8  // prompts: int16 sums of steps
 #define MOETIER_TILE_NS avx2_tile_iq4
 #include "cpu/dot/kquant_tile_impl.h"
 

@@ -17,6 +17,7 @@
 
 #define MOETIER_TILE_DPBUSD ::moetier::cpu::dot::avx2::dpbusd
 #define MOETIER_TILE_DPWSSD ::moetier::cpu::dot::avx2::madd_acc
+#define MOETIER_TILE_PAIRS ::moetier::cpu::dot::avx2::pairs_u8s8  // prompts: int16 sums of steps
 #define MOETIER_TILE_NS avx2_tile
 #include "cpu/dot/kquant_tile_impl.h"
 
