@@ -58,6 +58,7 @@ struct Q6KRows {
       // 8 runs of 32: run 4·half + k covers elements 128·half + 32k .. +31; its low 4 bits
       // are in ql[64·half + 32·(k % 2) + i] (low nibble for k < 2, high for k ≥ 2) and its
       // high 2 bits are bits 2k, 2k+1 of qh[32·half + i].
+      #pragma GCC unroll 8  // rolled, the 4-row kernel ran 18% slower
       for (int run = 0; run < 8; ++run) {
         const int half = run / 4, k = run % 4;
         const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].ql + 64 * half + 32 * (k % 2)));
