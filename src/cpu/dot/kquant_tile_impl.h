@@ -509,7 +509,8 @@ void pack_rows(const TileDotArgs& a, int64_t n_super, PackedSuperBlock* packed) 
 // IQ4_XS's signed grid 1 (32258). sc·(pair sum) is then exact in int32 (|sc| ≤ 128), and
 // scaled is the same integer as with VPDPBUSD: bit-identical.
 // One core, 16 tokens, interleaved rows (throwaway microbenchmark): Q4_K 79 → 110 GMAC/s,
-// Q5_K 76 → 94, Q6_K 71 → 85, IQ4_XS 74 → 78 (AVX-VNNI's tile_x8: 94, 89, 110, 122).
+// Q5_K 76 → 94, Q6_K 71 → 85, IQ4_XS 74 → 78 (AVX-VNNI's tile_x8: Q4_K 94, Q6_K 110,
+// IQ4_XS 122).
 
 // acc + q in int16 lanes, kept in this order: without the empty asm GCC reassociates a
 // chain of integer adds into a tree, computes every step's pairs first and spills them
