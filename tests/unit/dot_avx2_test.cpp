@@ -421,8 +421,10 @@ void expect_tile_matches_scalar(DType wt, TileDotFn tile, const char* isa) {
 
 // The tile kernels on interleaved groups (DotKernel::tile_x8, cpu/interleave.h): 8 rows
 // drawn from the weight cases (each case in every row position across the n_act loop),
-// interleaved, against 1..13 activation rows: every (row, token) bit-identical to the
-// scalar reference on the rows before interleaving, and nothing written past the 8 outputs.
+// interleaved, against 1..13 activation rows and 67 (from 64 tokens on the VNNI kernels decode
+// the whole group first, kquant_tile_impl.h's kDecodeAllTokens): every (row, token)
+// bit-identical to the scalar reference on the rows before interleaving, and nothing
+// written past the 8 outputs.
 void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa) {
   std::mt19937 rng(4242);
   const DotKernel* scalar = scalar_dot_kernel(wt);
@@ -431,7 +433,7 @@ void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa)
     const auto ws = weight_cases(wt, n, rng);
     const auto as = activation_cases(at, n, rng);
     const size_t rb = ws[0].size(), a_stride = as[0].size() + 96;
-    for (int n_act : {1, 2, 3, 4, 5, 7, 8, 13}) {
+    for (int n_act : {1, 2, 3, 4, 5, 7, 8, 13, 67}) {
       std::vector<const std::vector<uint8_t>*> wrows, arows;
       for (int i = 0; i < kTileRows; ++i) wrows.push_back(&ws[static_cast<size_t>(i + n_act) % ws.size()]);
       for (int j = 0; j < n_act; ++j) arows.push_back(&as[static_cast<size_t>(j + 1) % as.size()]);

@@ -42,19 +42,29 @@ namespace moetier::cpu::dot::MOETIER_DOT_NS {
 
 namespace {
 
-// acc + Σ of int16 pairs a·b per int32 lane (VPMADDWD then VPADDD; one VPDPWSSD with VNNI).
-// Exact: VPMADDWD's one overflow needs −32768 in both operands of both pairs. The empty asm
-// keeps a chain of these in order: GCC otherwise reassociates the chain's adds into a tree
-// and spills the products (the 4-row Q4_K kernel ran at 58 GMAC/s so, 74 without).
+// v, unchanged, through an empty asm the optimizer cannot see into: the end of a chain of
+// integer adds passed through it stays where it is. GCC otherwise reassociates such a chain
+// into a tree, computes every step's products first and spills them to the stack (the 4-row
+// Q4_K kernel ran at 58 GMAC/s so, 74 with it; the Q8_0 tile 10% slower).
+inline __m256i keep_in_order(__m256i v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+
+// acc + Σ of int16 pairs a·b per int32 lane (VPMADDWD then VPADDD, kept in order; one
+// VPDPWSSD with VNNI). Exact: VPMADDWD's one overflow needs −32768 in both operands of both
+// pairs.
 inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
 #if defined(__AVXVNNI__)
   return _mm256_dpwssd_avx_epi32(acc, a, b);
 #else
-  acc = _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
-  __asm__("" : "+x"(acc));
-  return acc;
+  return keep_in_order(_mm256_add_epi32(acc, _mm256_madd_epi16(a, b)));
 #endif
 }
+
+// acc + q in int16 lanes, kept in order: the plain-AVX2 tile kernels' int16 step sums
+// (MOETIER_TILE_PAIRS, kquant_tile_impl.h), whose callers bound the sums within int16.
+inline __m256i add_i16_in_order(__m256i acc, __m256i q) { return keep_in_order(_mm256_add_epi16(acc, q)); }
 
 // int16 lane k = u_2k·s_2k + u_2k+1·s_2k+1, u unsigned and s signed bytes (VPMADDUBSW,
 // which saturates: exact while every |u0·s0 + u1·s1| ≤ 32767; callers state their bounds).
@@ -77,15 +87,14 @@ inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) {
 }
 
 // acc + Σ of 4 products c·s per int32 lane with both operands signed bytes (pairs_s8s8's
-// bounds): dpbusd of |c| and s carrying c's sign. Without VNNI the empty asm keeps a chain of
-// these in order: GCC otherwise reassociates the chain's integer adds into a tree, computes
-// every step's products first and spills them (the Q8_0 tile kernel ran 10% slower so).
+// bounds): dpbusd of |c| and s carrying c's sign, kept in order without VNNI.
 inline __m256i dpbusd_signed(__m256i acc, __m256i c, __m256i s) {
   acc = dpbusd(acc, _mm256_abs_epi8(c), _mm256_sign_epi8(s, c));
-#if !defined(__AVXVNNI__)
-  __asm__("" : "+x"(acc));
-#endif
+#if defined(__AVXVNNI__)
   return acc;
+#else
+  return keep_in_order(acc);
+#endif
 }
 
 // Σ of 4 products u·s per int32 lane (dpbusd from zero).

@@ -9,15 +9,18 @@
 // (quantize_row_q8_k scales the block's extreme to ∓127), and the codes u are ≤ 15 (Q4_K),
 // ≤ 31 (Q5_K) and ≤ 63 (Q6_K, the stored q + 32): at most 2·63·127 = 16002. IQ4_XS's codes
 // (grid + 128, up to 241) would overflow (2·241·127 = 61214), so its AVX2 kernels keep the
-// signed grid values instead (iq4_xs_tile_avx2.cpp). VPMADDWD never saturates for these operands (its one overflow case,
-// both pairs −32768·−32768, needs int16 −32768 on both sides). So every integer sum is the
-// VNNI kernels', and the results are bit-identical to the scalar reference
-// (DotKernelsTile.Avx2BitIdenticalToScalar).
+// signed grid values instead (iq4_xs_tile_avx2.cpp). VPMADDWD never saturates for these
+// operands (its one overflow case, both pairs −32768·−32768, needs int16 −32768 on both
+// sides). So every integer sum is the VNNI kernels', and the results are bit-identical to
+// the scalar reference (DotKernelsTile.Avx2BitIdenticalToScalar). Both prompts and one
+// token (decode) sum several steps' pairs in int16 before one VPMADDWD by the scales
+// (MOETIER_TILE_PAIRS, kquant_tile_impl.h).
 #include "cpu/dot/avx2_util.h"
 
 #define MOETIER_TILE_DPBUSD ::moetier::cpu::dot::avx2::dpbusd
 #define MOETIER_TILE_DPWSSD ::moetier::cpu::dot::avx2::madd_acc
-#define MOETIER_TILE_PAIRS ::moetier::cpu::dot::avx2::pairs_u8s8  // prompts: int16 sums of steps
+#define MOETIER_TILE_PAIRS ::moetier::cpu::dot::avx2::pairs_u8s8  // int16 sums of steps
+#define MOETIER_TILE_ADD_I16 ::moetier::cpu::dot::avx2::add_i16_in_order
 #define MOETIER_TILE_NS avx2_tile
 #include "cpu/dot/kquant_tile_impl.h"
 

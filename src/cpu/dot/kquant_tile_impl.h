@@ -49,6 +49,9 @@
 #if !defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_DPWSSD) || !defined(MOETIER_TILE_NS)
 #error "define MOETIER_TILE_DPBUSD, MOETIER_TILE_DPWSSD and MOETIER_TILE_NS before including kquant_tile_impl.h"
 #endif
+#if defined(MOETIER_TILE_PAIRS) && !defined(MOETIER_TILE_ADD_I16)
+#error "MOETIER_TILE_PAIRS needs MOETIER_TILE_ADD_I16 (int16 adds kept in order)"
+#endif
 
 namespace moetier::cpu::dot::MOETIER_TILE_NS {
 
@@ -61,6 +64,9 @@ struct alignas(32) PackedSuperBlock {
   __m256i m_pairs[8];   // [t]: lane i = two int16 (low, high), see above
   __m256 d;             // lane i = row i's d (f32)
   __m256 dmin;          // Q4_K/Q5_K only
+#if defined(MOETIER_TILE_PAIRS)
+  __m256i sc_pairs[16];  // plain AVX2: sc[s] as (sc, sc) int16 pairs, VPMADDWD's operand (fill_sc_pairs)
+#endif
 };
 
 inline int32_t load_word(const void* p) {
@@ -286,6 +292,19 @@ struct Q5KFamily : KScaleMinFamily {
     const __m256i low = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j % 2))), _mm256_set1_epi8(0x0F));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
   }
+  // The four units 4·half + g (g = 0..3) at step k together (x8_one_token): they share
+  // their qh word, and g, g + 1 (g even) a qs word (low and high nibbles). qh's 16-bit lanes
+  // shifted right by 4·half put unit 4·half + g's bit at bit g of each byte (g ≤ 3: no bit
+  // crosses from the neighbouring byte), and a left shift by 4 − g moves it to bit 4.
+  static void codes4(const uint8_t* run, int half, int k, __m256i (&c)[4]) {
+    const __m256i a = group_word(run, 12 + 16 * half + k), b = group_word(run, 12 + 16 * half + 8 + k);
+    const __m256i qh = _mm256_srl_epi16(group_word(run, 4 + k), _mm_cvtsi32_si128(4 * half));
+    const __m256i m0f = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+    c[0] = _mm256_or_si256(_mm256_and_si256(a, m0f), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
+    c[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m0f), _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
+    c[2] = _mm256_or_si256(_mm256_and_si256(b, m0f), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m10));
+    c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m0f), _mm256_and_si256(_mm256_slli_epi16(qh, 1), m10));
+  }
 #if defined(MOETIER_TILE_512)
   static __m512i code2(const uint8_t* run, int j, int k) {
     const __m512i v = group_word2(run, 12 + 8 * (j / 2) + k);
@@ -480,6 +499,15 @@ struct Q6KFamily {
   }
 };
 
+// Plain AVX2 (MOETIER_TILE_PAIRS): P.sc as (sc, sc) int16 pairs, once per super-block, after
+// the family's scales / meta / scales_and_d filled P.sc. Elsewhere nothing to do.
+template <class F>
+inline void fill_sc_pairs([[maybe_unused]] PackedSuperBlock& P) {
+#if defined(MOETIER_TILE_PAIRS)
+  for (int s = 0; s < (F::kSub16 ? 16 : 8); ++s) P.sc_pairs[s] = int16_pairs(P.sc[s], P.sc[s]);
+#endif
+}
+
 template <class F>
 void pack_rows(const TileDotArgs& a, int64_t n_super, PackedSuperBlock* packed) {
   using Block = typename F::Block;
@@ -491,11 +519,23 @@ void pack_rows(const TileDotArgs& a, int64_t n_super, PackedSuperBlock* packed) 
   for (int64_t b = 0; b < n_super; ++b) {
     PackedSuperBlock& P = packed[b];
     F::scales(rows, a.n_rows, b, P);
+    fill_sc_pairs<F>(P);
     for (int j = 0; j < 8; ++j) {
       __m256i by_row[8];  // [row]: the row's 32 bytes of unit j
       for (int i = 0; i < kTileRows; ++i) by_row[i] = i < a.n_rows ? F::unit(rows[i][b], j) : _mm256_setzero_si256();
       transpose8(by_row, P.codes[j]);
     }
+  }
+}
+
+// The four units 4·quad + q (q = 0..3) at step k: the family's codes4 where it has one (shared
+// loads), else code() per unit.
+template <class F>
+__attribute__((always_inline)) inline void codes_of_quad(const uint8_t* run, int quad, int k, __m256i (&c)[4]) {
+  if constexpr (requires { F::codes4(run, 0, 0, c); }) {
+    F::codes4(run, quad, k, c);
+  } else {
+    for (int q = 0; q < 4; ++q) c[q] = F::code(run, 4 * quad + q, k);
   }
 }
 
@@ -512,21 +552,49 @@ void pack_rows(const TileDotArgs& a, int64_t n_super, PackedSuperBlock* packed) 
 // Q5_K 76 → 94, Q6_K 71 → 85, IQ4_XS 74 → 78 (AVX-VNNI's tile_x8: Q4_K 94, Q6_K 110,
 // IQ4_XS 122).
 
-// acc + q in int16 lanes, kept in this order: without the empty asm GCC reassociates a
-// chain of integer adds into a tree, computes every step's pairs first and spills them
-// (a third slower).
-inline __m256i add_i16_in_order(__m256i acc, __m256i q) {
-  acc = _mm256_add_epi16(acc, q);
-  __asm__("" : "+x"(acc));
-  return acc;
-}
-
 // Steps per int16 sum: the largest power of two ≤ kSteps whose sum of pairs fits int16.
 template <class F, int kSteps>
 constexpr int i16_steps() {
   int g = 1;
   while (2 * g <= kSteps && 2 * g * (2 * F::kMaxAbsCode * 127) <= 32767) g *= 2;
   return g;
+}
+#endif
+
+#if defined(MOETIER_TILE_PAIRS)
+// One token against an interleaved run (x8_one_token) on plain AVX2: four units at a time,
+// kI16Steps steps' pairs summed in int16 per unit (for Q6_K within a 16-element sub-block),
+// then one VPMADDWD by P.sc_pairs into that unit's int32 accumulator. scaled = Σ_s sc_s ·
+// Σ u·q_a is the VPDPBUSD path's integer, so the result is bit-identical. No offset is taken
+// off the unit sums here: the one family that does so (IQ4_XS) has none with the signed grid.
+template <class F>
+__attribute__((always_inline)) inline __m256i one_token_pairs(const uint8_t* run, const BlockQ8_K& x,
+                                                              const PackedSuperBlock& P) {
+  if constexpr (F::kOffsetInSum) static_assert(F::kCodeOffset == 0, "the offset would have to be scaled too");
+  constexpr int kSteps = F::kSub16 ? 4 : 8;  // steps per sub-block
+  constexpr int kI16Steps = i16_steps<F, kSteps>();
+  __m256i acc[4];
+  for (auto& v : acc) v = _mm256_setzero_si256();
+  for (int quad = 0; quad < 2; ++quad) {
+#pragma GCC unroll 8  // constant step indices: the sums stay in registers
+    for (int k0 = 0; k0 < 8; k0 += kI16Steps) {
+      __m256i p[4];
+#pragma GCC unroll 8
+      for (int k = k0; k < k0 + kI16Steps; ++k) {
+        __m256i c[4];
+        codes_of_quad<F>(run, quad, k, c);
+        for (int q = 0; q < 4; ++q) {
+          const __m256i pq = MOETIER_TILE_PAIRS(c[q], _mm256_set1_epi32(load_word(x.qs + 32 * (4 * quad + q) + 4 * k)));
+          p[q] = k == k0 ? pq : MOETIER_TILE_ADD_I16(p[q], pq);
+        }
+      }
+      for (int q = 0; q < 4; ++q) {
+        const int sub = F::kSub16 ? 8 * quad + 2 * q + k0 / 4 : 4 * quad + q;
+        acc[q] = MOETIER_TILE_DPWSSD(acc[q], p[q], P.sc_pairs[sub]);
+      }
+    }
+  }
+  return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
 }
 #endif
 
@@ -545,9 +613,6 @@ __attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Pack
 #if defined(MOETIER_TILE_PAIRS)
   constexpr int kI16Steps = i16_steps<F, kSteps>();
   static_assert(kSteps % kI16Steps == 0 && 2 * kI16Steps * F::kMaxAbsCode * 127 <= 32767);
-  constexpr int kSubBlocks = F::kSub16 ? 16 : 8;
-  alignas(32) __m256i sc_pairs[kSubBlocks];  // (sc, sc) per lane, read as VPMADDWD's memory operand
-  for (int i = 0; i < kSubBlocks; ++i) sc_pairs[i] = int16_pairs(P.sc[i], P.sc[i]);
   for (int j = 0; j < 8; j += kUnitsPerStep) {
     const int unit0 = j, unit1 = F::kSub16 ? j : j + 1;
     const int k1 = F::kSub16 ? 4 : 0;  // first step of chain 1 in its unit
@@ -557,12 +622,12 @@ __attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Pack
       const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
       for (int t = 0; t < T; ++t) {
         const __m256i q = MOETIER_TILE_PAIRS(w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
-        p0[t] = kFirst ? q : add_i16_in_order(p0[t], q);
+        p0[t] = kFirst ? q : MOETIER_TILE_ADD_I16(p0[t], q);
       }
       const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
       for (int t = 0; t < T; ++t) {
         const __m256i q = MOETIER_TILE_PAIRS(w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
-        p1[t] = kFirst ? q : add_i16_in_order(p1[t], q);
+        p1[t] = kFirst ? q : MOETIER_TILE_ADD_I16(p1[t], q);
       }
     };
     for (int k0 = 0; k0 < kSteps; k0 += kI16Steps) {
@@ -570,8 +635,8 @@ __attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Pack
       step.template operator()<true>(k0, p0, p1);
       for (int k = k0 + 1; k < k0 + kI16Steps; ++k) step.template operator()<false>(k, p0, p1);
       for (int t = 0; t < T; ++t) {
-        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(_mm256_madd_epi16(p0[t], sc_pairs[sub0]),
-                                                                 _mm256_madd_epi16(p1[t], sc_pairs[sub0 + 1])));
+        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(_mm256_madd_epi16(p0[t], P.sc_pairs[sub0]),
+                                                                 _mm256_madd_epi16(p1[t], P.sc_pairs[sub0 + 1])));
       }
     }
   }
@@ -669,6 +734,7 @@ __attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_t
     } else {
       F::meta(run, P);
     }
+    fill_sc_pairs<F>(P);
     const BlockQ8_K& x = act[b];
     const __m256i scaled = scaled_sum(run, x, P);
     __m256i mins = _mm256_setzero_si256();
@@ -694,12 +760,16 @@ template <class F>
 void x8_one_token(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
   x8_one_token_frame<F>(a, n_super, group, [](const uint8_t* run, const BlockQ8_K& x, const PackedSuperBlock& P)
                                                __attribute__((always_inline)) {
+#if defined(MOETIER_TILE_PAIRS)
+    return one_token_pairs<F>(run, x, P);
+#else
     __m256i scaled = _mm256_setzero_si256();
     if constexpr (F::kSub16) {
       // Per half (units 4h .. 4h + 3, sub-blocks 8h .. 8h + 7): one accumulator per sub-block.
       for (int half = 0; half < 2; ++half) {
         __m256i acc[8];
         for (auto& v : acc) v = _mm256_setzero_si256();
+        #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
         for (int k = 0; k < 8; ++k) {
           __m256i c[4];
           F::codes4(run, half, k, c);
@@ -712,13 +782,18 @@ void x8_one_token(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
         for (int i = 0; i < 8; ++i) scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(acc[i], P.sc[8 * half + i]));
       }
     } else {
-      // Four units at a time, two chains each (steps even and odd).
+      // Four units at a time, two chains each (steps k < 4 and k ≥ 4, taken in the order
+      // 0, 4, 1, 5, ...: IQ4_XS's steps k and k + 4 are one word's two nibbles, decoded together).
       for (int j0 = 0; j0 < 8; j0 += 4) {
         __m256i acc[4][2];
         for (auto& q : acc) q[0] = q[1] = _mm256_setzero_si256();
-        for (int k = 0; k < 8; ++k) {
+        #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
+        for (int i = 0; i < 8; ++i) {
+          const int k = i / 2 + 4 * (i % 2);
+          __m256i c[4];
+          codes_of_quad<F>(run, j0 / 4, k, c);
           for (int q = 0; q < 4; ++q) {
-            acc[q][k & 1] = MOETIER_TILE_DPBUSD(acc[q][k & 1], F::code(run, j0 + q, k),
+            acc[q][i % 2] = MOETIER_TILE_DPBUSD(acc[q][i % 2], c[q],
                                                 _mm256_set1_epi32(load_word(x.qs + 32 * (j0 + q) + 4 * k)));
           }
         }
@@ -729,6 +804,7 @@ void x8_one_token(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
       }
     }
     return scaled;
+#endif
   });
 }
 
@@ -749,6 +825,7 @@ void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* grou
       for (int half = 0; half < 2; ++half) {
         __m512i acc[8];
         for (auto& v : acc) v = _mm512_setzero_si512();
+        #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
         for (int k = 0; k < 8; k += 2) {
           __m512i c[4];
           F::codes4_2(run, half, k, c);
@@ -766,6 +843,7 @@ void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* grou
       for (int j0 = 0; j0 < 8; j0 += 4) {
         __m512i acc[4][2];
         for (auto& q : acc) q[0] = q[1] = _mm512_setzero_si512();
+        #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
         for (int k = 0; k < 8; k += 2) {
           for (int q = 0; q < 4; ++q) {
             acc[q][(k / 2) & 1] = _mm512_dpbusd_epi32(acc[q][(k / 2) & 1], F::code2(run, j0 + q, k),
@@ -781,6 +859,41 @@ void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* grou
     return scaled;
   });
 }
+#endif
+
+// Super-block run `run` of an interleaved group decoded into P: scales, min pairs, d and the
+// codes, as pack_rows gives them from the file's rows.
+template <class F>
+inline void decode_run(const uint8_t* run, PackedSuperBlock& P) {
+  F::meta(run, P);
+  fill_sc_pairs<F>(P);
+  for (int j = 0; j < 8; ++j) {
+    for (int k = 0; k < 8; ++k) P.codes[j][k] = F::code(run, j, k);
+  }
+}
+
+// Every token against n_super packed super-blocks, 4 tokens at a time (then 3, 2 or 1).
+template <class F>
+void packed_tokens(const TileDotArgs& a, int64_t n_super, const PackedSuperBlock* packed) {
+  int64_t j = 0;
+  for (; j + 4 <= a.n_act; j += 4) tile_tokens<F, 4>(a, n_super, packed, j);
+  switch (a.n_act - j) {
+    case 3: tile_tokens<F, 3>(a, n_super, packed, j); break;
+    case 2: tile_tokens<F, 2>(a, n_super, packed, j); break;
+    case 1: tile_tokens<F, 1>(a, n_super, packed, j); break;
+    default: break;
+  }
+}
+
+// From this many tokens on, tile_x8 decodes the whole group before the tokens (below). One
+// core, Q4_K, GMAC/s (microbenchmark): with VNNI per super-block / all first 126 / 124 at 32
+// tokens, 128 / 129 at 64, 116 / 134 at 512; below 32 tokens all-first loses up to 20%
+// (8 tokens: 87 / 70). Plain AVX2 (int16 step sums, a larger P) loses at every count
+// (512 tokens: 126 / 119), so there it never does.
+#if defined(MOETIER_TILE_PAIRS)
+inline constexpr int64_t kDecodeAllTokens = INT64_MAX;
+#else
+inline constexpr int64_t kDecodeAllTokens = 64;
 #endif
 
 // The tile kernel on an interleaved group of kTileRows rows (a.weight_rows; weight_stride
@@ -799,13 +912,18 @@ void tile_x8(const TileDotArgs& a) {
     return;
   }
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  if (a.n_act >= kDecodeAllTokens) {
+    // Many tokens: every super-block decoded first, then tile()'s token loop with each token
+    // group's sums in registers across the whole row (microbenchmark, AVX-VNNI Q4_K, 512
+    // tokens: 124 GMAC/s per super-block, 133 so).
+    std::vector<PackedSuperBlock> packed(static_cast<size_t>(n_super));  // 2.9 KiB per super-block
+    for (int64_t b = 0; b < n_super; ++b) decode_run<F>(group + b * kRunBytes, packed[static_cast<size_t>(b)]);
+    packed_tokens<F>(a, n_super, packed.data());
+    return;
+  }
   PackedSuperBlock P;
   for (int64_t b = 0; b < n_super; ++b) {
-    const uint8_t* run = group + b * kRunBytes;
-    F::meta(run, P);
-    for (int j = 0; j < 8; ++j) {
-      for (int k = 0; k < 8; ++k) P.codes[j][k] = F::code(run, j, k);
-    }
+    decode_run<F>(group + b * kRunBytes, P);
     int64_t j = 0;
     for (; j + 4 <= a.n_act; j += 4) x8_block_tokens<F, 4>(a, P, b, j);
     switch (a.n_act - j) {
@@ -822,14 +940,7 @@ void tile(const TileDotArgs& a) {
   const int64_t n_super = a.n / kQK_K;
   std::vector<PackedSuperBlock> packed(static_cast<size_t>(n_super));  // 2.9 KiB per super-block
   pack_rows<F>(a, n_super, packed.data());
-  int64_t j = 0;
-  for (; j + 4 <= a.n_act; j += 4) tile_tokens<F, 4>(a, n_super, packed.data(), j);
-  switch (a.n_act - j) {
-    case 3: tile_tokens<F, 3>(a, n_super, packed.data(), j); break;
-    case 2: tile_tokens<F, 2>(a, n_super, packed.data(), j); break;
-    case 1: tile_tokens<F, 1>(a, n_super, packed.data(), j); break;
-    default: break;
-  }
+  packed_tokens<F>(a, n_super, packed.data());
 }
 
 }  // namespace
