@@ -72,6 +72,39 @@ void matmul_tiled(const DotKernel& kernel, const WeightMatrix& w, int64_t mat, c
   });
 }
 
+// Interleaved rows (cpu/interleave.h, the loader's repack): groups of kTileRows rows through
+// tile_x8 for every token count (one token: the x8 decode kernel, 8 rows in the lanes and no
+// per-row reduction; more: each super-block's codes decoded once for all tokens). A thread
+// takes blocks of kGroupsPerBlock groups (~100-200 KiB of weights, kept in L2) against the
+// tokens kTokenChunk at a time (their activations, ~600 KiB at n_in 2048, in L2 or L3), so
+// a long prompt reads the weights from memory once per chunk, not once per token.
+// Bit-identical to the per-row kernels on the file's rows.
+void matmul_interleaved(const DotKernel& kernel, const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq,
+                        float* y, ThreadPool& pool) {
+  CHECK_MSG(kernel.tile_x8 != nullptr && w.n_out % kTileRows == 0, "matmul: {} rows interleaved without a kernel",
+            dtype_name(w.type));
+  constexpr int64_t kGroupsPerBlock = 16, kTokenChunk = 256;
+  const int64_t n_out = w.n_out, n_tokens = xq.n_rows, n_groups = n_out / kTileRows;
+  pool.parallel_for(n_groups, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t g0 = begin; g0 < end; g0 += kGroupsPerBlock) {
+      const int64_t g1 = std::min(end, g0 + kGroupsPerBlock);
+      for (int64_t t = 0; t < n_tokens; t += kTokenChunk) {
+        for (int64_t g = g0; g < g1; ++g) {
+          const int64_t o = g * kTileRows;
+          kernel.tile_x8({.n = w.n_in,
+                          .weight_rows = w.row(mat, o),
+                          .n_rows = kTileRows,
+                          .activation_rows = xq.row(t),
+                          .activation_stride = xq.row_bytes,
+                          .n_act = std::min(kTokenChunk, n_tokens - t),
+                          .out = y + t * n_out + o,
+                          .out_stride = n_out});
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void quantize_activations(DType type, const float* x, int64_t n_rows, int64_t n_in, QuantizedActivations& out,
@@ -109,7 +142,10 @@ void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, 
   CHECK_MSG(kernel && kernel->activation_type == xq.type, "matmul: {} weights with {} activations",
             dtype_name(w.type), dtype_name(xq.type));
   CHECK(xq.n_in == w.n_in);
-  CHECK_MSG(w.layout == RowLayout::kRows, "matmul: interleaved rows are for the MoE block only");
+  if (w.layout == RowLayout::kInterleaved8) {
+    matmul_interleaved(*kernel, w, mat, xq, y, pool);
+    return;
+  }
   const int64_t n_out = w.n_out, n_tokens = xq.n_rows;
   // From a few tokens on, the tile kernel's packing pays for itself many times over.
   constexpr int64_t kTileMinTokens = 8;

@@ -23,7 +23,8 @@ struct WeightMatrix {
   int64_t row_bytes = 0;
   const uint8_t* data = nullptr;
   // kInterleaved8 (cpu/interleave.h): rows in groups of 8; row(mat, r) with r a multiple of 8
-  // is then the group's start. Only the MoE block reads such matrices (DotKernel::tile_x8).
+  // is then the group's start. matmul and the MoE block read such matrices with
+  // DotKernel::tile_x8; nothing may read their rows one by one (embedding lookups).
   RowLayout layout = RowLayout::kRows;
 
   const uint8_t* row(int64_t mat, int64_t r) const { return data + (mat * n_out + r) * row_bytes; }

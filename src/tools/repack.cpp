@@ -17,10 +17,18 @@ std::vector<std::string> repack_candidates(const gguf::GgufFile& header, const H
                                            const PlacementDecision& d) {
   std::vector<std::string> names;
   for (std::string& name : cpu_weight_tensors(header, hp, d.plan)) {  // CPU tensors of compute layers
-    if (!is_routed_expert(arch_keys::common_tensor_role(name))) continue;
-    const auto layer = static_cast<size_t>(tensor_layer_index(name));
-    const bool gpu_layer = d.gpu_part && layer < d.gpu.layer_on_gpu.size() && d.gpu.layer_on_gpu[layer];
-    if (gpu_layer && d.gpu.op_offload) continue;
+    const TensorRole role = arch_keys::common_tensor_role(name);
+    const int layer = tensor_layer_index(name);
+    const bool gpu_layer = d.gpu_part && layer >= 0 && static_cast<size_t>(layer) < d.gpu.layer_on_gpu.size() &&
+                           d.gpu.layer_on_gpu[static_cast<size_t>(layer)];
+    if (is_routed_expert(role)) {
+      if (gpu_layer && d.gpu.op_offload) continue;  // prompt batches may stream them to the GPU
+    } else if (role == TensorRole::kAttention || role == TensorRole::kDeltaNet || role == TensorRole::kSharedExpert ||
+               role == TensorRole::kDenseFfn || role == TensorRole::kOutput) {
+      if (gpu_layer) continue;  // a GPU layer's blocks read the file's layout
+    } else {
+      continue;  // the token embedding is read row by row; norms, router and the rest stay as they are
+    }
     names.push_back(std::move(name));
   }
   return names;
@@ -39,55 +47,64 @@ std::string blocker(gguf::ModelFile& file, const gguf::TensorInfo& t) {
 
 }  // namespace
 
-RepackResult repack_experts(gguf::ModelFile& file, const std::vector<std::string>& names, int threads) {
+RepackResult repack_weights(gguf::ModelFile& file, const std::vector<std::string>& names, int threads) {
   if (names.empty()) return {};
   const gguf::GgufFile& header = file.header();
-  // Per layer: its gate/up pair and its down, with what blocks each.
-  struct Layer {
+  // The MoE block reads a layer's gate and up matrices as a pair, routed or shared: both
+  // are interleaved or neither. Everything else on its own.
+  struct Pair {
     const gguf::TensorInfo* gate = nullptr;
     const gguf::TensorInfo* up = nullptr;
-    const gguf::TensorInfo* down = nullptr;
   };
-  std::map<int, Layer> layers;
+  std::map<std::pair<int, bool>, Pair> pairs;  // (layer, shared) → gate and up
+  std::vector<const gguf::TensorInfo*> chosen, singles;
   for (const std::string& name : names) {
     const gguf::TensorInfo* t = header.find_tensor(name);
     if (t == nullptr) continue;
-    Layer& l = layers[tensor_layer_index(name)];
-    switch (arch_keys::common_tensor_role(name)) {
-      case TensorRole::kExpertGate: l.gate = t; break;
-      case TensorRole::kExpertUp: l.up = t; break;
-      case TensorRole::kExpertDown: l.down = t; break;
-      default: break;
-    }
-  }
-  std::vector<const gguf::TensorInfo*> chosen;
-  std::map<std::string, int> kept;  // blocker → tensors
-  for (auto& [il, l] : layers) {
-    const std::string gate_why = l.gate ? blocker(file, *l.gate) : "absent";
-    const std::string up_why = l.up ? blocker(file, *l.up) : "absent";
-    if (gate_why.empty() && up_why.empty()) {
-      chosen.push_back(l.gate);
-      chosen.push_back(l.up);
+    const TensorRole role = arch_keys::common_tensor_role(name);
+    const bool shared = role == TensorRole::kSharedExpert;
+    const bool gate = role == TensorRole::kExpertGate || (shared && name.find("ffn_gate_shexp.") != std::string::npos);
+    const bool up = role == TensorRole::kExpertUp || (shared && name.find("ffn_up_shexp.") != std::string::npos);
+    if (gate) {
+      pairs[{tensor_layer_index(name), shared}].gate = t;
+    } else if (up) {
+      pairs[{tensor_layer_index(name), shared}].up = t;
     } else {
-      if (l.gate) ++kept[gate_why.empty() ? up_why : gate_why];
-      if (l.up) ++kept[up_why.empty() ? gate_why : up_why];
-    }
-    if (l.down) {
-      const std::string why = blocker(file, *l.down);
-      if (why.empty()) {
-        chosen.push_back(l.down);
-      } else {
-        ++kept[why];
-      }
+      singles.push_back(t);
     }
   }
-  uint64_t bytes = 0;
+  std::map<std::string, int> kept;  // blocker → tensors
+  for (auto& [key, p] : pairs) {
+    const std::string gate_why = p.gate ? blocker(file, *p.gate) : "absent";
+    const std::string up_why = p.up ? blocker(file, *p.up) : "absent";
+    if (gate_why.empty() && up_why.empty()) {
+      chosen.push_back(p.gate);
+      chosen.push_back(p.up);
+    } else if (!key.second) {  // routed experts' reasons only (below)
+      if (p.gate) ++kept[gate_why.empty() ? up_why : gate_why];
+      if (p.up) ++kept[up_why.empty() ? gate_why : up_why];
+    }
+  }
+  for (const gguf::TensorInfo* t : singles) {
+    const std::string why = blocker(file, *t);
+    if (why.empty()) {
+      chosen.push_back(t);
+    } else if (is_routed_expert(arch_keys::common_tensor_role(t->name))) {
+      ++kept[why];  // the note says why routed experts keep the file's layout; dense ones go unsaid
+    }
+  }
+  uint64_t bytes = 0, expert_bytes = 0;
+  int expert_tensors = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (const gguf::TensorInfo* t : chosen) {
     const int64_t n_rows = static_cast<int64_t>(t->n_elements) / t->ne[0];
     cpu::interleave_in_place(t->type, t->ne[0], n_rows, file.owned_tensor_data(*t), threads);
     file.set_interleaved(*t);
     bytes += t->n_bytes;
+    if (is_routed_expert(arch_keys::common_tensor_role(t->name))) {
+      expert_bytes += t->n_bytes;
+      ++expert_tensors;
+    }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -105,11 +122,15 @@ RepackResult repack_experts(gguf::ModelFile& file, const std::vector<std::string
   if (auto it = kept.find("shape"); it != kept.end()) {
     add(fmt::format("{} have rows that are not whole groups of {}", it->second, cpu::kInterleaveRows));
   }
-  if (chosen.empty()) return {.note = "routed experts keep the file's layout: " + why_kept};
-  std::string line = fmt::format(
-      "repacked {} of routed experts ({} tensors) into 8-row groups for the tile kernels in {:.2f} s "
-      "(-nr/--no-repack keeps the file's layout)",
-      format_bytes(bytes), chosen.size(), seconds);
+  if (chosen.empty()) return {.note = "weights keep the file's layout: " + why_kept};
+  const int other_tensors = static_cast<int>(chosen.size()) - expert_tensors;
+  std::string line = fmt::format("repacked {} of routed experts ({} tensors)", format_bytes(expert_bytes), expert_tensors);
+  if (other_tensors > 0) {
+    line += fmt::format(" and {} of other weights ({} tensors: attention, shared expert, LM head)",
+                        format_bytes(bytes - expert_bytes), other_tensors);
+  }
+  line += fmt::format(" into 8-row groups for the tile kernels in {:.2f} s (-nr/--no-repack keeps the file's layout)",
+                      seconds);
   if (!why_kept.empty()) line += "; not repacked: " + why_kept;
   return {.bytes = bytes, .tensors = static_cast<int>(chosen.size()), .seconds = seconds, .note = line};
 }

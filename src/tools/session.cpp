@@ -445,7 +445,7 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   if (!options.quiet && !s.file->stats().expert_pages_note.empty()) {
     std::fprintf(stderr, "moetier: %s\n", s.file->stats().expert_pages_note.c_str());
   }
-  if (const RepackResult r = repack_experts(*s.file, repack, load.copy_threads); !options.quiet && !r.note.empty()) {
+  if (const RepackResult r = repack_weights(*s.file, repack, load.copy_threads); !options.quiet && !r.note.empty()) {
     std::fprintf(stderr, "moetier: %s\n", r.note.c_str());
   }
   auto tok = text::Tokenizer::from_gguf(s.file->header());

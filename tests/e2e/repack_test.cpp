@@ -1,10 +1,13 @@
-// Repacking the CPU's routed experts at load (tools/repack.h, cpu/interleave.h): the
-// interleaved experts give the file layout's logits bit for bit (the x8 tile kernels are
-// bit-identical to the scalar reference, as the row kernels are), prompt and decode alike;
-// only experts in memory the process owns are repacked; GPU layers that may stream their
-// experts keep the file's layout; the commands say what was done and -nr turns it off.
+// Repacking the CPU's weights at load (tools/repack.h, cpu/interleave.h): the interleaved
+// routed experts and dense matrices (attention, DeltaNet, shared expert, LM head) give the
+// file layout's logits bit for bit (the x8 tile kernels are bit-identical to the scalar
+// reference, as the row kernels are), prompt and decode alike; only weights in memory the
+// process owns are repacked; GPU layers that may stream their experts keep the file's
+// layout, and a GPU layer's dense matrices always do; the commands say what was done and
+// -nr turns it off.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -39,6 +42,16 @@ std::vector<std::string> experts_of(const gguf::ModelFile& f) {
   return hp ? routed_expert_tensors(f.header(), *hp) : std::vector<std::string>{};
 }
 
+// What the loader repacks with every tensor on the CPU: routed experts and dense matrices.
+std::vector<std::string> all_candidates(const gguf::GgufFile& header) {
+  auto hp = read_hparams(header);
+  EXPECT_TRUE(hp.is_ok());
+  if (!hp) return {};
+  PlacementDecision d;
+  d.plan.tensor_devices.assign(header.tensors.size(), kCpuDevice);
+  return repack_candidates(header, *hp, d);
+}
+
 // All positions' logits of a prompt, then the logits of 4 decoded tokens one at a time.
 std::vector<float> prompt_and_decode_logits(gguf::ModelFile& file, const std::vector<int32_t>& tokens) {
   auto model = load_model(file, {.n_ubatch = 512});
@@ -58,7 +71,7 @@ std::vector<float> prompt_and_decode_logits(gguf::ModelFile& file, const std::ve
   return all;
 }
 
-TEST(EngineRepack, InterleavedExpertsGiveTheFileLayoutsLogitsBitForBit) {
+TEST(EngineRepack, InterleavedWeightsGiveTheFileLayoutsLogitsBitForBit) {
   if (!have_x8_kernels()) GTEST_SKIP() << "no interleaved kernels on this CPU (needs AVX-VNNI or AVX512-VNNI)";
   // K-quant mixes, IQ4_XS, and the per-tensor type mix (its experts include types without
   // the layout, which must keep the file's rows beside repacked ones).
@@ -73,21 +86,29 @@ TEST(EngineRepack, InterleavedExpertsGiveTheFileLayoutsLogitsBitForBit) {
     auto repacked = open_read(path);
     ASSERT_TRUE(plain && repacked);
     const std::vector<std::string> experts = experts_of(*repacked);
-    const RepackResult result = repack_experts(*repacked, experts, 2);
+    const std::vector<std::string> names = all_candidates(repacked->header());
+    ASSERT_GT(names.size(), experts.size());  // the dense matrices are candidates too
+    const RepackResult result = repack_weights(*repacked, names, 2);
     const std::string& note = result.note;
-    int n_interleaved = 0, n_with_kernel = 0;
-    for (const std::string& e : experts) {
+    int n_interleaved = 0, n_experts_interleaved = 0, n_dense_interleaved = 0, n_with_kernel = 0;
+    for (const std::string& e : names) {
       const gguf::TensorInfo& t = *repacked->header().find_tensor(e);
+      const bool expert = std::find(experts.begin(), experts.end(), e) != experts.end();
       const cpu::DotKernel* k = cpu::best_dot_kernel(t.type, cpu_features());
-      n_with_kernel += k != nullptr && k->tile_x8 != nullptr;
+      n_with_kernel += expert && k != nullptr && k->tile_x8 != nullptr;
       if (!repacked->interleaved(t)) continue;
       ++n_interleaved;
+      (expert ? n_experts_interleaved : n_dense_interleaved) += 1;
       EXPECT_NE(0, std::memcmp(repacked->tensor_data(t), plain->tensor_data(t), t.n_bytes)) << e << " did not change";
     }
+    EXPECT_EQ(result.tensors, n_interleaved);
     if (std::string(name) != "qwen35moe-tiny-mixed" && n_with_kernel == static_cast<int>(experts.size())) {
-      EXPECT_EQ(n_interleaved, static_cast<int>(experts.size())) << note;
-      EXPECT_EQ(result.tensors, n_interleaved);
+      EXPECT_EQ(n_experts_interleaved, static_cast<int>(experts.size())) << note;
       EXPECT_EQ(note.rfind("repacked ", 0), 0u) << note;
+    }
+    if (std::string(name).ends_with("q4_k_m") && n_with_kernel == static_cast<int>(experts.size())) {
+      EXPECT_GT(n_dense_interleaved, 0) << note;  // Q4_K / Q6_K attention and LM head
+      EXPECT_NE(note.find(" of other weights ("), std::string::npos) << note;
     }
     const auto expected = prompt_and_decode_logits(*plain, tokens);
     const auto got = prompt_and_decode_logits(*repacked, tokens);
@@ -104,15 +125,17 @@ TEST(EngineRepack, MappedExpertsKeepTheFilesLayoutAndSayHowToRepack) {
                                         .expert_pages = gguf::ExpertPages::kFile});
   ASSERT_TRUE(f.is_ok());
   const std::vector<std::string> experts = experts_of(**f);
-  const std::string note = repack_experts(**f, experts, 1).note;
-  EXPECT_EQ(note.rfind("routed experts keep the file's layout: ", 0), 0u) << note;
+  const std::string note = repack_weights(**f, experts, 1).note;
+  EXPECT_EQ(note.rfind("weights keep the file's layout: ", 0), 0u) << note;
   EXPECT_NE(note.find("file mapping"), std::string::npos) << note;
   for (const std::string& e : experts) EXPECT_FALSE((*f)->interleaved(*(*f)->header().find_tensor(e)));
-  EXPECT_EQ(repack_experts(**f, {}, 1).note, "");
+  EXPECT_EQ(repack_weights(**f, {}, 1).note, "");
 }
 
 // From the placement: CPU experts of CPU layers always; of GPU layers only when prompt
-// batches cannot stream them to the GPU (--no-op-offload); never GPU-resident ones.
+// batches cannot stream them to the GPU (--no-op-offload); never GPU-resident ones. Dense
+// matrices (attention, LM head) of CPU layers; never a GPU layer's; never the token
+// embedding, norms or router.
 TEST(RepackCandidates, FollowThePlacementAndOpOffload) {
   const std::string path = moetier::testing::ref_model_path("qwen3moe-small-q4_k_m");
   auto header = gguf::read_header(path);
@@ -123,8 +146,18 @@ TEST(RepackCandidates, FollowThePlacementAndOpOffload) {
   PlacementDecision d;
   d.plan.tensor_devices.assign(header->tensors.size(), kCpuDevice);
   const auto all = repack_candidates(*header, *hp, d);
-  EXPECT_EQ(all, routed_expert_tensors(*header, *hp));
-  // Layer 0's dense part on the GPU, its experts on the CPU; layer 1's experts on the GPU.
+  const auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const std::string& e : routed_expert_tensors(*header, *hp)) EXPECT_TRUE(has(all, e)) << e;
+  for (const char* dense : {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight"}) {
+    EXPECT_TRUE(has(all, dense)) << dense;
+  }
+  EXPECT_EQ(has(all, "output.weight"), header->find_tensor("output.weight") != nullptr);
+  for (const char* never : {"token_embd.weight", "output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_gate_inp.weight"}) {
+    EXPECT_FALSE(has(all, never)) << never;
+  }
+  // Layer 0 on the GPU (its dense part there, its experts on the CPU); layer 1's experts on the GPU.
   d.gpu_part = true;
   d.gpu.layer_on_gpu.assign(static_cast<size_t>(hp->n_layer), false);
   d.gpu.layer_on_gpu[0] = true;
@@ -133,23 +166,36 @@ TEST(RepackCandidates, FollowThePlacementAndOpOffload) {
       d.plan.tensor_devices[i] = kGpuDevice;
     }
   }
-  auto in_layer = [](const std::vector<std::string>& names, int layer) {
+  // Candidates in a layer: routed experts (kExperts) or the rest.
+  enum Kind { kExperts, kDense };
+  auto in_layer = [](const std::vector<std::string>& names, int layer, Kind kind) {
     int n = 0;
-    for (const auto& s : names) n += tensor_layer_index(s) == layer;
+    for (const auto& s : names) {
+      n += tensor_layer_index(s) == layer && (s.find("_exps") != std::string::npos) == (kind == kExperts);
+    }
     return n;
   };
   d.gpu.op_offload = true;
   auto c = repack_candidates(*header, *hp, d);
-  EXPECT_EQ(in_layer(c, 0), 0);  // may be streamed to the GPU
-  EXPECT_EQ(in_layer(c, 1), 0);  // on the GPU
-  EXPECT_EQ(in_layer(c, 2), 3);
+  EXPECT_EQ(in_layer(c, 0, kExperts), 0);  // may be streamed to the GPU
+  EXPECT_EQ(in_layer(c, 0, kDense), 0);    // a GPU layer's
+  EXPECT_EQ(in_layer(c, 1, kExperts), 0);  // on the GPU
+  EXPECT_EQ(in_layer(c, 1, kDense), in_layer(all, 1, kDense));
+  EXPECT_EQ(in_layer(c, 2, kExperts), 3);
+  EXPECT_EQ(in_layer(all, 1, kDense), 4);  // q, k, v, output
   d.gpu.op_offload = false;
   c = repack_candidates(*header, *hp, d);
-  EXPECT_EQ(in_layer(c, 0), 3);
-  EXPECT_EQ(in_layer(c, 1), 0);
+  EXPECT_EQ(in_layer(c, 0, kExperts), 3);
+  EXPECT_EQ(in_layer(c, 0, kDense), 0);
+  EXPECT_EQ(in_layer(c, 1, kExperts), 0);
 }
 
-std::string quoted(const std::string& name) { return "'" + moetier::testing::ref_model_path(name) + "'"; }
+std::string quoted(const std::string& name) {
+  std::string q = "'";  // (built up: GCC 12 reports a false -Wrestrict on "'" + path + "'")
+  q += moetier::testing::ref_model_path(name);
+  q += "'";
+  return q;
+}
 
 TEST(CliRepack, RunSaysWhatWasRepackedAndNoRepackKeepsTheLayout) {
   const std::string base = "run -m " + quoted("qwen35moe-small-q4_k_m") + " -p hi -n 4 --temp 0 -t 2 --no-mmap";
@@ -164,11 +210,11 @@ TEST(CliRepack, RunSaysWhatWasRepackedAndNoRepackKeepsTheLayout) {
     EXPECT_NE(on.err.find("moetier: repacked "), std::string::npos) << on.err;
     EXPECT_NE(on.err.find(" of routed experts ("), std::string::npos) << on.err;
   } else {
-    EXPECT_NE(on.err.find("moetier: routed experts keep the file's layout: "), std::string::npos) << on.err;
+    EXPECT_NE(on.err.find("moetier: weights keep the file's layout: "), std::string::npos) << on.err;
   }
   const auto mapped = run_moetier("run -m " + quoted("qwen35moe-small-q4_k_m") + " -p hi -n 2 -t 2 --expert-pages file");
   ASSERT_EQ(mapped.rc, 0) << mapped.err;
-  EXPECT_NE(mapped.err.find("moetier: routed experts keep the file's layout: "), std::string::npos) << mapped.err;
+  EXPECT_NE(mapped.err.find("moetier: weights keep the file's layout: "), std::string::npos) << mapped.err;
 }
 
 // The users' tier (AVX2 + AVX-VNNI) repacks every K-quant and IQ4_XS expert and prints the

@@ -285,7 +285,7 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
   if (!m.file->stats().expert_pages_note.empty()) {
     std::fprintf(stderr, "moetier bench: %s\n", m.file->stats().expert_pages_note.c_str());
   }
-  const RepackResult repacked = repack_experts(*m.file, repack, copy_threads);
+  const RepackResult repacked = repack_weights(*m.file, repack, copy_threads);
   if (!repacked.note.empty()) std::fprintf(stderr, "moetier bench: %s\n", repacked.note.c_str());
   auto model = load_model(*m.file, {});
   if (!model) return model.status().with_context(path);
