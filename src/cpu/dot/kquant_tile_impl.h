@@ -576,10 +576,10 @@ __attribute__((always_inline)) inline __m256i one_token_pairs(const uint8_t* run
   __m256i acc[4];
   for (auto& v : acc) v = _mm256_setzero_si256();
   for (int quad = 0; quad < 2; ++quad) {
-#pragma GCC unroll 8  // constant step indices: the sums stay in registers
+    #pragma GCC unroll 8  // constant step indices: the sums stay in registers
     for (int k0 = 0; k0 < 8; k0 += kI16Steps) {
       __m256i p[4];
-#pragma GCC unroll 8
+      #pragma GCC unroll 8
       for (int k = k0; k < k0 + kI16Steps; ++k) {
         __m256i c[4];
         codes_of_quad<F>(run, quad, k, c);
@@ -872,24 +872,31 @@ inline void decode_run(const uint8_t* run, PackedSuperBlock& P) {
   }
 }
 
-// Every token against n_super packed super-blocks, 4 tokens at a time (then 3, 2 or 1).
-template <class F>
-void packed_tokens(const TileDotArgs& a, int64_t n_super, const PackedSuperBlock* packed) {
+// body.template operator()<T>(j) for the token groups j .. j + T − 1 of n_act tokens: T = 4
+// while 4 remain, then one group of 3, 2 or 1.
+template <class Body>
+inline void token_groups(int64_t n_act, const Body& body) {
   int64_t j = 0;
-  for (; j + 4 <= a.n_act; j += 4) tile_tokens<F, 4>(a, n_super, packed, j);
-  switch (a.n_act - j) {
-    case 3: tile_tokens<F, 3>(a, n_super, packed, j); break;
-    case 2: tile_tokens<F, 2>(a, n_super, packed, j); break;
-    case 1: tile_tokens<F, 1>(a, n_super, packed, j); break;
+  for (; j + 4 <= n_act; j += 4) body.template operator()<4>(j);
+  switch (n_act - j) {
+    case 3: body.template operator()<3>(j); break;
+    case 2: body.template operator()<2>(j); break;
+    case 1: body.template operator()<1>(j); break;
     default: break;
   }
 }
 
+// Every token against n_super packed super-blocks.
+template <class F>
+void packed_tokens(const TileDotArgs& a, int64_t n_super, const PackedSuperBlock* packed) {
+  token_groups(a.n_act, [&]<int T>(int64_t j) { tile_tokens<F, T>(a, n_super, packed, j); });
+}
+
 // From this many tokens on, tile_x8 decodes the whole group before the tokens (below). One
-// core, Q4_K, GMAC/s (microbenchmark): with VNNI per super-block / all first 126 / 124 at 32
-// tokens, 128 / 129 at 64, 116 / 134 at 512; below 32 tokens all-first loses up to 20%
-// (8 tokens: 87 / 70). Plain AVX2 (int16 step sums, a larger P) loses at every count
-// (512 tokens: 126 / 119), so there it never does.
+// core, Q4_K (microbenchmark): with VNNI, all first against per super-block is 2% faster at
+// 64 tokens and 12% at 512 (119 → 134 GMAC/s), 3% slower at 32 and 20% at 8. Plain AVX2
+// (int16 step sums, a larger P) is slower all first at every count (16 tokens: 95 against
+// 118; 512: 119 against 126), so there it never is.
 #if defined(MOETIER_TILE_PAIRS)
 inline constexpr int64_t kDecodeAllTokens = INT64_MAX;
 #else
@@ -898,7 +905,8 @@ inline constexpr int64_t kDecodeAllTokens = 64;
 
 // The tile kernel on an interleaved group of kTileRows rows (a.weight_rows; weight_stride
 // unused): per super-block the codes are decoded once into P (shifts and masks, no
-// transpose) and every token runs over them while they sit in L1.
+// transpose) and every token runs over them while they sit in L1; or, from
+// kDecodeAllTokens tokens on, all super-blocks first. One token: x8_one_token(_512).
 template <class F>
 void tile_x8(const TileDotArgs& a) {
   const int64_t n_super = a.n / kQK_K;
@@ -914,8 +922,7 @@ void tile_x8(const TileDotArgs& a) {
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
   if (a.n_act >= kDecodeAllTokens) {
     // Many tokens: every super-block decoded first, then tile()'s token loop with each token
-    // group's sums in registers across the whole row (microbenchmark, AVX-VNNI Q4_K, 512
-    // tokens: 124 GMAC/s per super-block, 133 so).
+    // group's sums in registers across the whole row.
     std::vector<PackedSuperBlock> packed(static_cast<size_t>(n_super));  // 2.9 KiB per super-block
     for (int64_t b = 0; b < n_super; ++b) decode_run<F>(group + b * kRunBytes, packed[static_cast<size_t>(b)]);
     packed_tokens<F>(a, n_super, packed.data());
@@ -924,14 +931,7 @@ void tile_x8(const TileDotArgs& a) {
   PackedSuperBlock P;
   for (int64_t b = 0; b < n_super; ++b) {
     decode_run<F>(group + b * kRunBytes, P);
-    int64_t j = 0;
-    for (; j + 4 <= a.n_act; j += 4) x8_block_tokens<F, 4>(a, P, b, j);
-    switch (a.n_act - j) {
-      case 3: x8_block_tokens<F, 3>(a, P, b, j); break;
-      case 2: x8_block_tokens<F, 2>(a, P, b, j); break;
-      case 1: x8_block_tokens<F, 1>(a, P, b, j); break;
-      default: break;
-    }
+    token_groups(a.n_act, [&]<int T>(int64_t j) { x8_block_tokens<F, T>(a, P, b, j); });
   }
 }
 
