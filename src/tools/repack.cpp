@@ -1,9 +1,12 @@
 #include "tools/repack.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <map>
+#include <set>
+#include <string_view>
 
 #include "core/cpu_features.h"
 #include "core/progress.h"
@@ -43,6 +46,20 @@ std::string blocker(gguf::ModelFile& file, const gguf::TensorInfo& t) {
   if (!cpu::interleavable(t.type) || k == nullptr || k->tile_x8 == nullptr) return "kernel";
   if (t.n_dims < 2 || t.ne[1] % cpu::kInterleaveRows != 0) return "shape";
   return "";
+}
+
+std::string tensors_text(int n) { return fmt::format("{} tensor{}", n, n == 1 ? "" : "s"); }
+
+// A dense candidate's kind as the note names it.
+std::string_view dense_kind(TensorRole role) {
+  switch (role) {
+    case TensorRole::kAttention: return "attention";
+    case TensorRole::kDeltaNet: return "DeltaNet";
+    case TensorRole::kSharedExpert: return "shared expert";
+    case TensorRole::kDenseFfn: return "dense FFN";
+    case TensorRole::kOutput: return "LM head";
+    default: return "other";
+  }
 }
 
 }  // namespace
@@ -95,15 +112,19 @@ RepackResult repack_weights(gguf::ModelFile& file, const std::vector<std::string
   }
   uint64_t bytes = 0, expert_bytes = 0;
   int expert_tensors = 0;
+  std::set<std::string_view> dense_kinds;  // what the dense ones are, for the note
   const auto t0 = std::chrono::steady_clock::now();
   for (const gguf::TensorInfo* t : chosen) {
     const int64_t n_rows = static_cast<int64_t>(t->n_elements) / t->ne[0];
     cpu::interleave_in_place(t->type, t->ne[0], n_rows, file.owned_tensor_data(*t), threads);
     file.set_interleaved(*t);
     bytes += t->n_bytes;
-    if (is_routed_expert(arch_keys::common_tensor_role(t->name))) {
+    const TensorRole role = arch_keys::common_tensor_role(t->name);
+    if (is_routed_expert(role)) {
       expert_bytes += t->n_bytes;
       ++expert_tensors;
+    } else {
+      dense_kinds.insert(dense_kind(role));
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -122,12 +143,16 @@ RepackResult repack_weights(gguf::ModelFile& file, const std::vector<std::string
   if (auto it = kept.find("shape"); it != kept.end()) {
     add(fmt::format("{} have rows that are not whole groups of {}", it->second, cpu::kInterleaveRows));
   }
-  if (chosen.empty()) return {.note = "weights keep the file's layout: " + why_kept};
+  if (chosen.empty()) return {.note = why_kept.empty() ? "" : "weights keep the file's layout: " + why_kept};
   const int other_tensors = static_cast<int>(chosen.size()) - expert_tensors;
-  std::string line = fmt::format("repacked {} of routed experts ({} tensors)", format_bytes(expert_bytes), expert_tensors);
+  std::string line = "repacked ";
+  if (expert_tensors > 0) {
+    line += fmt::format("{} of routed experts ({})", format_bytes(expert_bytes), tensors_text(expert_tensors));
+  }
   if (other_tensors > 0) {
-    line += fmt::format(" and {} of other weights ({} tensors: attention, shared expert, LM head)",
-                        format_bytes(bytes - expert_bytes), other_tensors);
+    line += fmt::format("{}{} of {}weights ({}: {})", expert_tensors > 0 ? " and " : "",
+                        format_bytes(bytes - expert_bytes), expert_tensors > 0 ? "other " : "",
+                        tensors_text(other_tensors), fmt::join(dense_kinds, ", "));
   }
   line += fmt::format(" into 8-row groups for the tile kernels in {:.2f} s (-nr/--no-repack keeps the file's layout)",
                       seconds);

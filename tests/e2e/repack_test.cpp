@@ -109,6 +109,7 @@ TEST(EngineRepack, InterleavedWeightsGiveTheFileLayoutsLogitsBitForBit) {
     if (std::string(name).ends_with("q4_k_m") && n_with_kernel == static_cast<int>(experts.size())) {
       EXPECT_GT(n_dense_interleaved, 0) << note;  // Q4_K / Q6_K attention and LM head
       EXPECT_NE(note.find(" of other weights ("), std::string::npos) << note;
+      EXPECT_NE(note.find("attention"), std::string::npos) << note;
     }
     const auto expected = prompt_and_decode_logits(*plain, tokens);
     const auto got = prompt_and_decode_logits(*repacked, tokens);
@@ -116,6 +117,26 @@ TEST(EngineRepack, InterleavedWeightsGiveTheFileLayoutsLogitsBitForBit) {
     ASSERT_FALSE(expected.empty());
     EXPECT_EQ(0, std::memcmp(expected.data(), got.data(), got.size() * sizeof(float)));
   }
+}
+
+// Dense matrices alone (routed experts on the GPU): the note names what they are and no
+// experts.
+TEST(EngineRepack, DenseMatricesAloneAreNamedInTheNote) {
+  if (!have_x8_kernels()) GTEST_SKIP() << "no interleaved kernels on this CPU";
+  auto f = open_read(moetier::testing::ref_model_path("qwen3moe-small-q4_k_m"));
+  ASSERT_TRUE(f);
+  const std::vector<std::string> experts = experts_of(*f);
+  std::vector<std::string> dense;
+  for (const std::string& name : all_candidates(f->header())) {
+    if (std::find(experts.begin(), experts.end(), name) == experts.end()) dense.push_back(name);
+  }
+  ASSERT_FALSE(dense.empty());
+  const RepackResult r = repack_weights(*f, dense, 1);
+  EXPECT_GT(r.tensors, 0);
+  EXPECT_EQ(r.note.rfind("repacked ", 0), 0u) << r.note;
+  EXPECT_NE(r.note.find(" of weights ("), std::string::npos) << r.note;
+  EXPECT_NE(r.note.find("attention"), std::string::npos) << r.note;
+  EXPECT_EQ(r.note.find("routed experts"), std::string::npos) << r.note;
 }
 
 TEST(EngineRepack, MappedExpertsKeepTheFilesLayoutAndSayHowToRepack) {
