@@ -1,7 +1,7 @@
 // Repacking the CPU's weight matrices at load into the tile kernels' interleaved layout
 // (cpu/interleave.h): prompt matmuls read them as they are instead of repacking 8 rows per
 // call, and decoding reads 8 rows per load with no per-row reduction (the x8 one-token
-// kernel decodes ~1.6x as many bytes per second as the row kernels on AVX2). Like
+// kernel decodes ~1.6x as many bytes per second as the row kernels on AVX2 + AVX-VNNI). Like
 // llama.cpp's CPU "repack" (and its -nr / --no-repack), it only happens to weights in memory
 // this process owns: --no-mmap's buffer, or the CPU weights that --expert-pages moved into
 // huge pages. Tensors in the file mapping keep the file's layout.

@@ -68,9 +68,10 @@ void add_engine_flags(ArgParser& p, EngineFlags& f) {
   p.option({"--vram-budget"}, "MiB", "plan for a GPU of this size (a big GPU behaves like a small one)",
            &f.vram_budget_mib);
   p.flag({"-nr", "--no-repack"}, &f.no_repack,
-         "keep the routed experts in the file's row layout (default: when they are in RAM this process owns, "
-         "--no-mmap's or --expert-pages' huge-page copy, repack them at load into 8-row groups the prompt kernels "
-         "read as they are; needs AVX-VNNI or AVX512-VNNI)");
+         "keep the weights in the file's row layout (default: the routed experts and the K-quant attention, "
+         "DeltaNet, shared-expert and LM-head matrices of CPU layers in RAM this process owns, --no-mmap's or "
+         "--expert-pages' huge-page copy, are repacked at load into the 8-row groups the tile kernels read as they "
+         "are; needs AVX2)");
   p.flag({"--no-op-offload"}, &f.no_op_offload,
          "never stream CPU-resident experts to the GPU for prompt batches (default: when measured faster)");
   p.option({"--gpu-kernels"}, "fast|exact",
@@ -412,7 +413,7 @@ Result<Session> open_session(const EngineFlags& flags, const SessionOptions& opt
   // the load moves into huge-page memory (GPU-resident ones are uploaded and then never read
   // on the host, so copying them would be wasted time).
   std::optional<PlacementDecision> placement;
-  std::vector<std::string> repack;  // routed experts to repack after the load (tools/repack.h)
+  std::vector<std::string> repack;  // weights to repack after the load (tools/repack.h)
   if (options.need_model) {
     auto hp = read_hparams(header);
     if (!hp) return hp.status().with_context(flags.model_path);

@@ -303,8 +303,8 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            });
   p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
   p.flag({"-nr", "--no-repack"}, &b.no_repack,
-         "keep the routed experts in the file's row layout (default: repack those in RAM this process owns into "
-         "the prompt kernels' 8-row groups at load; see `moetier run --help`)");
+         "keep the weights in the file's row layout (default: repack the routed experts and dense K-quant "
+         "matrices in RAM this process owns into the tile kernels' 8-row groups at load; see `moetier run --help`)");
   p.option({"--expert-pages"}, "auto|huge|file",
            "with -mmp 1, where the weights the CPU computes with live: auto (default) moves them into transparent huge pages "
            "when RAM allows, huge always moves them (error when they cannot fit), file keeps them in the file "

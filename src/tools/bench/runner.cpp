@@ -254,7 +254,7 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
                          .progress = true,
                          .verbose = options.verbose,
                          .expert_pages = options.expert_pages};
-  std::vector<std::string> repack;  // the experts every test's placement computes on the CPU
+  std::vector<std::string> repack;  // the weights every test's placement repacks (tools/repack.h)
   int copy_threads = 1;
   if (options.run != nullptr) {
     // The union over the tests of the weights each placement has the CPU compute with, and
