@@ -218,8 +218,9 @@ TEST(Matmul, ThreadedEqualsSingleThreaded) {
 }
 
 // Interleaved rows (the loader's repack of dense matrices) give the file layout's products bit
-// for bit, for one token (the x8 decode kernel), a few, and more than one token chunk of the
-// interleaved matmul (64), on 1 and 2 threads; every interleavable type.
+// for bit, for one token (the x8 decode kernel), a few, from 64 on (VNNI kernels decode the
+// whole group first) and past one of matmul_interleaved's 256-token chunks, on 1 and 2
+// threads; every interleavable type.
 TEST(Matmul, InterleavedRowsEqualTheFilesRows) {
   const DotKernel* probe = best_dot_kernel(DType::Q4_K, cpu_features());
   if (probe == nullptr || probe->tile_x8 == nullptr) GTEST_SKIP() << "no interleaved kernels on this CPU";
@@ -238,7 +239,7 @@ TEST(Matmul, InterleavedRowsEqualTheFilesRows) {
     WeightMatrix x8 = plain;
     x8.data = groups.data();
     x8.layout = RowLayout::kInterleaved8;
-    for (int64_t n_tokens : {1, 3, 8, 130}) {
+    for (int64_t n_tokens : {1, 3, 8, 130, 300}) {
       std::vector<float> x(static_cast<size_t>(n_in * n_tokens));
       for (auto& v : x) v = gauss(rng);
       std::vector<float> want(static_cast<size_t>(n_out * n_tokens)), got1(want.size(), -1.0f), got2(want.size(), -2.0f);
