@@ -710,7 +710,12 @@ __attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotA
 // One token against one interleaved group, codes read straight from the group: four
 // sub-blocks at a time with two chains each (8 independent VPDPBUSD chains: decoding is a
 // stream of weights, and two chains would leave it latency-bound).
-inline constexpr int64_t kPrefetchRuns = 2;
+// The prefetch runs this many super-block runs ahead: 4.3–6.7 KiB for the four families
+// (an 8-row run is 1088–1680 bytes). Two runs (2.2 KiB for IQ4_XS) arrived too late: on 2
+// threads streaming 8 random experts from DRAM (throwaway microbenchmark, AVX-VNNI) IQ4_XS
+// read 39–45 GB/s at 2 runs and 49–50 at 4, Q4_K 48–51 and 50–51; Q5_K and Q6_K the same
+// within the noise. At 8 runs Q4_K fell back to 48.
+inline constexpr int64_t kPrefetchRuns = 4;
 
 // The frame of the one-token kernels: per super-block, the prefetch, the scales (and min
 // pairs), the activation's mins term and the float step, around scaled_sum(run, x, P), the
