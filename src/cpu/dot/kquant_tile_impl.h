@@ -13,7 +13,9 @@
 // and the Σ q_a terms come from the activation's stored 16-element sums (bsums). Per
 // super-block and token, lanes = the kTileRows = 8 rows:
 //   scaled = Σ_s sc_s · Σ_{e∈s} u_e·q_a,e          (VPDPBUSD steps, then VPMULLD by sc_s)
-//   mins   = Σ_t mp_t · (bsums[2t], bsums[2t+1])  (8 VPDPWSSD steps, int16 pairs)
+//   mins   = Σ_t mp_t · (bsums[2t], bsums[2t+1])  (8 VPDPWSSD steps, int16 pairs; the
+//            one-token kernels take Q4_K's and Q5_K's in 4 steps of two units each,
+//            paired_unit_mins)
 // with the pairs mp_t chosen per family so that mins is the reference's second integer:
 //   Q4_K/Q5_K: mp_t = (m_t, m_t)                 → sum += d·d_a·float(scaled) − dmin·d_a·float(mins)
 //   IQ4_XS:    mp_t = (128·sc_t, 128·sc_t)       → sum += d·d_a·float(scaled − mins)
@@ -61,7 +63,7 @@ namespace {
 struct alignas(32) PackedSuperBlock {
   __m256i codes[8][8];  // [32-element unit j][step k]
   __m256i sc[16];       // [sub-block s]: lane i = row i's integer scale (int32); 8 or 16 used
-  __m256i m_pairs[8];   // [t]: lane i = two int16 (low, high), see above
+  __m256i m_pairs[8];   // [t]: lane i = two int16 (low, high), see above (meta_one_token: 4 used, two units each)
   __m256 d;             // lane i = row i's d (f32)
   __m256 dmin;          // Q4_K/Q5_K only
 #if defined(MOETIER_TILE_PAIRS)
@@ -160,11 +162,14 @@ inline __m256 f16_lanes(__m256i v) {
   return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
 }
 
-// Byte `byte` of each 32-bit lane, zero-extended (kSigned = false) or sign-extended.
+// Byte `byte` of each 32-bit lane, zero-extended (kSigned = false: one VPSHUFB, whose
+// index 0x80 gives a zero byte; lane L of a 128-bit half is its bytes 4L .. 4L + 3) or
+// sign-extended.
 template <bool kSigned>
 inline __m256i lane_byte(__m256i v, int byte) {
   if constexpr (kSigned) return _mm256_srai_epi32(_mm256_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * byte)), 24);
-  return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(8 * byte)), _mm256_set1_epi32(0xFF));
+  const auto pick = [byte](int lane) { return static_cast<int>(0x80808000u | static_cast<uint32_t>(4 * lane + byte)); };
+  return _mm256_shuffle_epi8(v, _mm256_setr_epi32(pick(0), pick(1), pick(2), pick(3), pick(0), pick(1), pick(2), pick(3)));
 }
 
 // Q4_K's and Q5_K's 8 six-bit scales and mins from the 12 packed bytes (the layout of
@@ -231,24 +236,43 @@ struct KScaleMinFamily {
     return k_finish(P, d_a, scaled, mins);
   }
   // Interleaved run: word 0 = (d, dmin), words 1..3 = the 12 scale bytes. The bit
-  // arithmetic of k_scales_mins, lane-wise.
-  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+  // arithmetic of k_scales_mins, lane-wise: byte j of each lane of sc[0] / m[0] is the scale
+  // / min of sub-block j, of sc[1] / m[1] that of sub-block 4 + j. Also fills P.sc, P.d, P.dmin.
+  static void scales_mins_d(const uint8_t* run, PackedSuperBlock& P, __m256i (&sc)[2], __m256i (&m)[2]) {
     const __m256i dm = group_word(run, 0), u0 = group_word(run, 1), u1 = group_word(run, 2), u2 = group_word(run, 3);
     const __m256i m3f = _mm256_set1_epi8(0x3F), m0f = _mm256_set1_epi8(0x0F), m03 = _mm256_set1_epi8(0x03);
-    const __m256i sc_lo = _mm256_and_si256(u0, m3f), m_lo = _mm256_and_si256(u1, m3f);
-    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, m0f),
-                                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), m03), 4));
-    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m0f),
-                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m03), 4));
+    sc[0] = _mm256_and_si256(u0, m3f), m[0] = _mm256_and_si256(u1, m3f);
+    sc[1] = _mm256_or_si256(_mm256_and_si256(u2, m0f), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), m03), 4));
+    m[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m0f),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), m03), 4));
     for (int j = 0; j < 4; ++j) {
-      P.sc[j] = lane_byte<false>(sc_lo, j);
-      P.sc[j + 4] = lane_byte<false>(sc_hi, j);
-      const __m256i lo = lane_byte<false>(m_lo, j), hi = lane_byte<false>(m_hi, j);
-      P.m_pairs[j] = int16_pairs(lo, lo);
-      P.m_pairs[j + 4] = int16_pairs(hi, hi);
+      P.sc[j] = lane_byte<false>(sc[0], j);
+      P.sc[j + 4] = lane_byte<false>(sc[1], j);
     }
     P.d = f16_lanes<false>(dm);
     P.dmin = f16_lanes<true>(dm);
+  }
+  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+    __m256i sc[2], m[2];
+    scales_mins_d(run, P, sc, m);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i lo = lane_byte<false>(m[0], j), hi = lane_byte<false>(m[1], j);
+      P.m_pairs[j] = int16_pairs(lo, lo);
+      P.m_pairs[j + 4] = int16_pairs(hi, hi);
+    }
+  }
+  // x8_one_token's meta: as meta(), but the mins go in as two sub-blocks per int16 pair,
+  // P.m_pairs[0..3] = (m0, m2), (m1, m3), (m4, m6), (m5, m7) (low, high), for paired_unit_mins.
+  // A lane's 16-bit halves are bytes (m0, m1) and (m2, m3): masking and shifting them by 8
+  // gives the pairs, where meta() builds 8 pair vectors from 8 extracted bytes.
+  static void meta_one_token(const uint8_t* run, PackedSuperBlock& P) {
+    __m256i sc[2], m[2];
+    scales_mins_d(run, P, sc, m);
+    const __m256i low_byte = _mm256_set1_epi16(0x00FF);
+    for (int h = 0; h < 2; ++h) {
+      P.m_pairs[2 * h] = _mm256_and_si256(m[h], low_byte);
+      P.m_pairs[2 * h + 1] = _mm256_srli_epi16(m[h], 8);
+    }
   }
 };
 
@@ -369,14 +393,24 @@ struct IQ4XSFamily {
   }
 #endif
   // P.sc and P.d only (what x8_one_token needs: kOffsetInSum). ls_j = bits 4j..4j+3 of
-  // scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4.
+  // scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4. Built a lane's
+  // bytes at a time: byte k of `even` is ls_2k, of `odd` ls_2k+1 (nibble k of scales_h holds
+  // the high bits of both), then one byte extraction per sub-block.
   static void scales_and_d(const uint8_t* run, PackedSuperBlock& P) {
     const __m256i w0 = group_word(run, 0), sl = group_word(run, 1);
+    const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    // scales_h's bytes (w0's bytes 2, 3) to bytes 0 and 2, then its nibble k to byte k.
     const __m256i sh = _mm256_srli_epi32(w0, 16);
-    for (int j = 0; j < 8; ++j) {
-      const __m256i low = _mm256_and_si256(_mm256_srl_epi32(sl, _mm_cvtsi32_si128(4 * j)), _mm256_set1_epi32(0x0F));
-      const __m256i high = _mm256_and_si256(_mm256_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi32(3));
-      P.sc[j] = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    const __m256i spread = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xFF)),
+                                           _mm256_slli_epi32(_mm256_and_si256(sh, _mm256_set1_epi32(0xFF00)), 8));
+    const __m256i nib = _mm256_or_si256(_mm256_and_si256(spread, m0f), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(spread, 4), m0f), 8));
+    // Bits 0-1 (ls_2k's) and 2-3 (ls_2k+1's) of each nibble to bits 4-5; a bit shifted in from
+    // the byte below lands outside the mask.
+    const __m256i even = _mm256_or_si256(_mm256_and_si256(sl, m0f), _mm256_and_si256(_mm256_slli_epi32(nib, 4), m30));
+    const __m256i odd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4), m0f), _mm256_and_si256(_mm256_slli_epi32(nib, 2), m30));
+    for (int k = 0; k < 4; ++k) {
+      P.sc[2 * k] = _mm256_sub_epi32(lane_byte<false>(even, k), _mm256_set1_epi32(32));
+      P.sc[2 * k + 1] = _mm256_sub_epi32(lane_byte<false>(odd, k), _mm256_set1_epi32(32));
     }
     P.d = f16_lanes<false>(w0);
   }
@@ -717,6 +751,25 @@ __attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotA
 // within the noise. At 8 runs Q4_K fell back to 48.
 inline constexpr int64_t kPrefetchRuns = 4;
 
+// The mins term Σ_j m_j · S_j of a 32-element-unit family (S_j = Σ q_a over unit j =
+// bsums[2j] + bsums[2j + 1]) in four VPDPWSSD steps of two units each, for the pairs
+// P.m_pairs[0..3] = (m0, m2), (m1, m3), (m4, m6), (m5, m7) of meta_one_token: the activation's
+// sums are paired the same way. The same integer as meta()'s eight steps of (m_j, m_j) ·
+// (bsums[2j], bsums[2j + 1]); |S_j| ≤ 32 · 127 fits int16.
+inline __m256i paired_unit_mins(const PackedSuperBlock& P, const BlockQ8_K& x) {
+  // int32 lanes S0 .. S3 | S4 .. S7.
+  const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), _mm256_set1_epi16(1));
+  // Lanes 0, 1 = (S0, S2), (S1, S3); lanes 4, 5 = (S4, S6), (S5, S7): each lane's high half
+  // from the lane two above.
+  const __m256i pairs = _mm256_blend_epi16(s, _mm256_slli_epi32(_mm256_bsrli_epi128(s, 8), 16), 0xAA);
+  constexpr int kLane[4] = {0, 1, 4, 5};
+  __m256i mins = _mm256_setzero_si256();
+  for (int p = 0; p < 4; ++p) {
+    mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[p], _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(kLane[p])));
+  }
+  return mins;
+}
+
 // The frame of the one-token kernels: per super-block, the prefetch, the scales (and min
 // pairs), the activation's mins term and the float step, around scaled_sum(run, x, P), the
 // super-block's Σ_s sc_s · (unit sums) as int32 lanes (for kOffsetInSum families with the
@@ -734,7 +787,10 @@ __attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_t
     // group's end is the next group of the same matrix, what the caller reads next (a
     // prefetch past the tensor's end is harmless).
     for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
-    if constexpr (F::kOffsetInSum) {
+    constexpr bool kPairedMins = requires { F::meta_one_token(run, P); };
+    if constexpr (kPairedMins) {
+      F::meta_one_token(run, P);
+    } else if constexpr (F::kOffsetInSum) {
       F::scales_and_d(run, P);  // no min pairs: the offset comes off each unit's sum
     } else {
       F::meta(run, P);
@@ -743,7 +799,9 @@ __attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_t
     const BlockQ8_K& x = act[b];
     const __m256i scaled = scaled_sum(run, x, P);
     __m256i mins = _mm256_setzero_si256();
-    if constexpr (!F::kOffsetInSum) {
+    if constexpr (kPairedMins) {
+      mins = paired_unit_mins(P, x);
+    } else if constexpr (!F::kOffsetInSum) {
       for (int s = 0; s < 8; ++s) mins = MOETIER_TILE_DPWSSD(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
     }
     sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
