@@ -393,24 +393,14 @@ struct IQ4XSFamily {
   }
 #endif
   // P.sc and P.d only (what x8_one_token needs: kOffsetInSum). ls_j = bits 4j..4j+3 of
-  // scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4. Built a lane's
-  // bytes at a time: byte k of `even` is ls_2k, of `odd` ls_2k+1 (nibble k of scales_h holds
-  // the high bits of both), then one byte extraction per sub-block.
+  // scales_l (as a little-endian word) | bits 2j, 2j+1 of scales_h << 4.
   static void scales_and_d(const uint8_t* run, PackedSuperBlock& P) {
     const __m256i w0 = group_word(run, 0), sl = group_word(run, 1);
-    const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    // scales_h's bytes (w0's bytes 2, 3) to bytes 0 and 2, then its nibble k to byte k.
     const __m256i sh = _mm256_srli_epi32(w0, 16);
-    const __m256i spread = _mm256_or_si256(_mm256_and_si256(sh, _mm256_set1_epi32(0xFF)),
-                                           _mm256_slli_epi32(_mm256_and_si256(sh, _mm256_set1_epi32(0xFF00)), 8));
-    const __m256i nib = _mm256_or_si256(_mm256_and_si256(spread, m0f), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(spread, 4), m0f), 8));
-    // Bits 0-1 (ls_2k's) and 2-3 (ls_2k+1's) of each nibble to bits 4-5; a bit shifted in from
-    // the byte below lands outside the mask.
-    const __m256i even = _mm256_or_si256(_mm256_and_si256(sl, m0f), _mm256_and_si256(_mm256_slli_epi32(nib, 4), m30));
-    const __m256i odd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(sl, 4), m0f), _mm256_and_si256(_mm256_slli_epi32(nib, 2), m30));
-    for (int k = 0; k < 4; ++k) {
-      P.sc[2 * k] = _mm256_sub_epi32(lane_byte<false>(even, k), _mm256_set1_epi32(32));
-      P.sc[2 * k + 1] = _mm256_sub_epi32(lane_byte<false>(odd, k), _mm256_set1_epi32(32));
+    for (int j = 0; j < 8; ++j) {
+      const __m256i low = _mm256_and_si256(_mm256_srl_epi32(sl, _mm_cvtsi32_si128(4 * j)), _mm256_set1_epi32(0x0F));
+      const __m256i high = _mm256_and_si256(_mm256_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), _mm256_set1_epi32(3));
+      P.sc[j] = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
     }
     P.d = f16_lanes<false>(w0);
   }
