@@ -731,9 +731,10 @@ __attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotA
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
 }
 
-// One token against one interleaved group, codes read straight from the group: four
-// sub-blocks at a time with two chains each (8 independent VPDPBUSD chains: decoding is a
-// stream of weights, and two chains would leave it latency-bound).
+// One token against one interleaved group, codes read straight from the group: four units
+// at a time, with one VPDPBUSD chain per 16-element sub-block (Q6_K: 8 chains) or per unit
+// (the others: 4 chains, and the next four units' chains overlap them out of order; decoding
+// is a stream of weights, and two chains would leave it latency-bound).
 // The prefetch runs this many super-block runs ahead: 4.3–6.7 KiB for the four families
 // (an 8-row run is 1088–1680 bytes). Two runs (2.2 KiB for IQ4_XS) arrived too late: on 2
 // threads streaming 8 random experts from DRAM (throwaway microbenchmark, AVX-VNNI) IQ4_XS
@@ -835,23 +836,26 @@ void x8_one_token(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
         for (int i = 0; i < 8; ++i) scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(acc[i], P.sc[8 * half + i]));
       }
     } else {
-      // Four units at a time, two chains each (steps k < 4 and k ≥ 4, taken in the order
-      // 0, 4, 1, 5, ...: IQ4_XS's steps k and k + 4 are one word's two nibbles, decoded together).
+      // Four units at a time, one chain each, steps in the order 0, 4, 1, 5, ... (IQ4_XS's
+      // steps k and k + 4 are one word's two nibbles, decoded together). The two quads are
+      // independent, so out-of-order execution keeps up to 8 chains in flight; two chains per
+      // unit (8 accumulators beside the codes, the activation word and the masks or grid in
+      // 16 ymm registers) spilled, and one chain was 1.08–1.12× faster for IQ4_XS and Q4_K
+      // (AVX-VNNI, one core, in L2, paired in one process).
       for (int j0 = 0; j0 < 8; j0 += 4) {
-        __m256i acc[4][2];
-        for (auto& q : acc) q[0] = q[1] = _mm256_setzero_si256();
+        __m256i acc[4];
+        for (auto& v : acc) v = _mm256_setzero_si256();
         #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
         for (int i = 0; i < 8; ++i) {
           const int k = i / 2 + 4 * (i % 2);
           __m256i c[4];
           codes_of_quad<F>(run, j0 / 4, k, c);
           for (int q = 0; q < 4; ++q) {
-            acc[q][i % 2] = MOETIER_TILE_DPBUSD(acc[q][i % 2], c[q],
-                                                _mm256_set1_epi32(load_word(x.qs + 32 * (j0 + q) + 4 * k)));
+            acc[q] = MOETIER_TILE_DPBUSD(acc[q], c[q], _mm256_set1_epi32(load_word(x.qs + 32 * (j0 + q) + 4 * k)));
           }
         }
         for (int q = 0; q < 4; ++q) {
-          const __m256i s = unit_sum<F>(_mm256_add_epi32(acc[q][0], acc[q][1]), x, j0 + q);
+          const __m256i s = unit_sum<F>(acc[q], x, j0 + q);
           scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(s, P.sc[j0 + q]));
         }
       }
