@@ -840,8 +840,8 @@ void x8_one_token(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
       // steps k and k + 4 are one word's two nibbles, decoded together). The two quads are
       // independent, so out-of-order execution keeps up to 8 chains in flight; two chains per
       // unit (8 accumulators beside the codes, the activation word and the masks or grid in
-      // 16 ymm registers) spilled, and one chain was 1.08–1.12× faster for IQ4_XS and Q4_K
-      // (AVX-VNNI, one core, in L2, paired in one process).
+      // 16 ymm registers) spilled: one chain made IQ4_XS, whose kernel nothing else changed,
+      // 1.08–1.09× faster (AVX-VNNI, one core, in L2, paired in one process).
       for (int j0 = 0; j0 < 8; j0 += 4) {
         __m256i acc[4];
         for (auto& v : acc) v = _mm256_setzero_si256();
