@@ -49,7 +49,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-bench", required=True, help="path to llama.cpp's llama-bench")
     ap.add_argument("--moetier", default="build/moetier", help="path to moetier (default build/moetier)")
-    ap.add_argument("-m", "--model", action="append", required=True, help="GGUF file (repeatable)")
+    ap.add_argument("-m", "--model", action="append", required=True,
+                    help="GGUF file (repeatable, or comma-separated as llama-bench takes them); each file is its own "
+                         "pair of runs, so the engines alternate per file and moetier's --membw is measured per file")
     ap.add_argument("-p", default="512", help="prompt sizes (default 512)")
     ap.add_argument("-n", default="128", help="generation sizes (default 128)")
     ap.add_argument("-t", default="2", help="threads (default 2)")
@@ -60,6 +62,7 @@ def main():
     ap.add_argument("--llama-extra", default="", help="extra flags for llama-bench only")
     ap.add_argument("--raw", default=None, help="write every record here (JSON lines)")
     args = ap.parse_args()
+    args.model = [m for arg in args.model for m in arg.split(",") if m]
 
     common = ["-p", args.p, "-n", args.n, "-t", args.t, "-r", args.r, "-o", "json"] + args.extra.split()
     results = {}  # (model, test) -> {"llama.cpp": [ts...], "moetier": [ts...]}
