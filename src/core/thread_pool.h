@@ -35,6 +35,15 @@ class ThreadPool {
   // where there is enough work, and calls fn(begin, end, thread_index) for each.
   void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t, int)>& fn);
 
+  // parallel_for for threads that may not run at the same speed (the E-cores of a hybrid
+  // CPU, a core shared with another process, a slow vCPU). Each thread starts on the same
+  // contiguous range parallel_for would give it and walks it front to back, `chunk` items
+  // per call to fn (so each thread still streams its part of a matrix in order); a thread
+  // whose range is done takes chunks from the back of the range with the most items left.
+  // fn may be called several times per thread, with sub-ranges of at most `chunk` items;
+  // every item of [0, n) is passed exactly once. n < 2^31.
+  void parallel_for_balanced(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t, int)>& fn);
+
   // Inside run(): blocks until every thread of the pool has called barrier() (all size()
   // threads must call it the same number of times). Memory written before the barrier is
   // visible to every thread after it.
@@ -50,6 +59,12 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};  // bumped once per run(); workers wait for a change
   std::atomic<int> pending_{0};          // workers still inside the current job
   std::atomic<bool> stop_{false};
+  // parallel_for_balanced: thread t's range left, front in the low 32 bits and back in the
+  // high 32 (one word, so the owner's front and a taker's back never pass each other).
+  struct alignas(64) BalancedRange {
+    std::atomic<uint64_t> bounds{0};
+  };
+  std::vector<BalancedRange> ranges_;
   // Sense-reversing barrier state.
   std::atomic<int> barrier_count_{0};
   std::atomic<uint32_t> barrier_phase_{0};

@@ -55,7 +55,7 @@ void matmul_tiled(const DotKernel& kernel, const WeightMatrix& w, int64_t mat, c
     });
   }
   const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
-  pool.parallel_for(n_groups, 1, [&](int64_t begin, int64_t end, int) {
+  pool.parallel_for_balanced(n_groups, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t g = begin; g < end; ++g) {
       const int64_t o = g * kTileRows;
       kernel.tile({.n = w.n_in,
@@ -78,28 +78,27 @@ void matmul_tiled(const DotKernel& kernel, const WeightMatrix& w, int64_t mat, c
 // takes blocks of kGroupsPerBlock groups (~100-200 KiB of weights, kept in L2) against the
 // tokens kTokenChunk at a time (their activations, ~600 KiB at n_in 2048, in L2 or L3), so
 // a long prompt reads the weights from memory once per chunk, not once per token.
-// Bit-identical to the per-row kernels on the file's rows.
+// Bit-identical to the per-row kernels on the file's rows. The blocks are handed out by
+// parallel_for_balanced: each thread walks its half in order, and one that finishes early
+// takes blocks from the end of the other's, so a slower core does not hold up the token.
 void matmul_interleaved(const DotKernel& kernel, const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq,
                         float* y, ThreadPool& pool) {
   CHECK_MSG(kernel.tile_x8 != nullptr && w.n_out % kTileRows == 0, "matmul: {} rows interleaved without a kernel",
             dtype_name(w.type));
   constexpr int64_t kGroupsPerBlock = 16, kTokenChunk = 256;
   const int64_t n_out = w.n_out, n_tokens = xq.n_rows, n_groups = n_out / kTileRows;
-  pool.parallel_for(n_groups, 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t g0 = begin; g0 < end; g0 += kGroupsPerBlock) {
-      const int64_t g1 = std::min(end, g0 + kGroupsPerBlock);
-      for (int64_t t = 0; t < n_tokens; t += kTokenChunk) {
-        for (int64_t g = g0; g < g1; ++g) {
-          const int64_t o = g * kTileRows;
-          kernel.tile_x8({.n = w.n_in,
-                          .weight_rows = w.row(mat, o),
-                          .n_rows = kTileRows,
-                          .activation_rows = xq.row(t),
-                          .activation_stride = xq.row_bytes,
-                          .n_act = std::min(kTokenChunk, n_tokens - t),
-                          .out = y + t * n_out + o,
-                          .out_stride = n_out});
-        }
+  pool.parallel_for_balanced(n_groups, kGroupsPerBlock, [&](int64_t g0, int64_t g1, int) {
+    for (int64_t t = 0; t < n_tokens; t += kTokenChunk) {
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t o = g * kTileRows;
+        kernel.tile_x8({.n = w.n_in,
+                        .weight_rows = w.row(mat, o),
+                        .n_rows = kTileRows,
+                        .activation_rows = xq.row(t),
+                        .activation_stride = xq.row_bytes,
+                        .n_act = std::min(kTokenChunk, n_tokens - t),
+                        .out = y + t * n_out + o,
+                        .out_stride = n_out});
       }
     }
   });
@@ -158,11 +157,14 @@ void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, 
   // tokens, rows are taken kRowTile at a time (their weights stay in L1) against tiles of
   // kMaxDotRows tokens, so each weight block is unpacked once per token tile; every
   // (row, token) value is the same dot product whatever the tiling.
-  constexpr int64_t kRowTile = 16;
-  pool.parallel_for(n_out, 16, [&](int64_t begin, int64_t end, int) {
+  // Chunks of kRowChunk rows through parallel_for_balanced (contiguous per thread, the tail
+  // shared when one thread runs slower); the prefetch runs on past a chunk's end, where the
+  // same thread usually goes next.
+  constexpr int64_t kRowTile = 16, kRowChunk = 32;
+  pool.parallel_for_balanced(n_out, kRowChunk, [&](int64_t begin, int64_t end, int) {
     if (n_tokens == 1) {
       for (int64_t o = begin; o < end; ++o) {
-        if (o + kPrefetchRows < end) prefetch_row(w.row(mat, o + kPrefetchRows), w.row_bytes);
+        if (o + kPrefetchRows < n_out) prefetch_row(w.row(mat, o + kPrefetchRows), w.row_bytes);
         y[o] = kernel->fn(w.n_in, w.row(mat, o), xq.row(0));
       }
       return;

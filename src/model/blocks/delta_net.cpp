@@ -89,8 +89,9 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // recording, cpu::delta_rule_step per token and a copy of S after each (the same
   // arithmetic either way: the formulas above, sums over i in order). Then the gated
   // RMSNorm of each token's output: rmsnorm(o) · norm · SiLU(z).
+  // Items go through parallel_for_balanced, so a slower core does not hold up the layer.
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
-  pool.parallel_for(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
+  pool.parallel_for_balanced(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
     float* tmp = scratch.head_tmp.data() + thread * per_thread;
     for (int64_t item = begin; item < end; ++item) {
       const SeqRows& sr = seqs[static_cast<size_t>(item / s.n_v_heads)];
