@@ -17,6 +17,7 @@
 #include "tools/bench/bench_params.h"
 #include "tools/bench/chart.h"
 #include "tools/bench/configs.h"
+#include "tools/bench/cpu_load.h"
 #include "tools/bench/e2e.h"
 #include "tools/bench/html_report.h"
 #include "tools/bench/memory.h"
@@ -109,7 +110,13 @@ void print_summary(const bench::TestResult& result, const bench::Environment& en
     summary += fmt::format(", {} of {} drafted tokens accepted ({:.1f}%)", result.spec_n_accepted, result.spec_n_drafted,
                            100.0 * static_cast<double>(result.spec_n_accepted) / static_cast<double>(result.spec_n_drafted));
   }
+  if (result.other_busy_cpus) summary += fmt::format(", other processes {:.2f} CPUs busy", *result.other_busy_cpus);
   std::fprintf(stderr, "moetier bench: %s: %s\n", prefix.c_str(), summary.c_str());
+  if (result.other_busy_cpus && bench::oversubscribed(*result.other_busy_cpus, test.n_threads, env.usable_cpus)) {
+    std::fprintf(stderr, "moetier bench: warning: %s\n",
+                 bench::oversubscribed_warning(bench::test_name(test), *result.other_busy_cpus, test.n_threads,
+                                               env.usable_cpus).c_str());
+  }
   if (s.cv > bench::kNoisyCv) {
     std::fprintf(stderr, "moetier bench: warning: %s varies by %.1f%% (cv above %.0f%%): too noisy to compare differences "
                  "of that size\n", bench::test_name(test).c_str(), 100 * s.cv, 100 * bench::kNoisyCv);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -13,12 +14,14 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
+#include "tools/bench/cpu_load.h"
 #include "support/cli.h"
 #include "support/ref_data.h"
 
@@ -48,9 +51,9 @@ const std::vector<std::string> kFields = {
     "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
     "spec_acceptance", "spec_draft_ms_per_token", "moetier_version", "date", "model_file", "model_file_bytes",
-    "model_sha256", "min_ts", "max_ts", "cv_ts", "drift_pct", "interleaved", "idle_rss_bytes", "peak_rss_scope",
-    "rss_peak_minus_idle_bytes", "vram_peak_minus_idle_bytes", "vram_source", "e2e", "e2e_url", "avg_ttft_ms",
-    "stddev_ttft_ms"};
+    "model_sha256", "min_ts", "max_ts", "cv_ts", "drift_pct", "interleaved", "other_busy_cpus", "idle_rss_bytes",
+    "peak_rss_scope", "rss_peak_minus_idle_bytes", "vram_peak_minus_idle_bytes", "vram_source", "e2e", "e2e_url",
+    "avg_ttft_ms", "stddev_ttft_ms"};
 
 // Weight bytes per generated token counted from the file alone: every tensor but the
 // routed experts ("*_exps"), of which a token uses n_expert_used of n_expert, and of the
@@ -525,6 +528,33 @@ TEST(CliBench, PngChartNeedsRsvgConvert) {
   std::filesystem::remove(png);
   ASSERT_GT(bytes.size(), 8u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+// Other processes' load: this test process keeps two spinning threads per usable CPU busy
+// while bench runs one thread, so bench's summary must report well over half the CPUs busy
+// elsewhere and warn, on stderr and under the md table, that the test was oversubscribed.
+TEST(CliBench, OtherProcessesLoadIsReportedAndOversubscriptionWarned) {
+  const int n_cpus = static_cast<int>(bench::usable_cpus().size());
+  ASSERT_GT(n_cpus, 0);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < 2 * n_cpus; ++i) {
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  // ~1.5 s of timed repetitions at ~2,000 t/s: over min_cpu_sample_seconds on 2 CPUs.
+  const auto r = run_moetier("bench -m " + kModel + " -p 0 -n 1024 -r 3 -t 1 -o md");
+  stop.store(true);
+  for (auto& t : spinners) t.join();
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex("other processes ([0-9.]+) CPUs busy"))) << r.err;
+  EXPECT_GT(std::stod(m[1].str()), 0.5 * n_cpus) << r.err;
+  EXPECT_NE(r.err.find("warning: other processes kept"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("\nwarning: other processes kept"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("or use -t 1 (the free CPUs)"), std::string::npos) << r.out;
 }
 
 }  // namespace

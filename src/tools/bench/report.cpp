@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tools/bench/cpu_load.h"
+
 namespace moetier::bench {
 
 double mean(const std::vector<double>& v) {
@@ -190,6 +192,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       real("cv_ts", s.cv),
       opt_real("drift_pct", r.drift_percent()),
       boolean("interleaved", r.interleaved),
+      opt_real("other_busy_cpus", r.other_busy_cpus),
       // Memory: peak - idle (RSS: idle = before loading; VRAM: see vram_source).
       opt_num("idle_rss_bytes", env.idle_rss_bytes),
       str("peak_rss_scope", r.peak_rss_scope),
@@ -433,6 +436,9 @@ class MarkdownPrinter : public Printer {
     }
     fmt::print(out_, "{}\n", line);
     std::fflush(out_);
+    if (r.other_busy_cpus && oversubscribed(*r.other_busy_cpus, r.spec.n_threads, env_.usable_cpus)) {
+      contended_.push_back(oversubscribed_warning(test_name(r.spec), *r.other_busy_cpus, r.spec.n_threads, env_.usable_cpus));
+    }
     if (r.spec.e2e) {
       e2e_.push_back(fmt::format("{} on {}: time to first token {:.1f} ± {:.1f} ms, whole turn {:.1f} ± {:.1f} ms for {} "
                                  "prompt and {} generated tokens",
@@ -453,6 +459,7 @@ class MarkdownPrinter : public Printer {
                        "differences of that size; rerun with more -r or a quieter machine): {}\n",
                  100 * kNoisyCv, fmt::join(noisy_, ", "));
     }
+    for (const std::string& w : contended_) fmt::print(out_, "\nwarning: {}\n", w);
     if (!e2e_.empty()) {
       fmt::print(out_, "\ne2e: a chat turn through the chat template, tokenization, prefill, sampling (end-of-generation "
                        "ignored) and detokenization{}; its t/s is generated tokens / whole turn:\n",
@@ -486,6 +493,7 @@ class MarkdownPrinter : public Printer {
   std::FILE* out_;
   std::vector<Column> columns_;
   std::vector<std::string> noisy_;          // tests with cv > 5%, for the footer
+  std::vector<std::string> contended_;      // oversubscribed tests' warnings (cpu_load.h)
   std::vector<std::string> e2e_;            // e2e tests' time to first token and turn time, for the footer
   std::vector<std::string> gpus_;           // the devices tests ran on, with their drivers
   std::vector<Comparison> comparisons_;

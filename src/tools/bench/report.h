@@ -41,6 +41,7 @@ struct Environment {
   std::vector<int64_t> n_threads;         // the -t list
   bool interleaved = false;               // repetitions run round-robin over the tests
   bool peak_rss_resettable = false;       // /proc/self/clear_refs accepted "5" (memory.h)
+  int usable_cpus = 0;                    // CPUs of the process's affinity mask; 0 when unknown
 };
 
 // The md header: version and commit, date, every model file with size and SHA-256, CPU and
@@ -91,6 +92,10 @@ struct TestResult {
   std::string vram_source;                  // "driver", "allocator" or "" (no GPU part)
   std::vector<ProfileRow> profile;   // empty without --profile
   std::optional<double> machine_read_gbps;  // --membw
+  // CPUs that other processes (and a VM's steal) kept busy while the timed repetitions ran,
+  // averaged over their wall time (cpu_load.h); nullopt without /proc/stat or when the
+  // repetitions took too little time to tell (min_cpu_sample_seconds).
+  std::optional<double> other_busy_cpus;
   std::optional<LayerEstimate> estimate;    // --scale-layers
   std::optional<GpuMemoryReport> gpu;       // the GPU part, when the test placed layers there
   std::optional<int64_t> vram_used_delta_bytes;

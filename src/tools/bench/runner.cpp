@@ -1,10 +1,12 @@
 #include "tools/bench/runner.h"
+
 #include "core/utc_time.h"
 #include "model/gpu_backend.h"
 #include "tools/repack.h"
 #include "tools/session.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
+#include "tools/bench/cpu_load.h"
 #include "tools/bench/e2e.h"
 #include "tools/bench/memory.h"
 #include "tools/inspect/summary.h"
@@ -184,6 +187,7 @@ Environment detect_environment() {
   env.date = utc_now_iso8601();
   env.cpu_info = cpu_model_name();
   env.cpu_isa = cpu_features().describe();
+  env.usable_cpus = static_cast<int>(usable_cpus().size());
   return env;
 }
 
@@ -417,10 +421,13 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     const bool gpu_part = !model.gpu_backend_name().empty();
     model.set_gpu_timestamps(options_.profile && gpu_part);
     int64_t ns = 0;
+    std::optional<CpuTimeSample> cpu_before;  // just before the timed part
     if (test_.spec) {
+      cpu_before = sample_cpu_time(cpus_);
       ASSIGN_OR_RETURN(ns, speculative_repetition(loaded, test_, w, spec_prompt_, spec_expected_, rep, spec_stats_,
                                                   draft_seconds_));
     } else if (test_.e2e) {
+      cpu_before = sample_cpu_time(cpus_);
       ASSIGN_OR_RETURN(E2eTurn turn, run_e2e_turn({.model = model,
                                                    .seq = *seq,
                                                    .pool = *pool_,
@@ -435,12 +442,21 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
       if (test_.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_depth, test_.n_batch));  // untimed
       if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);
       (void)model.take_gpu_census();  // the untimed work so far
+      cpu_before = sample_cpu_time(cpus_);
       const auto start = std::chrono::steady_clock::now();
       if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
       if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, test_.n_gen));
       ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
       census_.add(model.take_gpu_census());
       model.set_profiler(nullptr);
+    }
+    const std::optional<CpuTimeSample> cpu_after = sample_cpu_time(cpus_);
+    if (cpu_before && cpu_after) {
+      const double wall = cpu_after->wall_seconds - cpu_before->wall_seconds;
+      other_busy_cpu_seconds_ += other_busy_cpus(*cpu_before, *cpu_after) * wall;
+      sampled_wall_seconds_ += wall;
+    } else {
+      cpu_sampled_ = false;
     }
     model.set_gpu_timestamps(false);
     result_.samples_ns.push_back(ns);
@@ -480,6 +496,11 @@ TestResult TestRun::finish(const LoadedModel& loaded) {
   const Model& model = *loaded.model;
   pool_.reset();
   result_.peak_rss_scope = peak_rss_reset_ ? "test" : "cumulative";
+  // Only over a span long enough for /proc/stat's ticks (a short test reports null).
+  const int n_cpus = static_cast<int>(cpus_.size());
+  if (cpu_sampled_ && sampled_wall_seconds_ >= min_cpu_sample_seconds(n_cpus, sysconf(_SC_CLK_TCK))) {
+    result_.other_busy_cpus = other_busy_cpu_seconds_ / sampled_wall_seconds_;
+  }
   result_.spec_n_drafted = spec_stats_.n_drafted;
   result_.spec_n_accepted = spec_stats_.n_accepted;
   result_.spec_draft_ms_per_token = 1e3 * draft_seconds_ / static_cast<double>(std::max<int64_t>(1, options_.repetitions));

@@ -21,6 +21,7 @@
 #include "runtime/speculative.h"
 #include "text/tokenizer.h"
 #include "tools/bench/bench_params.h"
+#include "tools/bench/cpu_load.h"
 #include "tools/bench/report.h"
 
 namespace moetier::bench {
@@ -121,6 +122,9 @@ class TestRun {
   Profiler profiler_;
   GpuCensus census_;
   int64_t total_ns_ = 0;
+  double other_busy_cpu_seconds_ = 0, sampled_wall_seconds_ = 0;  // cpu_load.h, over the timed repetitions
+  bool cpu_sampled_ = true;  // false once a sample could not be taken
+  std::vector<int> cpus_ = usable_cpus();  // whose busy time is sampled
   SpecStats spec_stats_;
   double draft_seconds_ = 0;  // summed over repetitions
   std::vector<int32_t> spec_prompt_, spec_expected_;

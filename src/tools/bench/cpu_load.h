@@ -1,0 +1,60 @@
+// What else ran while a test was timed. The seeds found that background load cut
+// generation speed 3×: a figure taken beside a busy process measures the contention, not
+// the engine. bench samples the busy time of the CPUs this process may run on (/proc/stat's
+// per-CPU lines for the CPUs of its affinity mask: user, nice, system, irq, softirq and
+// steal time) and its own CPU time (getrusage) around each timed repetition; the
+// difference, over the wall time, is the number of those CPUs other processes (and, in a
+// VM, the hypervisor's steal) kept busy.
+//
+// Why it matters beyond noise: a parallel region ends when its last thread does. A thread
+// that shares its core with another process is preempted for whole scheduler slices
+// (milliseconds) while it holds work, and the other threads wait; with 2 threads on
+// 2 CPUs and one busy process, tg128 fell from ~85 to ~30 t/s, and -t 1 ran at ~50
+// (AMD EPYC VM, AVX2 + AVX-VNNI, q3-8l-q4km).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moetier::bench {
+
+// The busy time in seconds of the CPUs `cpus` (their "cpuN" lines) from /proc/stat text:
+// user + nice + system + irq + softirq + steal, at `ticks_per_second` (USER_HZ). Guest time
+// is already inside user and nice. nullopt when a CPU's line is missing or malformed.
+std::optional<double> proc_stat_busy_seconds(std::string_view proc_stat_text, std::span<const int> cpus,
+                                             int64_t ticks_per_second);
+
+// The CPUs this process may run on (sched_getaffinity); empty when unknown.
+std::vector<int> usable_cpus();
+
+struct CpuTimeSample {
+  double machine_busy_seconds = 0;  // the usable CPUs, all processes (/proc/stat)
+  double own_seconds = 0;           // this process, all its threads, user + system (getrusage)
+  double wall_seconds = 0;          // steady clock
+};
+
+// nullopt where /proc/stat cannot be read (not Linux, or no procfs) or `cpus` is empty.
+std::optional<CpuTimeSample> sample_cpu_time(std::span<const int> cpus);
+
+// CPUs kept busy by everything but this process between two samples, averaged over the
+// wall time between them (≥ 0: clock ticks and getrusage differ by a few ms).
+double other_busy_cpus(const CpuTimeSample& before, const CpuTimeSample& after);
+
+// The shortest timed span worth reporting: /proc/stat counts each CPU's time in ticks
+// (USER_HZ, usually 10 ms), so over T seconds the machine's busy time and this process's
+// share of it are each off by up to ~n_cpus ticks, 2·n_cpus / (ticks_per_second · T) CPUs
+// in all. At least 1 s, and long enough that this stays ≤ 0.25 CPUs.
+double min_cpu_sample_seconds(int n_cpus, int64_t ticks_per_second);
+
+// True when the test's threads and the other load together ask for more CPUs than there
+// are (a quarter of a CPU of slack for the sampling's granularity and short-lived tasks).
+bool oversubscribed(double other_cpus, int64_t n_threads, int n_cpus);
+
+// The warning bench prints for an oversubscribed test.
+std::string oversubscribed_warning(std::string_view test_name, double other_cpus, int64_t n_threads, int n_cpus);
+
+}  // namespace moetier::bench

@@ -1,0 +1,81 @@
+// The background-load figure of `moetier bench` (tools/bench/cpu_load.h): /proc/stat parsing,
+// the arithmetic of other processes' CPUs, and when a test counts as oversubscribed.
+#include "tools/bench/cpu_load.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace moetier::bench {
+namespace {
+
+// user nice system idle iowait irq softirq steal guest guest_nice
+const std::string kProcStat =
+    "cpu  300 40 60 9000 80 12 14 16 100 0\n"
+    "cpu0 100 20 30 4000 40 6 7 8 50 0\n"
+    "cpu1 200 20 30 5000 40 6 7 8 50 0\n"
+    "intr 123\nctxt 456\n";
+
+TEST(BenchCpuLoad, ProcStatBusyTimeIsUserNiceSystemIrqSoftirqStealOfTheGivenCpus) {
+  const std::vector<int> cpu0 = {0}, cpu1 = {1}, both = {1, 0};
+  // Idle, iowait and guest (already inside user) are left out.
+  EXPECT_DOUBLE_EQ(*proc_stat_busy_seconds(kProcStat, cpu0, 100), (100 + 20 + 30 + 6 + 7 + 8) / 100.0);
+  EXPECT_DOUBLE_EQ(*proc_stat_busy_seconds(kProcStat, cpu1, 100), (200 + 20 + 30 + 6 + 7 + 8) / 100.0);
+  EXPECT_DOUBLE_EQ(*proc_stat_busy_seconds(kProcStat, both, 100), (300 + 40 + 60 + 12 + 14 + 16) / 100.0);
+  // Older kernels end the line after steal.
+  EXPECT_DOUBLE_EQ(*proc_stat_busy_seconds("cpu 1 2 3 4 5 6 7 8\ncpu3 1 2 3 4 5 6 7 8\n", std::vector<int>{3}, 10),
+                   (1 + 2 + 3 + 6 + 7 + 8) / 10.0);
+}
+
+TEST(BenchCpuLoad, MissingOrMalformedCpuLinesAreNotANumber) {
+  const std::vector<int> cpu0 = {0}, cpu2 = {0, 2};
+  for (const std::string text : {"", "cpu 1 2 3 4 5 6 7 8\n", "cpu0 1 2 3\n", "cpu0 1 2 x 4 5 6 7 8\n",
+                                 "cpu0 -1 2 3 4 5 6 7 8\n", "cpu0 1 2 3 4 5 6 7 8\ncpu0 1 2 3 4 5 6 7 8\n", "cpux 1\n"}) {
+    EXPECT_FALSE(proc_stat_busy_seconds(text, cpu0, 100).has_value()) << text;
+  }
+  EXPECT_FALSE(proc_stat_busy_seconds(kProcStat, cpu2, 100).has_value());  // no cpu2 line
+  EXPECT_FALSE(proc_stat_busy_seconds(kProcStat, cpu0, 0).has_value());
+  EXPECT_FALSE(proc_stat_busy_seconds(kProcStat, std::vector<int>{}, 100).has_value());
+}
+
+TEST(BenchCpuLoad, OtherProcessesAreTheMachinesBusyTimeLessOurs) {
+  const CpuTimeSample before{.machine_busy_seconds = 100, .own_seconds = 10, .wall_seconds = 1000};
+  // 2 s of wall time: the machine was busy 5 CPU-seconds, 3 of them ours.
+  const CpuTimeSample after{.machine_busy_seconds = 105, .own_seconds = 13, .wall_seconds = 1002};
+  EXPECT_DOUBLE_EQ(other_busy_cpus(before, after), 1.0);
+  // Our own time measured a little above the ticks' count: never below zero.
+  const CpuTimeSample idle{.machine_busy_seconds = 102.9, .own_seconds = 13, .wall_seconds = 1002};
+  EXPECT_DOUBLE_EQ(other_busy_cpus(before, idle), 0.0);
+  EXPECT_DOUBLE_EQ(other_busy_cpus(before, before), 0.0);  // no time passed
+}
+
+TEST(BenchCpuLoad, SampleSpanKeepsTheTicksErrorUnderAQuarterCpu) {
+  EXPECT_DOUBLE_EQ(min_cpu_sample_seconds(2, 100), 1.0);
+  EXPECT_DOUBLE_EQ(min_cpu_sample_seconds(32, 100), 2.56);
+  for (int n : {1, 2, 8, 16, 64, 256}) EXPECT_LE(2.0 * n / (100 * min_cpu_sample_seconds(n, 100)), 0.25) << n;
+  const std::vector<int> cpus = usable_cpus();
+  ASSERT_FALSE(cpus.empty());
+  const auto sample = sample_cpu_time(cpus);
+  ASSERT_TRUE(sample.has_value());  // Linux with procfs, as every machine moetier runs on
+  EXPECT_GT(sample->machine_busy_seconds, 0);
+}
+
+TEST(BenchCpuLoad, OversubscribedWhenOthersAndThreadsExceedTheCpus) {
+  EXPECT_FALSE(oversubscribed(0.1, 2, 2));
+  EXPECT_FALSE(oversubscribed(0.2, 2, 2));
+  EXPECT_TRUE(oversubscribed(0.3, 2, 2));
+  EXPECT_TRUE(oversubscribed(1.0, 2, 2));
+  EXPECT_FALSE(oversubscribed(1.0, 1, 2));
+  EXPECT_FALSE(oversubscribed(1.0, 6, 8));
+  EXPECT_TRUE(oversubscribed(3.0, 6, 8));
+  EXPECT_FALSE(oversubscribed(5.0, 2, 0));  // CPU count unknown: no claim
+  const std::string w = oversubscribed_warning("tg128", 1.02, 2, 2);
+  EXPECT_NE(w.find("1.0 of 2 CPUs"), std::string::npos) << w;
+  EXPECT_NE(w.find("-t 1"), std::string::npos) << w;
+  EXPECT_NE(oversubscribed_warning("tg128", 7.9, 8, 8).find("-t 1"), std::string::npos);  // never -t 0
+  EXPECT_NE(oversubscribed_warning("pp512", 2.0, 8, 8).find("-t 6"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moetier::bench
