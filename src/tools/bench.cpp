@@ -17,7 +17,6 @@
 #include "tools/bench/bench_params.h"
 #include "tools/bench/chart.h"
 #include "tools/bench/configs.h"
-#include "tools/bench/cpu_load.h"
 #include "tools/bench/e2e.h"
 #include "tools/bench/html_report.h"
 #include "tools/bench/memory.h"
@@ -25,6 +24,7 @@
 #include "tools/bench/runner.h"
 #include "tools/bench/stats.h"
 #include "tools/commands.h"
+#include "tools/cpu_load.h"
 #include "tools/sha256_cache.h"
 
 namespace moetier {
@@ -112,9 +112,9 @@ void print_summary(const bench::TestResult& result, const bench::Environment& en
   }
   if (result.other_busy_cpus) summary += fmt::format(", other processes {:.2f} CPUs busy", *result.other_busy_cpus);
   std::fprintf(stderr, "moetier bench: %s: %s\n", prefix.c_str(), summary.c_str());
-  if (result.other_busy_cpus && bench::oversubscribed(*result.other_busy_cpus, test.n_threads, env.usable_cpus)) {
+  if (result.other_busy_cpus && oversubscribed(*result.other_busy_cpus, test.n_threads, env.usable_cpus)) {
     std::fprintf(stderr, "moetier bench: warning: %s\n",
-                 bench::oversubscribed_warning(bench::test_name(test), *result.other_busy_cpus, test.n_threads,
+                 oversubscribed_warning(bench::test_name(test), *result.other_busy_cpus, test.n_threads,
                                                env.usable_cpus).c_str());
   }
   if (s.cv > bench::kNoisyCv) {

@@ -1,4 +1,6 @@
 // moetier run: prompt in, generated text streamed to stdout; speeds on stderr at the end.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 
@@ -7,6 +9,7 @@
 #include "core/profiler.h"
 #include "runtime/generate.h"
 #include "tools/commands.h"
+#include "tools/cpu_load.h"
 #include "tools/prompt_input.h"
 #include "tools/session.h"
 
@@ -71,6 +74,8 @@ int cmd_run(int argc, char** argv) {
   Profiler profiler;
   if (profile) session->model->set_profiler(&profiler);
   std::signal(SIGINT, on_sigint);
+  const std::vector<int> cpus = usable_cpus();
+  const std::optional<CpuTimeSample> cpu_before = sample_cpu_time(cpus);
   auto stats = generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
                         {.n_predict = n_predict,
                          .stop_at_eog = !ignore_eos,
@@ -81,6 +86,7 @@ int cmd_run(int argc, char** argv) {
                           std::fflush(stdout);
                         });
   std::signal(SIGINT, SIG_DFL);
+  const std::optional<CpuTimeSample> cpu_after = sample_cpu_time(cpus);
   std::fputc('\n', stdout);
   if (!stats) return report_error(stats.status());
   std::fprintf(stderr, "\nmoetier: prompt %lld tokens in %.2f s (%.2f t/s), generated %lld tokens in %.2f s (%.2f t/s)\n",
@@ -97,6 +103,16 @@ int cmd_run(int argc, char** argv) {
     if (const uint64_t b = (*speculator)->drafter().bytes_per_token(); b > 0) {
       std::fprintf(stderr, "moetier: the drafter reads at most %.1f MiB of weights per drafted token\n",
                    static_cast<double>(b) / (1 << 20));
+    }
+  }
+  // The seeds' "background load cuts speed 3×": say so when it happened to this run.
+  const int n_cpus = static_cast<int>(cpus.size());
+  if (cpu_before && cpu_after &&
+      cpu_after->wall_seconds - cpu_before->wall_seconds >= min_cpu_sample_seconds(n_cpus, sysconf(_SC_CLK_TCK))) {
+    const double other = other_busy_cpus(*cpu_before, *cpu_after);
+    if (oversubscribed(other, session->pool->size(), n_cpus)) {
+      std::fprintf(stderr, "moetier: warning: %s\n",
+                   oversubscribed_warning("this run", other, session->pool->size(), n_cpus).c_str());
     }
   }
   if (profile) std::fputs(format_profile(profiler).c_str(), stderr);

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/bench/cpu_load.h"
+#include "tools/cpu_load.h"
 
 namespace moetier::bench {
 

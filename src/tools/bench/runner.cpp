@@ -2,6 +2,7 @@
 
 #include "core/utc_time.h"
 #include "model/gpu_backend.h"
+#include "tools/cpu_load.h"
 #include "tools/repack.h"
 #include "tools/session.h"
 
@@ -28,7 +29,6 @@
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
-#include "tools/bench/cpu_load.h"
 #include "tools/bench/e2e.h"
 #include "tools/bench/memory.h"
 #include "tools/inspect/summary.h"

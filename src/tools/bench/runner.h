@@ -21,8 +21,8 @@
 #include "runtime/speculative.h"
 #include "text/tokenizer.h"
 #include "tools/bench/bench_params.h"
-#include "tools/bench/cpu_load.h"
 #include "tools/bench/report.h"
+#include "tools/cpu_load.h"
 
 namespace moetier::bench {
 

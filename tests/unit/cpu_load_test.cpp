@@ -1,13 +1,13 @@
-// The background-load figure of `moetier bench` (tools/bench/cpu_load.h): /proc/stat parsing,
+// The background-load figure of `moetier bench` (tools/cpu_load.h): /proc/stat parsing,
 // the arithmetic of other processes' CPUs, and when a test counts as oversubscribed.
-#include "tools/bench/cpu_load.h"
+#include "tools/cpu_load.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace moetier::bench {
+namespace moetier {
 namespace {
 
 // user nice system idle iowait irq softirq steal guest guest_nice
@@ -17,7 +17,7 @@ const std::string kProcStat =
     "cpu1 200 20 30 5000 40 6 7 8 50 0\n"
     "intr 123\nctxt 456\n";
 
-TEST(BenchCpuLoad, ProcStatBusyTimeIsUserNiceSystemIrqSoftirqStealOfTheGivenCpus) {
+TEST(CpuLoad, ProcStatBusyTimeIsUserNiceSystemIrqSoftirqStealOfTheGivenCpus) {
   const std::vector<int> cpu0 = {0}, cpu1 = {1}, both = {1, 0};
   // Idle, iowait and guest (already inside user) are left out.
   EXPECT_DOUBLE_EQ(*proc_stat_busy_seconds(kProcStat, cpu0, 100), (100 + 20 + 30 + 6 + 7 + 8) / 100.0);
@@ -28,7 +28,7 @@ TEST(BenchCpuLoad, ProcStatBusyTimeIsUserNiceSystemIrqSoftirqStealOfTheGivenCpus
                    (1 + 2 + 3 + 6 + 7 + 8) / 10.0);
 }
 
-TEST(BenchCpuLoad, MissingOrMalformedCpuLinesAreNotANumber) {
+TEST(CpuLoad, MissingOrMalformedCpuLinesAreNotANumber) {
   const std::vector<int> cpu0 = {0}, cpu2 = {0, 2};
   for (const std::string text : {"", "cpu 1 2 3 4 5 6 7 8\n", "cpu0 1 2 3\n", "cpu0 1 2 x 4 5 6 7 8\n",
                                  "cpu0 -1 2 3 4 5 6 7 8\n", "cpu0 1 2 3 4 5 6 7 8\ncpu0 1 2 3 4 5 6 7 8\n", "cpux 1\n"}) {
@@ -39,7 +39,7 @@ TEST(BenchCpuLoad, MissingOrMalformedCpuLinesAreNotANumber) {
   EXPECT_FALSE(proc_stat_busy_seconds(kProcStat, std::vector<int>{}, 100).has_value());
 }
 
-TEST(BenchCpuLoad, OtherProcessesAreTheMachinesBusyTimeLessOurs) {
+TEST(CpuLoad, OtherProcessesAreTheMachinesBusyTimeLessOurs) {
   const CpuTimeSample before{.machine_busy_seconds = 100, .own_seconds = 10, .wall_seconds = 1000};
   // 2 s of wall time: the machine was busy 5 CPU-seconds, 3 of them ours.
   const CpuTimeSample after{.machine_busy_seconds = 105, .own_seconds = 13, .wall_seconds = 1002};
@@ -50,7 +50,7 @@ TEST(BenchCpuLoad, OtherProcessesAreTheMachinesBusyTimeLessOurs) {
   EXPECT_DOUBLE_EQ(other_busy_cpus(before, before), 0.0);  // no time passed
 }
 
-TEST(BenchCpuLoad, SampleSpanKeepsTheTicksErrorUnderAQuarterCpu) {
+TEST(CpuLoad, SampleSpanKeepsTheTicksErrorUnderAQuarterCpu) {
   EXPECT_DOUBLE_EQ(min_cpu_sample_seconds(2, 100), 1.0);
   EXPECT_DOUBLE_EQ(min_cpu_sample_seconds(32, 100), 2.56);
   for (int n : {1, 2, 8, 16, 64, 256}) EXPECT_LE(2.0 * n / (100 * min_cpu_sample_seconds(n, 100)), 0.25) << n;
@@ -61,7 +61,7 @@ TEST(BenchCpuLoad, SampleSpanKeepsTheTicksErrorUnderAQuarterCpu) {
   EXPECT_GT(sample->machine_busy_seconds, 0);
 }
 
-TEST(BenchCpuLoad, OversubscribedWhenOthersAndThreadsExceedTheCpus) {
+TEST(CpuLoad, OversubscribedWhenOthersAndThreadsExceedTheCpus) {
   EXPECT_FALSE(oversubscribed(0.1, 2, 2));
   EXPECT_FALSE(oversubscribed(0.2, 2, 2));
   EXPECT_TRUE(oversubscribed(0.3, 2, 2));
@@ -78,4 +78,4 @@ TEST(BenchCpuLoad, OversubscribedWhenOthersAndThreadsExceedTheCpus) {
 }
 
 }  // namespace
-}  // namespace moetier::bench
+}  // namespace moetier

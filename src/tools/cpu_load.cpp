@@ -1,4 +1,4 @@
-#include "tools/bench/cpu_load.h"
+#include "tools/cpu_load.h"
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-namespace moetier::bench {
+namespace moetier {
 
 std::optional<double> proc_stat_busy_seconds(std::string_view text, std::span<const int> cpus,
                                              int64_t ticks_per_second) {
@@ -98,4 +98,4 @@ std::string oversubscribed_warning(std::string_view test_name, double other_cpus
       other_cpus, n_cpus, test_name, n_threads, free_cpus);
 }
 
-}  // namespace moetier::bench
+}  // namespace moetier

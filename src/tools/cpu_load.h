@@ -1,10 +1,10 @@
-// What else ran while a test was timed. The seeds found that background load cut
-// generation speed 3×: a figure taken beside a busy process measures the contention, not
-// the engine. bench samples the busy time of the CPUs this process may run on (/proc/stat's
-// per-CPU lines for the CPUs of its affinity mask: user, nice, system, irq, softirq and
-// steal time) and its own CPU time (getrusage) around each timed repetition; the
-// difference, over the wall time, is the number of those CPUs other processes (and, in a
-// VM, the hypervisor's steal) kept busy.
+// What else ran while moetier computed. The seeds found that background load cut generation
+// speed 3×: a figure taken beside a busy process measures the contention, not the engine.
+// bench (around each timed repetition) and run (around the generation) sample the busy time
+// of the CPUs this process may run on (/proc/stat's per-CPU lines for the CPUs of its
+// affinity mask: user, nice, system, irq, softirq and steal time) and this process's own
+// CPU time (getrusage); the difference, over the wall time, is the number of those CPUs
+// other processes (and, in a VM, the hypervisor's steal) kept busy.
 //
 // Why it matters beyond noise: a parallel region ends when its last thread does. A thread
 // that shares its core with another process is preempted for whole scheduler slices
@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-namespace moetier::bench {
+namespace moetier {
 
 // The busy time in seconds of the CPUs `cpus` (their "cpuN" lines) from /proc/stat text:
 // user + nice + system + irq + softirq + steal, at `ticks_per_second` (USER_HZ). Guest time
@@ -57,4 +57,4 @@ bool oversubscribed(double other_cpus, int64_t n_threads, int n_cpus);
 // The warning bench prints for an oversubscribed test.
 std::string oversubscribed_warning(std::string_view test_name, double other_cpus, int64_t n_threads, int n_cpus);
 
-}  // namespace moetier::bench
+}  // namespace moetier
