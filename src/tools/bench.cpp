@@ -114,8 +114,8 @@ void print_summary(const bench::TestResult& result, const bench::Environment& en
   std::fprintf(stderr, "moetier bench: %s: %s\n", prefix.c_str(), summary.c_str());
   if (result.other_busy_cpus && oversubscribed(*result.other_busy_cpus, test.n_threads, env.usable_cpus)) {
     std::fprintf(stderr, "moetier bench: warning: %s\n",
-                 oversubscribed_warning(bench::test_name(test), *result.other_busy_cpus, test.n_threads,
-                                               env.usable_cpus).c_str());
+                 oversubscribed_warning(bench::test_name(test), *result.other_busy_cpus, test.n_threads, env.usable_cpus)
+                     .c_str());
   }
   if (s.cv > bench::kNoisyCv) {
     std::fprintf(stderr, "moetier bench: warning: %s varies by %.1f%% (cv above %.0f%%): too noisy to compare differences "
