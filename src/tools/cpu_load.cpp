@@ -18,7 +18,6 @@ std::optional<double> proc_stat_busy_seconds(std::string_view text, std::span<co
                                              int64_t ticks_per_second) {
   if (ticks_per_second <= 0 || cpus.empty()) return std::nullopt;
   int64_t busy = 0;
-  size_t found = 0;
   std::vector<bool> seen(cpus.size(), false);
   for (size_t pos = 0; pos < text.size();) {
     const size_t end = std::min(text.find('\n', pos), text.size());
@@ -38,10 +37,9 @@ std::optional<double> proc_stat_busy_seconds(std::string_view text, std::span<co
     const size_t index = static_cast<size_t>(it - cpus.begin());
     if (seen[index]) return std::nullopt;
     seen[index] = true;
-    ++found;
     busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
   }
-  if (found != cpus.size()) return std::nullopt;
+  if (std::find(seen.begin(), seen.end(), false) != seen.end()) return std::nullopt;  // a CPU's line is missing
   return static_cast<double>(busy) / static_cast<double>(ticks_per_second);
 }
 
@@ -83,6 +81,12 @@ double other_busy_cpus(const CpuTimeSample& before, const CpuTimeSample& after) 
 double min_cpu_sample_seconds(int n_cpus, int64_t ticks_per_second) {
   if (ticks_per_second <= 0) return 1.0;
   return std::max(1.0, 8.0 * n_cpus / static_cast<double>(ticks_per_second));
+}
+
+std::optional<double> reportable_other_busy_cpus(double other_cpu_seconds, double wall_seconds, int n_cpus,
+                                                 int64_t ticks_per_second) {
+  if (wall_seconds <= 0 || wall_seconds < min_cpu_sample_seconds(n_cpus, ticks_per_second)) return std::nullopt;
+  return other_cpu_seconds / wall_seconds;
 }
 
 bool oversubscribed(double other_cpus, int64_t n_threads, int n_cpus) {

@@ -50,11 +50,18 @@ double other_busy_cpus(const CpuTimeSample& before, const CpuTimeSample& after);
 // in all. At least 1 s, and long enough that this stays ≤ 0.25 CPUs.
 double min_cpu_sample_seconds(int n_cpus, int64_t ticks_per_second);
 
+// other_cpu_seconds (other processes' CPU time, summed over one or more sampled spans) over
+// the spans' wall_seconds, or nullopt when the spans are shorter than min_cpu_sample_seconds
+// (the ticks' error would be over a quarter of a CPU). What bench reports per test and run
+// checks after its generation.
+std::optional<double> reportable_other_busy_cpus(double other_cpu_seconds, double wall_seconds, int n_cpus,
+                                                 int64_t ticks_per_second);
+
 // True when the test's threads and the other load together ask for more CPUs than there
 // are (a quarter of a CPU of slack for the sampling's granularity and short-lived tasks).
 bool oversubscribed(double other_cpus, int64_t n_threads, int n_cpus);
 
-// The warning bench prints for an oversubscribed test.
+// The warning bench (per test) and run (for its generation) print when oversubscribed.
 std::string oversubscribed_warning(std::string_view test_name, double other_cpus, int64_t n_threads, int n_cpus);
 
 }  // namespace moetier

@@ -106,13 +106,14 @@ int cmd_run(int argc, char** argv) {
     }
   }
   // The seeds' "background load cuts speed 3×": say so when it happened to this run.
-  const int n_cpus = static_cast<int>(cpus.size());
-  if (cpu_before && cpu_after &&
-      cpu_after->wall_seconds - cpu_before->wall_seconds >= min_cpu_sample_seconds(n_cpus, sysconf(_SC_CLK_TCK))) {
-    const double other = other_busy_cpus(*cpu_before, *cpu_after);
-    if (oversubscribed(other, session->pool->size(), n_cpus)) {
+  if (cpu_before && cpu_after) {
+    const int n_cpus = static_cast<int>(cpus.size());
+    const double wall = cpu_after->wall_seconds - cpu_before->wall_seconds;
+    const std::optional<double> other = reportable_other_busy_cpus(other_busy_cpus(*cpu_before, *cpu_after) * wall,
+                                                                   wall, n_cpus, sysconf(_SC_CLK_TCK));
+    if (other && oversubscribed(*other, session->pool->size(), n_cpus)) {
       std::fprintf(stderr, "moetier: warning: %s\n",
-                   oversubscribed_warning("this run", other, session->pool->size(), n_cpus).c_str());
+                   oversubscribed_warning("this run", *other, session->pool->size(), n_cpus).c_str());
     }
   }
   if (profile) std::fputs(format_profile(profiler).c_str(), stderr);

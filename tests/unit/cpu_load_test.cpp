@@ -1,4 +1,4 @@
-// The background-load figure of `moetier bench` (tools/cpu_load.h): /proc/stat parsing,
+// The background-load figure of `moetier bench` and `run`'s warning (tools/cpu_load.h): /proc/stat parsing,
 // the arithmetic of other processes' CPUs, and when a test counts as oversubscribed.
 #include "tools/cpu_load.h"
 
@@ -59,6 +59,17 @@ TEST(CpuLoad, SampleSpanKeepsTheTicksErrorUnderAQuarterCpu) {
   const auto sample = sample_cpu_time(cpus);
   ASSERT_TRUE(sample.has_value());  // Linux with procfs, as every machine moetier runs on
   EXPECT_GT(sample->machine_busy_seconds, 0);
+}
+
+TEST(CpuLoad, ReportedOnlyOverASpanLongEnoughForTheTicks) {
+  // 2 CPUs at 100 ticks/s: spans under 1 s give nothing; from 1 s on, CPU-seconds over seconds.
+  EXPECT_FALSE(reportable_other_busy_cpus(0.5, 0.99, 2, 100).has_value());
+  EXPECT_FALSE(reportable_other_busy_cpus(0.0, 0.0, 2, 100).has_value());
+  EXPECT_DOUBLE_EQ(*reportable_other_busy_cpus(0.5, 1.0, 2, 100), 0.5);
+  EXPECT_DOUBLE_EQ(*reportable_other_busy_cpus(3.0, 4.0, 2, 100), 0.75);
+  // 32 CPUs need 2.56 s.
+  EXPECT_FALSE(reportable_other_busy_cpus(1.0, 2.5, 32, 100).has_value());
+  EXPECT_DOUBLE_EQ(*reportable_other_busy_cpus(2.6, 2.6, 32, 100), 1.0);
 }
 
 TEST(CpuLoad, OversubscribedWhenOthersAndThreadsExceedTheCpus) {

@@ -498,8 +498,9 @@ TestResult TestRun::finish(const LoadedModel& loaded) {
   result_.peak_rss_scope = peak_rss_reset_ ? "test" : "cumulative";
   // Only over a span long enough for /proc/stat's ticks (a short test reports null).
   const int n_cpus = static_cast<int>(cpus_.size());
-  if (cpu_sampled_ && sampled_wall_seconds_ >= min_cpu_sample_seconds(n_cpus, sysconf(_SC_CLK_TCK))) {
-    result_.other_busy_cpus = other_busy_cpu_seconds_ / sampled_wall_seconds_;
+  if (cpu_sampled_) {
+    result_.other_busy_cpus =
+        reportable_other_busy_cpus(other_busy_cpu_seconds_, sampled_wall_seconds_, n_cpus, sysconf(_SC_CLK_TCK));
   }
   result_.spec_n_drafted = spec_stats_.n_drafted;
   result_.spec_n_accepted = spec_stats_.n_accepted;
