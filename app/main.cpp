@@ -3,8 +3,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "cli/commands.h"
 #include "core/cpu_features.h"
-#include "tools/commands.h"
 
 namespace {
 

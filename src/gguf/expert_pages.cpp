@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/progress.h"
+#include "core/format.h"
 
 namespace moetier::gguf {
 namespace {

@@ -18,7 +18,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/progress.h"
+#include "console/progress.h"
+#include "core/format.h"
 
 namespace moetier::gguf {
 namespace {

@@ -1,10 +1,5 @@
-// Architecture registry and the architecture-independent parts of arch.h.
-//
-// The registry is the one process-wide table in moetier: it is written only by the static
-// registrars of src/model/arch/*.cpp before main() runs and is read-only afterwards, so it
-// holds no mutable state a caller could depend on. It lives in a function-local static to
-// be constructed before the first registrar uses it (static initialisation order across
-// translation units is unspecified).
+// The architecture-independent parts of arch.h: lookups in the list of architectures
+// (model/arch/architectures.cpp, a constant table), names, tensor name parsing.
 #include "model/arch.h"
 
 #include <algorithm>
@@ -14,13 +9,6 @@
 #include "model/hparams_keys.h"
 
 namespace moetier {
-
-namespace {
-std::vector<const ArchInfo*>& registry() {
-  static std::vector<const ArchInfo*> archs;
-  return archs;
-}
-}  // namespace
 
 std::string_view layer_kind_name(LayerKind kind) {
   switch (kind) {
@@ -56,14 +44,8 @@ int64_t HParams::n_deltanet_layers() const {
   return std::count(layer_kinds.begin(), layer_kinds.end(), LayerKind::kDeltaNet);
 }
 
-void register_arch(const ArchInfo* info) {
-  CHECK(info != nullptr);
-  CHECK_MSG(find_arch(info->name) == nullptr, "architecture '{}' registered twice", info->name);
-  registry().push_back(info);
-}
-
 const ArchInfo* find_arch(std::string_view name) {
-  for (const ArchInfo* a : registry()) {
+  for (const ArchInfo* a : architectures()) {
     if (a->name == name) return a;
   }
   return nullptr;
@@ -71,7 +53,7 @@ const ArchInfo* find_arch(std::string_view name) {
 
 std::vector<std::string_view> registered_arch_names() {
   std::vector<std::string_view> names;
-  for (const ArchInfo* a : registry()) names.push_back(a->name);
+  for (const ArchInfo* a : architectures()) names.push_back(a->name);
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -1,13 +1,14 @@
 // What moetier knows about a model architecture, without computing anything: how to read
 // its hyper-parameters from GGUF metadata, which tensors (names, shapes, roles) a file of
 // it must hold, and how to write its metadata (synth). Each architecture lives in its own
-// file under src/model/arch/ and registers itself; the engine core never names an
-// architecture (adding a model adds one file, nothing else).
+// file under src/model/arch/ and is listed once in model/arch/architectures.cpp; the engine
+// core never names an architecture.
 #pragma once
 
 #include <array>
 #include <memory>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,8 +138,8 @@ struct ArchInfo {
                                                       const ModelOptions& options) = nullptr;
 };
 
-// Registry filled by the architecture files' static registrars.
-void register_arch(const ArchInfo* info);
+// Every architecture this build runs (model/arch/architectures.cpp), and lookups by name.
+std::span<const ArchInfo* const> architectures();
 const ArchInfo* find_arch(std::string_view name);
 std::vector<std::string_view> registered_arch_names();
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/progress.h"
+#include "console/progress.h"
 #include "cpu/ops.h"
 
 namespace moetier {
@@ -39,7 +39,8 @@ Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
   // The MTP block runs as layer n_layer of the backend.
   p.layer_on_gpu.push_back(p.mtp_on_gpu);
   p.experts_on_gpu.push_back(p.mtp_on_gpu && p.mtp_experts_on_gpu);
-  ASSIGN_OR_RETURN(auto backend, create_gpu_backend(hp_, {.device = p.device,
+  if (p.create_backend == nullptr) return Status::runtime("no GPU backend was given for the GPU placement");
+  ASSIGN_OR_RETURN(auto backend, p.create_backend(hp_, {.device = p.device,
                                                           .n_ubatch = n_ubatch(),
                                                           .n_layer = hp_.n_layer + 1,
                                                           .layer_on_gpu = p.layer_on_gpu,
@@ -67,8 +68,8 @@ Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
     progress.add(1);
   }
   if (p.mtp_on_gpu) {
-    forward_mtp_block(backend->begin_layer(static_cast<int>(hp_.n_layer), std::span<const SeqRows>(&rows, 1), pool,
-                                           nullptr, true));
+    mtp_block_->forward(backend->begin_layer(static_cast<int>(hp_.n_layer), std::span<const SeqRows>(&rows, 1), pool,
+                                             nullptr, true));
     RETURN_IF_ERROR(backend->finish());
   }
   if (p.output_on_gpu) {
@@ -121,8 +122,8 @@ Status DecoderModel::run_mtp_block_on_gpu(float* x, int64_t n, SequenceState& se
   CHECK(mtp_on_gpu());
   const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = n};
   RETURN_IF_ERROR(gpu_->upload_x(x, n));
-  forward_mtp_block(gpu_->begin_layer(static_cast<int>(hp_.n_layer), std::span<const SeqRows>(&rows, 1), pool,
-                                      profiler(), false));
+  mtp_block_->forward(gpu_->begin_layer(static_cast<int>(hp_.n_layer), std::span<const SeqRows>(&rows, 1), pool,
+                                        profiler(), false));
   RETURN_IF_ERROR(gpu_->download_x(x, n));
   if (hidden_out) {
     for (int64_t r = 0; r < n; ++r) cpu::rms_norm(x + r * hp_.n_embd, head_norm, hp_.n_embd, hp_.rms_eps, hidden_out + r * hp_.n_embd);
@@ -136,6 +137,12 @@ Status DecoderModel::run_mtp_block_on_gpu(float* x, int64_t n, SequenceState& se
     }
   }
   return gpu_->finish();
+}
+
+Result<std::unique_ptr<MtpHead>> DecoderModel::mtp_head() {
+  RETURN_IF_ERROR(mtp_status_);
+  if (!has_mtp_block()) return Model::mtp_head();
+  return make_mtp_head();
 }
 
 std::optional<GpuMemoryReport> DecoderModel::gpu_memory() const {

@@ -13,6 +13,7 @@
 #include "model/cpu_exec.h"
 #include "model/gpu_backend.h"
 #include "model/model.h"
+#include "model/mtp_head.h"
 #include "model/weights.h"
 
 namespace moetier {
@@ -29,27 +30,20 @@ class DecoderModel : public Model {
   }
   std::string gpu_backend_name() const final { return gpu_ ? gpu_->describe() : std::string{}; }
   Status forward_layer_placed(int layer, float* x, int64_t n, SequenceState& seq, ThreadPool& pool) final;
+  // The MTP head over the block set_mtp() gave (model/mtp_head.h), or why there is none.
+  Result<std::unique_ptr<MtpHead>> mtp_head() final;
 
  protected:
   // Binds token_embd.weight, output.weight and output_norm.weight.
   void bind_embeddings(WeightBinder& binder);
 
-  // logits [n][n_vocab] = output · rmsnorm(x[r]) · norm for host rows x [n][n_embd] (n ≤
-  // n_ubatch), on the device the placement gives the LM head: the MTP head's logits, on the
-  // GPU when the output layer is there (its 0.4 GB read dominates a drafted token).
-  Status lm_head_rows(const float* x, int64_t n, const float* norm, float* logits, ThreadPool& pool);
-
-  // The MTP block (draft-mtp) on the GPU, when the placement put it there: an architecture
-  // with one overrides has_mtp_block() and writes the block in forward_mtp_block() (the KV
-  // cache is layer 0 of the head's own sequence). run_mtp_block_on_gpu runs it on rows x
-  // [n][n_embd] (host, updated in place), then the head's final norm into hidden_out and the
-  // last row's logits, the LM head wherever the output layer is.
-  virtual bool has_mtp_block() const { return false; }
-  virtual void forward_mtp_block(LayerExec& /*exec*/) {}
-  bool mtp_on_gpu() const { return gpu_ && placement_.mtp_on_gpu; }
-  Result<SequenceState> new_mtp_sequence(const LayerStateSpec& spec, const KvCacheOptions& options) const;
-  Status run_mtp_block_on_gpu(float* x, int64_t n, SequenceState& seq, const float* head_norm, float* hidden_out,
-                              float* logits_last, ThreadPool& pool);
+  // An architecture with an MTP ("nextn") block gives its binding here, or why it cannot
+  // be used (no block in the file, a malformed tensor: only --spec-type draft-mtp fails).
+  void set_mtp(NextnWeights nextn, std::unique_ptr<MtpBlock> block) {
+    mtp_nextn_ = nextn;
+    mtp_block_ = std::move(block);
+  }
+  void set_mtp_unavailable(Status why) { mtp_status_ = std::move(why); }
 
   Status forward_ubatch(std::span<const int32_t> tokens, std::span<const SeqRows> seqs,
                         std::span<const int64_t> logit_rows, float* logits_out, float* hidden_out,
@@ -69,6 +63,26 @@ class DecoderModel : public Model {
   LmHeadScratch lm_head_scratch_;
   LmHeadScratch mtp_lm_head_scratch_;
   std::vector<int64_t> lm_head_rows_;
+
+ private:
+  friend class MtpHeadRunner;  // model/mtp_head.cpp: runs the block and LM head where they are placed
+  bool has_mtp_block() const { return mtp_block_ != nullptr; }
+  bool mtp_on_gpu() const { return gpu_ && placement_.mtp_on_gpu; }
+  std::unique_ptr<MtpHead> make_mtp_head();
+  // logits [n][n_vocab] = output · rmsnorm(x[r]) · norm for host rows x [n][n_embd] (n ≤
+  // n_ubatch), on the device the placement gives the LM head: the MTP head's logits, on the
+  // GPU when the output layer is there (its 0.4 GB read dominates a drafted token).
+  Status lm_head_rows(const float* x, int64_t n, const float* norm, float* logits, ThreadPool& pool);
+  // The MTP block's sequence (its KV cache, layer 0) and the block, final norm and LM head on
+  // rows x [n][n_embd] (host, updated in place) when the placement put the block on the GPU;
+  // hidden_out [n][n_embd] and the last row's logits (each may be null).
+  Result<SequenceState> new_mtp_sequence(const LayerStateSpec& spec, const KvCacheOptions& options) const;
+  Status run_mtp_block_on_gpu(float* x, int64_t n, SequenceState& seq, const float* head_norm, float* hidden_out,
+                              float* logits_last, ThreadPool& pool);
+
+  NextnWeights mtp_nextn_;
+  std::unique_ptr<MtpBlock> mtp_block_;  // null: no usable MTP block (mtp_status_ says why)
+  Status mtp_status_;
 };
 
 // create_model for a DecoderModel subclass M with

@@ -19,7 +19,7 @@
 #include "cpu/matmul.h"
 #include "model/arch.h"
 #include "model/layer_exec.h"
-#include "runtime/sequence_state.h"
+#include "state/sequence_state.h"
 
 namespace moetier {
 
@@ -69,17 +69,11 @@ class GpuBackend {
   virtual std::string describe() const = 0;
 };
 
-// The Vulkan backend, or an error when this build has none, or the device cannot be
-// opened (no driver, index out of range): the caller then runs everything on the CPU.
-Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams& hp, const GpuBackendOptions& options);
-
 struct GpuDeviceInfo {
   std::string description;  // one line: "llvmpipe (...), CPU (software), 2.0 GiB, Vulkan 1.3.230, ..."
   bool software = false;    // a rasteriser running on the CPU (lavapipe): slower than the CPU path
   uint64_t free_bytes = 0;  // device-local budget − usage (the heap size without VK_EXT_memory_budget)
   uint64_t used_bytes = 0;  // used by every process (0: unknown)
 };
-// The Vulkan devices, in -dev order (--list-devices), or the reason there are none.
-Result<std::vector<GpuDeviceInfo>> list_gpu_devices();
 
 }  // namespace moetier

@@ -13,17 +13,23 @@
 
 #include <fmt/format.h>
 
-#include "core/profiler.h"
 #include "core/gpu_census.h"
+#include "core/profiler.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/arch.h"
-#include "runtime/sequence_state.h"
+#include "state/sequence_state.h"
 
 namespace moetier {
 
 namespace gguf { class ModelFile; }
 class LayerExec;
+class GpuBackend;
+struct GpuBackendOptions;
+
+// Makes the GPU backend for a model (gpu/gpu.h's create_gpu_backend in the engine; the
+// model never names a backend itself).
+using GpuBackendFactory = Result<std::unique_ptr<GpuBackend>> (*)(const HParams& hp, const GpuBackendOptions& options);
 
 // What a GPU holds for a model placed on it (bytes).
 struct GpuMemoryReport {
@@ -34,9 +40,10 @@ struct GpuMemoryReport {
   uint64_t total() const { return weight_bytes + kv_bytes + state_bytes + scratch_bytes; }
 };
 
-// Which layers run on the GPU, from the placement plan (runtime/plan.h): for each compute
+// Which layers run on the GPU, from the placement plan (engine/plan.h): for each compute
 // layer its dense part and its routed experts, and the LM head.
 struct GpuPlacement {
+  GpuBackendFactory create_backend = nullptr;  // required when any() is true
   int device = 0;                    // -dev
   std::vector<bool> layer_on_gpu;    // [n_layer]
   std::vector<bool> experts_on_gpu;  // [n_layer]; only where layer_on_gpu

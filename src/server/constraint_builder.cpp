@@ -8,8 +8,8 @@
 
 #include "grammar/gbnf.h"
 #include "grammar/grammar_matcher.h"
-#include "grammar/token_vocabulary.h"
 #include "grammar/json_schema.h"
+#include "grammar/token_vocabulary.h"
 #include "server/responses.h"
 #include "server/server_state.h"
 #include "server/tool_calls.h"

@@ -108,8 +108,6 @@ class Fields {
   const ordered_json& body_;
 };
 
-
-
 constexpr int64_t kMaxChoices = 16;
 
 // logit_bias in llama-server's three forms: OpenAI's {"token id": bias}, and arrays of

@@ -14,9 +14,9 @@
 
 #include "grammar/token_vocabulary.h"
 #include "model/arch.h"
-#include "runtime/chat_prompt.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "text/chat_prompt.h"
 #include "text/tokenizer.h"
 
 namespace moetier::server {

@@ -20,8 +20,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/cpu_load.h"
 #include "gguf/gguf.h"
-#include "tools/cpu_load.h"
 #include "support/cli.h"
 #include "support/ref_data.h"
 

@@ -10,13 +10,13 @@
 #include <fstream>
 #include <set>
 
+#include "engine/placement.h"
 #include "gguf/model_file.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "support/cli.h"
 #include "support/ref_data.h"
 #include "support/ref_model.h"
-#include "tools/session.h"
 
 namespace moetier {
 namespace {

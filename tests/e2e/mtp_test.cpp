@@ -27,15 +27,15 @@
 #include "support/ref_model.h"
 
 #include "core/thread_pool.h"
+#include "gguf/file_sha256.h"
 #include "gguf/model_file.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
+#include "synth/synth_model.h"
 #include "text/tokenizer.h"
-#include "model/arch.h"
-#include "tools/file_sha256.h"
-#include "tools/synth/synth_model.h"
 
 namespace moetier {
 namespace {

@@ -1,4 +1,4 @@
-// Repacking the CPU's weights at load (tools/repack.h, cpu/interleave.h): the interleaved
+// Repacking the CPU's weights at load (engine/repack.h, cpu/interleave.h): the interleaved
 // routed experts and dense matrices (attention, DeltaNet, shared expert, LM head) give the
 // file layout's logits bit for bit (the x8 tile kernels are bit-identical to the scalar
 // reference, as the row kernels are), prompt and decode alike; only weights in memory the
@@ -12,13 +12,13 @@
 
 #include "core/cpu_features.h"
 #include "cpu/dot.h"
+#include "engine/repack.h"
 #include "gguf/model_file.h"
 #include "model/arch.h"
 #include "model/model.h"
 #include "support/cli.h"
 #include "support/ref_data.h"
 #include "support/ref_model.h"
-#include "tools/repack.h"
 
 namespace moetier {
 namespace {

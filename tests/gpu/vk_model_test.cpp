@@ -30,9 +30,9 @@
 #include "support/cli.h"
 #include "support/gpu.h"
 #include "support/http_client.h"
-#include "support/server_process.h"
 #include "support/ref_data.h"
 #include "support/ref_model.h"
+#include "support/server_process.h"
 
 #if MOETIER_HAVE_VULKAN
 #include "core/thread_pool.h"
@@ -86,7 +86,7 @@ ModelCase load_case(const std::string& model, const std::string& prompt_id) {
 }
 
 GpuPlacement placement_for(const Placement& p, int64_t n_layer) {
-  GpuPlacement g{.progress = false};
+  GpuPlacement g{.create_backend = create_gpu_backend, .progress = false};
   for (int64_t il = 0; il < n_layer; ++il) {
     g.layer_on_gpu.push_back(!p.output_only);
     g.experts_on_gpu.push_back(!p.output_only && !p.all_experts_on_cpu && il >= p.n_cpu_moe);
@@ -164,7 +164,6 @@ INSTANTIATE_TEST_SUITE_P(Ref, GpuModel,
                                            "qwen3moe-small-q4_k_m"),
                          [](const auto& info) { return testing::param_name(info.param); });
 
-
 // One layer at a time on the same input (the CPU's residual stream before the layer, from a
 // random start): the GPU layer against the CPU layer. Most rows agree to float rounding; a row may differ by
 // more where an 8-bit activation code flips (README section 6: teacher-forced layers match
@@ -186,7 +185,7 @@ TEST_P(GpuLayer, EachLayerOnTheGpuMatchesTheCpuLayer) {
     SCOPED_TRACE(experts_on_gpu ? "experts on the GPU" : "experts on the CPU");
     auto gpu = testing::load_ref_model(name);
     ASSERT_TRUE(gpu.model);
-    GpuPlacement placement{.progress = false};
+    GpuPlacement placement{.create_backend = create_gpu_backend, .progress = false};
     placement.layer_on_gpu.assign(static_cast<size_t>(hp.n_layer), true);
     placement.experts_on_gpu.assign(static_cast<size_t>(hp.n_layer), experts_on_gpu);
     ASSERT_TRUE(gpu.model->place_on_gpu(placement).is_ok());
@@ -225,7 +224,6 @@ INSTANTIATE_TEST_SUITE_P(Ref, GpuLayer,
                          ::testing::Values("qwen35moe-tiny-mixed", "qwen35moe-small-ud_mix", "qwen35moe-small-iq4_xs",
                                            "qwen3moe-small-q4_k_m"),
                          [](const auto& info) { return testing::param_name(info.param); });
-
 
 // The command line a user runs: `moetier run` with the seed's placement on the first Vulkan
 // device prints the plan, uploads, and generates llama.cpp's greedy text (F32 model: all 32
@@ -404,7 +402,7 @@ TEST(GpuStreaming, StreamedExpertsGiveTheAllGpuLogits) {
     auto m = testing::load_ref_model(name);
     ASSERT_TRUE(m.model);
     const int64_t n_layer = m.model->hparams().n_layer;
-    GpuPlacement placement{.progress = false, .op_offload = streamed, .op_offload_min_tokens = 8,
+    GpuPlacement placement{.create_backend = create_gpu_backend, .progress = false, .op_offload = streamed, .op_offload_min_tokens = 8,
                            .op_offload_always = streamed};
     placement.layer_on_gpu.assign(static_cast<size_t>(n_layer), true);
     placement.experts_on_gpu.assign(static_cast<size_t>(n_layer), !streamed);  // streamed: experts live on the CPU
@@ -435,7 +433,7 @@ TEST(GpuBatch, BatchedSequencesEqualEachAloneBitForBit) {
     SCOPED_TRACE(experts_on_gpu ? "experts on the GPU" : "experts on the CPU");
     auto m = testing::load_ref_model(name);
     ASSERT_TRUE(m.model);
-    GpuPlacement placement{.progress = false};
+    GpuPlacement placement{.create_backend = create_gpu_backend, .progress = false};
     placement.layer_on_gpu.assign(static_cast<size_t>(m.model->hparams().n_layer), true);
     placement.experts_on_gpu.assign(static_cast<size_t>(m.model->hparams().n_layer), experts_on_gpu);
     placement.output_on_gpu = true;

@@ -35,7 +35,7 @@ void run_case(const testing::RealShapeData& data, const Run& r) {
   auto m = testing::load_real_shape_model(data, r.n_ubatch);
   ASSERT_TRUE(m.model);
   const int64_t n_layer = m.model->hparams().n_layer;
-  GpuPlacement placement{.progress = false, .exact_kernels = r.exact_kernels};
+  GpuPlacement placement{.create_backend = create_gpu_backend, .progress = false, .exact_kernels = r.exact_kernels};
   placement.layer_on_gpu.assign(static_cast<size_t>(n_layer), true);
   placement.experts_on_gpu.assign(static_cast<size_t>(n_layer), r.experts_on_gpu);
   placement.output_on_gpu = true;

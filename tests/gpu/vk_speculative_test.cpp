@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "support/gpu.h"
 #include "support/cli.h"
+#include "support/gpu.h"
 #include "support/ref_model.h"
 
 #include "core/thread_pool.h"
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
-#include "tools/synth/synth_model.h"
+#include "synth/synth_model.h"
 
 namespace moetier {
 namespace {
@@ -31,7 +31,7 @@ namespace {
 // routed experts on the CPU; the exact kernels.
 void place_hybrid(Model& model, bool mtp_on_gpu = false) {
   const auto n_layer = static_cast<size_t>(model.hparams().n_layer);
-  GpuPlacement placement{.progress = false, .exact_kernels = true};
+  GpuPlacement placement{.create_backend = create_gpu_backend, .progress = false, .exact_kernels = true};
   placement.layer_on_gpu.assign(n_layer, true);
   placement.experts_on_gpu.assign(n_layer, false);
   placement.output_on_gpu = true;

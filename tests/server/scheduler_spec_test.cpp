@@ -23,8 +23,8 @@
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "server/scheduler.h"
+#include "synth/synth_model.h"
 #include "text/tokenizer.h"
-#include "tools/synth/synth_model.h"
 
 namespace moetier {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench/bench_params.h"
+#include "bench/bench_params.h"
 
 namespace moetier::bench::testing {
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #if MOETIER_HAVE_VULKAN
+#include "gpu/gpu.h"
 #include "gpu/vulkan/vk_device.h"
 
 namespace moetier::testing {

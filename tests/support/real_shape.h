@@ -16,12 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/file_sha256.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
 #include "support/ref_data.h"
 #include "support/ref_model.h"
-#include "tools/file_sha256.h"
-#include "tools/synth/synth_model.h"
+#include "synth/synth_model.h"
 
 namespace moetier::testing {
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench/bench_params.h"
-#include "tools/bench/chart.h"
-#include "tools/bench/configs.h"
-#include "tools/bench/html_report.h"
-#include "tools/bench/memory.h"
+#include "bench/bench_params.h"
+#include "bench/chart.h"
+#include "bench/configs.h"
+#include "bench/html_report.h"
+#include "bench/memory.h"
 
 namespace moetier::bench {
 namespace {

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "tools/bench/bench_params.h"
-#include "tools/bench/report.h"
+#include "bench/bench_params.h"
+#include "bench/report.h"
 
 namespace moetier::bench {
 namespace {

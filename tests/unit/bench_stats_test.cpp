@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench/bench_params.h"
-#include "tools/bench/configs.h"
-#include "tools/bench/stats.h"
+#include "bench/bench_params.h"
+#include "bench/configs.h"
+#include "bench/stats.h"
 
 namespace moetier::bench {
 namespace {

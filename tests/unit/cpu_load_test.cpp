@@ -1,6 +1,6 @@
-// The background-load figure of `moetier bench` and `run`'s warning (tools/cpu_load.h): /proc/stat parsing,
+// The background-load figure of `moetier bench` and `run`'s warning (bench/cpu_load.h): /proc/stat parsing,
 // the arithmetic of other processes' CPUs, and when a test counts as oversubscribed.
-#include "tools/cpu_load.h"
+#include "bench/cpu_load.h"
 
 #include <gtest/gtest.h>
 

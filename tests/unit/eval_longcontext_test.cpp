@@ -6,12 +6,12 @@
 
 #include <openssl/evp.h>
 
+#include "eval/longcontext_items.h"
+#include "eval/longcontext_report.h"
+#include "eval/longcontext_score.h"
 #include "gguf/gguf.h"
 #include "support/ref_data.h"
 #include "text/tokenizer.h"
-#include "tools/eval/longcontext_items.h"
-#include "tools/eval/longcontext_report.h"
-#include "tools/eval/longcontext_score.h"
 
 namespace moetier::eval {
 namespace {

@@ -410,7 +410,6 @@ TEST(KQuantsRoundTrip, ZeroRowsStayZero) {
   for (float v : y) ASSERT_EQ(v, 0.0f);
 }
 
-
 // Re-quantizing decoded values is not a fixed point in general (the 6-bit/int8 scale
 // rounding and the search can settle on another grid: on N(0,1) rows about 0.1% of Q4_K
 // and 7% of Q5_K blocks change on a second pass). It is for Q6_K blocks of this shape:

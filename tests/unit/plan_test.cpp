@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/plan.h"
 #include "model/arch.h"
-#include "runtime/plan.h"
 #include "tensor/dtype.h"
 
 namespace moetier {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "cpu/ops.h"
-#include "runtime/sequence_state.h"
+#include "state/sequence_state.h"
 #include "tensor/fp16.h"
 #include "tensor/type_ops.h"
 

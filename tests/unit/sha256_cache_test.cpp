@@ -1,4 +1,4 @@
-// The SHA-256 cache of `moetier bench`'s provenance (tools/sha256_cache.h): where it lives,
+// The SHA-256 cache of `moetier bench`'s provenance (gguf/sha256_cache.h): where it lives,
 // a digest computed once and then read back, and recomputed when the file changes.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "gguf/sha256_cache.h"
 #include "support/cli.h"
-#include "tools/sha256_cache.h"
 
 namespace moetier {
 namespace {

@@ -21,11 +21,11 @@
 
 #include "gguf/gguf.h"
 #include "model/arch.h"
-#include "tools/synth/presets.h"
-#include "tools/synth/quant_mix.h"
-#include "tools/synth/synth_model.h"
-#include "tools/synth/vocab.h"
-#include "tools/synth/weights.h"
+#include "synth/presets.h"
+#include "synth/quant_mix.h"
+#include "synth/synth_model.h"
+#include "synth/vocab.h"
+#include "synth/weights.h"
 
 namespace moetier::synth {
 namespace {

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <map>
 
-#include "tools/tune/candidates.h"
-#include "tools/tune/report.h"
-#include "tools/tune/search.h"
+#include "tune/candidates.h"
+#include "tune/report.h"
+#include "tune/search.h"
 
 namespace moetier::tune {
 namespace {

@@ -1,16 +1,16 @@
 #include "gpu/vulkan/vk_exec.h"
 
+#include "gpu/gpu.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "core/progress.h"
-
 namespace moetier {
 
-// --- the engine's entry points (model/gpu_backend.h) ------------------------------------
+// --- the engine's entry points (gpu/gpu.h) ------------------------------------
 
 Result<std::unique_ptr<GpuBackend>> create_gpu_backend(const HParams& hp, const GpuBackendOptions& options) {
   ASSIGN_OR_RETURN(auto backend, vk::VulkanBackend::create(hp, options));

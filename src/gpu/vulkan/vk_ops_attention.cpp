@@ -21,7 +21,6 @@ constexpr double kLog2e = 1.4426950408889634;
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-
 // What one dispatch of `n_rows` query rows against up to `n_keys` keys needs.
 struct FlashShape {
   int64_t hd = 0, n_head = 0, n_head_kv = 0, n_rows = 0, n_keys = 0;

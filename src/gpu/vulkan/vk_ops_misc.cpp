@@ -94,7 +94,6 @@ Status silu_mul(Device& dev, const RowsView& gate, const RowsView& up, const Row
                                per_invocation(dev, static_cast<uint64_t>(n * n_rows)));
 }
 
-
 Status kv_store(Device& dev, const RowsView& src, int64_t n_rows, int64_t width, const BufferRef& cache,
                 int64_t first_row, DType type) {
   if (n_rows == 0) return Status::ok();

@@ -60,7 +60,6 @@ Result<BindingAccess> reflect_bindings(std::span<const uint32_t> spirv) {
   return out;
 }
 
-
 Pipelines::Pipelines(const Context& ctx) : ctx_(ctx) {
   std::array<VkDescriptorSetLayoutBinding, kMaxBindings> bindings{};
   for (uint32_t i = 0; i < kMaxBindings; ++i) {

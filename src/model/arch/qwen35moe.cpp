@@ -6,8 +6,8 @@
 
 #include "gguf/writer.h"
 #include "model/arch.h"
-#include "model/model.h"
 #include "model/hparams_keys.h"
+#include "model/model.h"
 
 namespace moetier {
 
@@ -230,9 +230,7 @@ const ArchInfo kInfo = {
     .create_mtp_head = create_qwen35moe_mtp_head,
 };
 
-const struct Registrar {
-  Registrar() { register_arch(&kInfo); }
-} kRegistrar;
-
 }  // namespace
+
+const ArchInfo& qwen35moe_arch() { return kInfo; }
 }  // namespace moetier

@@ -5,8 +5,8 @@
 
 #include "gguf/writer.h"
 #include "model/arch.h"
-#include "model/model.h"
 #include "model/hparams_keys.h"
+#include "model/model.h"
 
 namespace moetier {
 
@@ -105,9 +105,7 @@ const ArchInfo kInfo = {
     .create_model = create_qwen3moe_model,
 };
 
-const struct Registrar {
-  Registrar() { register_arch(&kInfo); }
-} kRegistrar;
-
 }  // namespace
+
+const ArchInfo& qwen3moe_arch() { return kInfo; }
 }  // namespace moetier

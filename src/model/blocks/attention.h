@@ -11,7 +11,7 @@
 #include "cpu/flash_attention.h"
 #include "cpu/matmul.h"
 #include "model/model.h"
-#include "runtime/sequence_state.h"
+#include "state/sequence_state.h"
 
 namespace moetier {
 

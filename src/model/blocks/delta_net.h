@@ -10,7 +10,7 @@
 #include "core/thread_pool.h"
 #include "cpu/matmul.h"
 #include "model/model.h"
-#include "runtime/sequence_state.h"
+#include "state/sequence_state.h"
 
 namespace moetier {
 

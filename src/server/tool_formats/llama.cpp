@@ -67,7 +67,6 @@ Result<std::string> llama3_call(GrammarContext& g, const ToolSpec& tool) {
 
 constexpr std::string_view kRecipient = ">>>";
 
-
 size_t functionary_v32_block_end(std::string_view text, bool final) {
   size_t p = kRecipient.size();
   while (p < text.size() && name_char(text[p])) ++p;

@@ -4,8 +4,8 @@
 //   -> draft() loop (greedy, 3 steps).
 //
 // usage: mtpref <model.gguf> <A|B> <out.json> [--mode mtp|target] [--no-load-mtp] [--tgt-logits last|all]
-#include "llama.h"
 #include "llama-ext.h"
+#include "llama.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,0 +1,349 @@
+// moetier bench: llama-bench's flags, tests and output formats on moetier's engine, plus
+// moetier's own figures (weight bytes per token, achieved GB/s, peak RSS, profile).
+// Results go to stdout in the chosen format; progress and the profile go to stderr.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <span>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "bench/bench_params.h"
+#include "bench/chart.h"
+#include "bench/configs.h"
+#include "bench/cpu_load.h"
+#include "bench/e2e.h"
+#include "bench/html_report.h"
+#include "bench/memory.h"
+#include "bench/report.h"
+#include "bench/runner.h"
+#include "bench/stats.h"
+#include "cli/commands.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "cpu/membw.h"
+#include "gguf/sha256_cache.h"
+
+namespace moetier {
+
+namespace {
+
+void print_profile(const bench::TestResult& r) {
+  std::fprintf(stderr, "moetier bench: profile of %s (per repetition, %.3f ms):\n", bench::test_name(r.spec).c_str(),
+               static_cast<double>(r.avg_ns()) / 1e6);
+  for (const auto& row : r.profile) {
+    if (row.ms == 0 && row.calls == 0 && row.block != "other") continue;
+    std::fprintf(stderr, "  %-14s %10.3f ms %6.1f%%", row.block.c_str(), row.ms, row.percent);
+    if (row.block != "other") std::fprintf(stderr, "  %8.1f calls", row.calls);
+    std::fputc('\n', stderr);
+  }
+}
+
+// The GPU census of a profiled test, per token: what decides speed on a real GPU, counted
+// on whatever device ran it.
+void print_census(const bench::TestResult& r) {
+  if (!r.gpu_census) return;
+  const GpuCensus& c = *r.gpu_census;
+  const double n = static_cast<double>(std::max<int64_t>(r.census_tokens, 1));
+  std::fprintf(stderr,
+               "moetier bench: GPU census of %s (%s), per token: %.1f dispatches, %.1f barriers, %.1f copies/fills, "
+               "%.2f submits, %.2f host waits (%.2f fence syncs), %.1f KiB up, %.1f KiB down, %.2f MiB of weights read\n",
+               bench::test_name(r.spec).c_str(), r.gpu_backend.c_str(), c.dispatches / n, c.barriers / n,
+               c.transfers / n, c.submits / n, c.host_waits / n, c.syncs / n, c.bytes_up / n / 1024.0, c.bytes_down / n / 1024.0,
+               c.weight_bytes / n / 1048576.0);
+  // Shaders by GPU time (or by dispatches without timestamps), the top 12.
+  std::vector<std::pair<std::string, GpuCensus::Op>> ops(c.ops.begin(), c.ops.end());
+  std::sort(ops.begin(), ops.end(), [&](const auto& a, const auto& b) {
+    return c.timed ? a.second.gpu_ns > b.second.gpu_ns : a.second.dispatches > b.second.dispatches;
+  });
+  double total_ns = 0;
+  for (const auto& [name, op] : ops) total_ns += op.gpu_ns;
+  for (size_t i = 0; i < ops.size() && i < 12; ++i) {
+    const auto& [name, op] = ops[i];
+    if (c.timed) {
+      // Achieved bandwidth of the weight reads (matmul shaders): bytes / GPU time.
+      const std::string gbps =
+          op.weight_bytes > 0 && op.gpu_ns > 0 ? fmt::format("  {:7.1f} GB/s of weights", op.weight_bytes / op.gpu_ns) : "";
+      std::fprintf(stderr, "  %-28s %8.2f dispatches/token %10.3f ms/token %6.1f%%%s\n", name.c_str(), op.dispatches / n,
+                   op.gpu_ns / n / 1e6, total_ns > 0 ? 100.0 * op.gpu_ns / total_ns : 0.0, gbps.c_str());
+    } else {
+      std::fprintf(stderr, "  %-28s %8.2f dispatches/token\n", name.c_str(), op.dispatches / n);
+    }
+  }
+  if (!c.timed) std::fprintf(stderr, "  (no GPU timestamps on this device)\n");
+}
+
+// The stderr line after a test: t/s with its statistics, bandwidth, memory, drafts.
+void print_summary(const bench::TestResult& result, const bench::Environment& env, const std::string& prefix,
+                   int64_t model_n_layer) {
+  const bench::Summary s = result.ts_summary();
+  std::string summary = fmt::format("{:.2f} ± {:.2f} t/s (min {:.2f}, max {:.2f}, cv {:.1f}%", s.mean, s.sd, s.min, s.max,
+                                    100 * s.cv);
+  if (result.interleaved) {
+    if (auto d = result.drift_percent()) summary += fmt::format(", drift {:+.1f}%", *d);
+  }
+  summary += ")";
+  if (auto gbps = result.achieved_gbps()) {
+    summary += fmt::format(", {:.2f} GB/s of weights ({:.1f} MB per token)", *gbps,
+                           static_cast<double>(result.model.weight_bytes_per_token) / 1e6);
+  }
+  if (auto fraction = result.bandwidth_fraction()) summary += fmt::format(" = {:.0f}% of measured bandwidth", 100 * *fraction);
+  if (!result.ttft_ns.empty()) {
+    std::vector<double> ttft(result.ttft_ns.begin(), result.ttft_ns.end());
+    const bench::Summary t = bench::summarize(ttft);
+    summary += fmt::format(", time to first token {:.1f} ± {:.1f} ms, {} prompt tokens", t.mean / 1e6, t.sd / 1e6,
+                           result.spec.n_prompt);
+  }
+  if (auto mem = result.rss_peak_minus_idle_bytes(env)) {
+    summary += fmt::format(", peak - idle RSS {:.1f} MiB", static_cast<double>(*mem) / 1048576.0);
+  }
+  if (result.vram_peak_minus_idle_bytes) {
+    summary += fmt::format(", VRAM {:.1f} MiB ({})", static_cast<double>(*result.vram_peak_minus_idle_bytes) / 1048576.0,
+                           result.vram_source);
+  }
+  const bench::TestSpec& test = result.spec;
+  if (test.spec && result.spec_n_drafted > 0) {
+    summary += fmt::format(", {} of {} drafted tokens accepted ({:.1f}%)", result.spec_n_accepted, result.spec_n_drafted,
+                           100.0 * static_cast<double>(result.spec_n_accepted) / static_cast<double>(result.spec_n_drafted));
+  }
+  if (result.other_busy_cpus) summary += fmt::format(", other processes {:.2f} CPUs busy", *result.other_busy_cpus);
+  std::fprintf(stderr, "moetier bench: %s: %s\n", prefix.c_str(), summary.c_str());
+  if (result.other_busy_cpus && oversubscribed(*result.other_busy_cpus, test.n_threads, env.usable_cpus)) {
+    std::fprintf(stderr, "moetier bench: warning: %s\n",
+                 oversubscribed_warning(bench::test_name(test), *result.other_busy_cpus, test.n_threads, env.usable_cpus)
+                     .c_str());
+  }
+  if (s.cv > bench::kNoisyCv) {
+    std::fprintf(stderr, "moetier bench: warning: %s varies by %.1f%% (cv above %.0f%%): too noisy to compare differences "
+                 "of that size\n", bench::test_name(test).c_str(), 100 * s.cv, 100 * bench::kNoisyCv);
+  }
+  if (result.estimate) {
+    std::fprintf(stderr,
+                 "moetier bench: ESTIMATE, not measured: %s on the same model with %lld layers instead of %lld "
+                 "≈ %.2f t/s (per-layer time scaled by %lld/%lld)\n",
+                 bench::test_name(test).c_str(), static_cast<long long>(result.estimate->n_layer),
+                 static_cast<long long>(model_n_layer), result.estimate->ts,
+                 static_cast<long long>(result.estimate->n_layer), static_cast<long long>(model_n_layer));
+  }
+}
+
+// File size and SHA-256 of every model, the digest from the cache when the file is unchanged.
+Result<std::vector<bench::ModelFile>> describe_model_files(const std::vector<std::string>& paths) {
+  std::vector<bench::ModelFile> files;
+  const std::string cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+  for (const std::string& path : paths) {
+    if (std::any_of(files.begin(), files.end(), [&](const bench::ModelFile& f) { return f.path == path; })) continue;
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) return Status::bad_input(fmt::format("{}: {}", path, ec.message()));
+    ASSIGN_OR_RETURN(CachedSha256 digest, cached_file_sha256(path, {.cache_dir = cache_dir, .log = stderr}));
+    files.push_back({.path = path, .file_bytes = static_cast<int64_t>(size), .sha256 = digest.sha256});
+  }
+  return files;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  // The idle baseline of the seeds' memory method: after start-up, before any model is read.
+  const std::optional<int64_t> idle_rss = bench::current_rss_bytes();
+  bool help = false;
+  std::string help_text;
+  auto parsed = bench::parse_bench_args(argc, argv, cpu_features().physical_cores, &help, &help_text);
+  if (!parsed) return report_error(parsed.status());
+  if (help) {
+    std::fputs(help_text.c_str(), stdout);
+    return 0;
+  }
+  const bench::BenchParams params = std::move(parsed).value();
+
+  const std::vector<bench::TestSpec> tests = bench::expand_tests(params);
+  bench::Environment env = bench::detect_environment();
+  env.idle_rss_bytes = idle_rss;
+  env.n_threads = params.n_threads;
+  env.interleaved = params.interleave == 1 || (params.interleave == -1 && bench::count_configurations(tests) > 1);
+  env.peak_rss_resettable = bench::reset_peak_rss();
+  // Outputs that need a tool or a folder fail before any time is spent measuring.
+  if (auto st = bench::check_chart_output(params.chart_path); !st.is_ok()) return report_error(st);
+  if (!params.report_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(params.report_dir, ec);
+    if (ec) return report_error(Status::bad_input(fmt::format("--report {}: {}", params.report_dir, ec.message())));
+  }
+  // A server for --url answers before anything is measured (a wrong URL fails at once).
+  std::optional<bench::E2eServer> server;
+  if (!params.e2e_url.empty()) {
+    auto s = bench::connect_e2e_server(params.e2e_url);
+    if (!s) return report_error(s.status());
+    server = std::move(s).value();
+    std::fprintf(stderr, "moetier bench: --url %s serves '%s'\n", server->url.c_str(), server->model_id.c_str());
+  }
+  {
+    auto files = describe_model_files(params.models);
+    if (!files) return report_error(files.status());
+    env.model_files = std::move(files).value();
+  }
+
+  std::optional<double> machine_gbps;
+  if (params.measure_bandwidth) {
+    const int64_t threads = *std::max_element(params.n_threads.begin(), params.n_threads.end());
+    ThreadPool pool(static_cast<int>(threads));
+    const auto bw = cpu::measure_read_bandwidth({}, pool);
+    machine_gbps = bw.best_gbps;
+    std::fprintf(stderr, "moetier bench: memory read bandwidth %.2f GB/s (best of 5 passes over 1 GiB, %lld threads; median %.2f)\n",
+                 bw.best_gbps, static_cast<long long>(threads), bw.median_gbps);
+  }
+
+  auto printer = bench::make_printer(params, env, stdout);
+  printer->header();
+  std::vector<bench::TestResult> results;
+  std::optional<bench::LoadedModel> loaded;
+  // Tests are ordered so that each model loads once per mode: one load serves a group of
+  // consecutive tests, whose repetitions are interleaved (or not) among themselves.
+  for (size_t begin = 0; begin < tests.size();) {
+    const bench::TestSpec& first = tests[begin];
+    size_t end = begin;
+    while (end < tests.size() && tests[end].model == first.model && tests[end].use_mmap == first.use_mmap) ++end;
+    if (!first.e2e_url.empty()) {
+      // The server's turns: no model load here; each test's repetitions in a row.
+      loaded.reset();
+      for (size_t i = begin; i < end; ++i) {
+        const std::string prefix = fmt::format("[{}/{}] {} via {}", i + 1, tests.size(), bench::test_name(tests[i]),
+                                               server->url);
+        std::fprintf(stderr, "moetier bench: %s\n", prefix.c_str());
+        auto r = bench::run_http_e2e_test(*server, tests[i],
+                                          {.repetitions = params.repetitions, .warmup = !params.no_warmup,
+                                           .seed = params.seed + static_cast<uint32_t>(i)});
+        if (!r) {
+          printer->footer();
+          return report_error(r.status());
+        }
+        print_summary(*r, env, prefix, 0);
+        printer->test(*r);
+        results.push_back(std::move(r).value());
+      }
+      begin = end;
+      continue;
+    }
+    loaded.reset();  // free the previous model first: two big models may not fit together
+    std::fprintf(stderr, "moetier bench: loading %s (%s)\n", first.model.c_str(), first.use_mmap ? "mmap" : "read into RAM");
+    const bench::RunOptions placement_options{.device = params.device,
+                                              .vram_budget_mib = params.vram_budget_mib,
+                                              .exact_kernels = params.exact_kernels};
+    auto m = bench::load_bench_model(first.model,
+                                     {.use_mmap = first.use_mmap,
+                                      .verbose = params.verbose,
+                                      .expert_pages = params.expert_pages,
+                                      .repack = !params.no_repack,
+                                      .tests = std::span<const bench::TestSpec>(tests.data() + begin, end - begin),
+                                      .run = &placement_options});
+    if (!m) {
+      printer->footer();
+      return report_error(m.status());
+    }
+    loaded = std::move(m).value();
+    for (const bench::ModelFile& f : env.model_files) {
+      if (f.path == first.model) {
+        loaded->info.file_bytes = f.file_bytes;
+        loaded->info.sha256 = f.sha256;
+      }
+    }
+
+    std::vector<bench::TestRun> runs;
+    std::vector<std::string> prefixes;
+    for (size_t i = begin; i < end; ++i) {
+      const bench::TestSpec& test = tests[i];
+      prefixes.push_back(fmt::format("[{}/{}] {} t={}", i + 1, tests.size(), bench::test_name(test), test.n_threads));
+      runs.emplace_back(test,
+                        bench::RunOptions{
+                            .repetitions = params.repetitions,
+                            .warmup = !params.no_warmup,
+                            .profile = params.profile,
+                            .scale_layers = params.scale_layers,
+                            .verbose = params.verbose,
+                            .seed = params.seed + static_cast<uint32_t>(i),
+                            .progress_prefix = prefixes.back(),
+                            .device = params.device,
+                            .vram_budget_mib = params.vram_budget_mib,
+                            .exact_kernels = params.exact_kernels,
+                        },
+                        loaded->info);
+    }
+    const bool interleave = env.interleaved && runs.size() > 1;
+    // Warm-ups first (untimed), then the timed repetitions in the schedule's order; a test's
+    // record is printed as soon as it and every test before it are complete.
+    std::vector<int64_t> done(runs.size(), 0);
+    size_t next_to_print = 0;
+    Status failed = Status::ok();
+    for (size_t k = 0; k < runs.size() && failed.is_ok(); ++k) {
+      if (interleave || k == 0) {
+        if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
+        failed = runs[k].prepare(*loaded);
+      }
+    }
+    for (const bench::Slot& slot : bench::repetition_order(runs.size(), params.repetitions, interleave)) {
+      if (!failed.is_ok()) break;
+      bench::TestRun& run = runs[slot.test];
+      if (!interleave && slot.repetition == 0 && slot.test > 0) {  // in a row: each test's warm-up just before it
+        if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
+        failed = run.prepare(*loaded);
+        if (!failed.is_ok()) break;
+      }
+      failed = run.repetition(*loaded, slot.repetition);
+      if (!failed.is_ok()) break;
+      ++done[slot.test];
+      while (next_to_print < runs.size() && done[next_to_print] == params.repetitions) {
+        bench::TestResult result = runs[next_to_print].finish(*loaded);
+        result.machine_read_gbps = machine_gbps;
+        result.interleaved = interleave;
+        print_summary(result, env, prefixes[next_to_print], loaded->model->hparams().n_layer);
+        if (params.profile) {
+          print_profile(result);
+          print_census(result);
+        }
+        printer->test(result);
+        results.push_back(std::move(result));
+        ++next_to_print;
+      }
+    }
+    if (!failed.is_ok()) {
+      printer->footer();
+      return report_error(failed);
+    }
+    begin = end;
+  }
+  loaded.reset();
+
+  std::vector<bench::Comparison> comparisons;
+  for (const bench::ComparisonPair& pair : bench::plan_comparisons(tests, params.compare)) {
+    comparisons.push_back({.a_name = bench::test_name(tests[pair.a]),
+                           .b_name = bench::test_name(tests[pair.b]),
+                           .what = pair.what,
+                           .ci = bench::ratio_ci(results[pair.a].ts_summary(), results[pair.b].ts_summary()),
+                           .interleaved = results[pair.a].interleaved && results[pair.b].interleaved &&
+                                          tests[pair.a].model == tests[pair.b].model &&
+                                          tests[pair.a].use_mmap == tests[pair.b].use_mmap});
+    std::fprintf(stderr, "moetier bench: compare %s\n", bench::describe_comparison(comparisons.back()).c_str());
+  }
+  printer->comparisons(comparisons);
+  printer->footer();
+
+  const bench::ChartData chart = bench::chart_from_results(results, env);
+  if (!params.chart_path.empty()) {
+    if (auto st = bench::write_chart(chart, params.chart_path); !st.is_ok()) return report_error(st);
+    std::fprintf(stderr, "moetier bench: chart written to %s\n", params.chart_path.c_str());
+  }
+  if (!params.report_dir.empty()) {
+    const std::string path = params.report_dir + "/index.html";
+    const std::string page = bench::render_html_report({.env = env, .results = results, .comparisons = comparisons,
+                                                        .chart = chart, .command_line = bench::command_line(argc, argv)});
+    if (auto st = bench::write_text_file(path, page); !st.is_ok()) return report_error(st);
+    std::fprintf(stderr, "moetier bench: report written to %s\n", path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace moetier

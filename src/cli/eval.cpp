@@ -1,0 +1,145 @@
+// moetier eval SUITE: the evaluation suites (docs/evaluation.md). longcontext-v1 is C++
+// (src/eval/: it measures lengths with the model's own tokenizer). capability-v1
+// judges what the model's HTML/SVG/JS renders in headless Chromium, so it is written in
+// Node.js (tools/eval/capability/run.mjs, puppeteer-core); for it this command finds Node and
+// the script and hands them every argument, plus this binary (for -m, which starts
+// `moetier serve`) and its version. The script owns the flags and --help, so they are
+// written down once.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/eval_commands.h"
+#include "core/status.h"
+
+namespace moetier {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Suite {
+  std::string_view name;
+  std::string_view folder;  // under tools/eval/ (a Node.js suite); empty for a C++ suite
+  std::string_view summary;
+  int (*native)(int argc, char** argv) = nullptr;  // the C++ suite's command
+};
+
+constexpr Suite kSuites[] = {
+    {"longcontext", "",
+     "longcontext-v1: needle retrieval at 4K-64K tokens, English and Chinese, with a length x depth table",
+     cmd_eval_longcontext},
+    {"capability", "capability",
+     "capability-v1: SVG animation, WebGL with self-repair, a UI card (rendered in headless Chromium), two logic puzzles"},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out, "usage: moetier eval <suite> [options]   (moetier eval <suite> --help for its options)\n\nsuites:\n");
+  for (const Suite& s : kSuites) {
+    std::fprintf(out, "  %-12.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
+                 static_cast<int>(s.summary.size()), s.summary.data());
+  }
+  std::fprintf(out,
+               "\nEach suite runs against any OpenAI-compatible server (--url) or starts `moetier serve -m MODEL`\n"
+               "itself. capability is a Node.js script in tools/eval/ (set MOETIER_EVAL_DIR to move it, MOETIER_NODE\n"
+               "to choose the node binary); scripts/setup.sh installs Node.js and Chromium, `npm ci` in the suite's\n"
+               "folder its packages.\n");
+}
+
+// Where the suites' scripts are: $MOETIER_EVAL_DIR, else tools/eval in the folder of this
+// binary or one of its parents (build/moetier, build/sub/moetier in a checkout), else an
+// installed share/moetier/eval beside bin/.
+fs::path find_eval_dir(const fs::path& exe) {
+  std::error_code ec;
+  if (const char* env = std::getenv("MOETIER_EVAL_DIR")) return fs::path(env);
+  fs::path dir = exe.parent_path();
+  for (int up = 0; up < 4 && !dir.empty(); ++up) {
+    if (fs::is_directory(dir / "tools" / "eval", ec)) return dir / "tools" / "eval";
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  const fs::path installed = exe.parent_path().parent_path() / "share" / "moetier" / "eval";
+  if (fs::is_directory(installed, ec)) return installed;
+  return {};
+}
+
+// $MOETIER_NODE, else `node` (or Debian's old `nodejs`) on PATH.
+fs::path find_node() {
+  if (const char* env = std::getenv("MOETIER_NODE")) return env;
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (const char* name : {"node", "nodejs"}) {
+    std::string_view dirs = rest;
+    while (!dirs.empty()) {
+      const size_t colon = dirs.find(':');
+      const std::string_view dir = dirs.substr(0, colon);
+      const fs::path p = fs::path(dir.empty() ? "." : std::string(dir)) / name;
+      if (::access(p.c_str(), X_OK) == 0) return p;
+      dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int cmd_eval(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  const std::string_view name = argv[1];
+  if (name == "-h" || name == "--help" || name == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  const Suite* suite = nullptr;
+  for (const Suite& s : kSuites) {
+    if (s.name == name) suite = &s;
+  }
+  if (suite == nullptr) {
+    return report_error(Status::bad_input(std::string("unknown suite '") + argv[1] + "' (see 'moetier eval --help')"));
+  }
+  if (suite->native) return suite->native(argc - 1, argv + 1);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return report_error(Status::runtime("cannot find this binary's path: " + ec.message()));
+  const fs::path eval_dir = find_eval_dir(exe);
+  const fs::path dir = eval_dir / suite->folder;
+  const fs::path script = dir / "run.mjs";
+  if (eval_dir.empty() || !fs::exists(script, ec)) {
+    return report_error(Status::runtime(
+        "the evaluation scripts (tools/eval/" + std::string(suite->folder) +
+        "/run.mjs) were not found beside this binary; set MOETIER_EVAL_DIR to the repository's tools/eval folder"));
+  }
+  const fs::path node = find_node();
+  if (node.empty()) {
+    return report_error(Status::runtime(
+        "Node.js (18 or newer) is not installed: scripts/setup.sh installs it with Chromium (Debian: apt-get "
+        "install nodejs npm chromium), then run `npm ci` in " + dir.string()));
+  }
+  if (!fs::exists(dir / "node_modules" / "puppeteer-core" / "package.json", ec)) {
+    return report_error(Status::runtime("the npm package puppeteer-core is not installed for this suite: run `cd " +
+                                        dir.string() + " && npm ci` (scripts/setup.sh installs Node.js, npm and Chromium)"));
+  }
+  std::vector<std::string> args = {node.string(), script.string(), "--moetier", exe.string(), "--engine-version",
+                                   std::string("moetier ") + MOETIER_VERSION};
+  for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execv(node.c_str(), cargs.data());
+  return report_error(Status::runtime("cannot run " + node.string() + ": " + std::strerror(errno)));
+}
+
+}  // namespace moetier

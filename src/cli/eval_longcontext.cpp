@@ -1,0 +1,432 @@
+// moetier eval longcontext: the longcontext-v1 retrieval suite against moetier (started as
+// a `moetier serve` child) or any OpenAI-compatible server (--url).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <httplib.h>
+#include <openssl/evp.h>
+
+#include "cli/commands.h"
+#include "cli/eval_commands.h"
+#include "console/progress.h"
+#include "core/args.h"
+#include "core/build_info.h"
+#include "core/format.h"
+#include "core/utc_time.h"
+#include "engine/session.h"
+#include "eval/longcontext_items.h"
+#include "eval/longcontext_report.h"
+#include "eval/longcontext_score.h"
+#include "eval/openai_client.h"
+#include "eval/server_child.h"
+#include "gguf/sha256_cache.h"
+
+namespace moetier {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+Result<std::vector<int64_t>> parse_int_list(const std::string& text, const char* what) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    try {
+      size_t used = 0;
+      const int64_t v = std::stoll(part, &used);
+      if (used != part.size()) throw std::invalid_argument(part);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return Status::bad_input(fmt::format("{}: '{}' is not a whole number (give a comma list, e.g. 4096,16384)", what, part));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Status write_file(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) return Status::runtime(fmt::format("cannot write {}", path.string()));
+  return Status::ok();
+}
+
+std::string item_json_line(const eval::LongContextItem& it) {
+  return json{{"id", it.id},
+              {"lang", it.lang},
+              {"length", it.target_tokens},
+              {"depth", it.depth_percent},
+              {"needle", it.needle},
+              {"prompt_tokens", it.prompt_tokens},
+              {"needle_depth", it.needle_depth},
+              {"prompt_sha256", sha256_hex(it.prompt)},
+              {"prompt", it.prompt}}
+      .dump();
+}
+
+struct Options {
+  std::string model, url, vocab, out = "longcontext-v1-results", lengths, depths, langs, model_name = "moetier-eval";
+  int64_t seed = eval::kLongContextDefaultSeed;
+  int64_t max_tokens = 512;
+  double temperature = 0;
+  double timeout_s = 3600;
+  int64_t ctx = 0;
+  bool fresh = false, list_only = false, no_sha256 = false;
+  std::vector<std::string> server_args;  // after --
+};
+
+}  // namespace
+
+int cmd_eval_longcontext(int argc, char** argv) {
+  Options o;
+  // Everything after "--" goes to `moetier serve`.
+  int n_own = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      n_own = i;
+      for (int j = i + 1; j < argc; ++j) o.server_args.emplace_back(argv[j]);
+      break;
+    }
+  }
+  ArgParser p("eval longcontext",
+              "longcontext-v1: single-needle retrieval at long context (26 items by default: lengths 4096 to 65536 "
+              "tokens, needle depths 10 to 90%, half English, half Chinese), against moetier or any "
+              "OpenAI-compatible server.");
+  p.section("what to evaluate (one of)");
+  p.option({"-m", "--model"}, "FILE", "GGUF model: starts `moetier serve -m FILE` on a free local port (server flags after --)", &o.model);
+  p.option({"--url"}, "URL", "a running OpenAI-compatible server, e.g. http://127.0.0.1:8080 (llama-server, moetier serve, ...)", &o.url);
+  p.section("items");
+  p.option({"--lengths"}, "LIST", "prompt lengths in tokens, comma list (default grid: 4096,8192,16384,32768,65536)", &o.lengths);
+  p.option({"--depths"}, "LIST", "needle depths in % of the text, comma list (default grid: 10,25,50,75,90)", &o.depths);
+  p.option({"--lang"}, "LIST", "en, zh or en,zh (default both)", &o.langs);
+  p.option({"--seed"}, "N", fmt::format("item generator seed (default {}: longcontext-v1)", eval::kLongContextDefaultSeed), &o.seed);
+  p.option({"--vocab"}, "FILE", "GGUF whose tokenizer measures the lengths (default: the -m model; with --url and no --vocab, the server's /tokenize)", &o.vocab);
+  p.section("run and output");
+  p.option({"--out"}, "DIR", "output directory (default longcontext-v1-results); a run there is resumed", &o.out);
+  p.flag({"--fresh"}, &o.fresh, "discard the results already in --out and start over");
+  p.flag({"--list"}, &o.list_only, "generate the items (DIR/items.jsonl), print a summary, and stop");
+  p.option({"--max-tokens"}, "N", "answer budget per item (default 512)", &o.max_tokens);
+  p.option({"--temperature"}, "T", "sampling temperature sent with each request (default 0: greedy)", &o.temperature);
+  p.option({"--timeout"}, "SECONDS", "per request (default 3600)", &o.timeout_s);
+  p.option({"--model-name"}, "NAME", "the request's \"model\" field (default moetier-eval; one-model servers accept any)", &o.model_name);
+  p.option({"-c", "--ctx-size"}, "N", "context of the started server (default: the longest prompt + --max-tokens + 256)", &o.ctx);
+  p.flag({"--no-sha256"}, &o.no_sha256, "do not hash the model file for the provenance record");
+  p.epilog(
+      "Scoring: an answer is correct when it contains the needle (and no other code of its shape). Failures are\n"
+      "classified as wrong, empty (nothing, or a refusal), truncated (the budget ran out) or drift (enumeration\n"
+      "drift: the answer copies long runs of the text, or lists short items until the budget runs out).\n"
+      "Output in DIR: items.jsonl (the prompts), results.jsonl (one record per item: answer, class, timings,\n"
+      "the server's peak memory), table.md and table.json (length x depth), heatmap.svg, provenance.json.\n"
+      "Examples:\n"
+      "  moetier eval longcontext -m model.gguf --lengths 4096,16384 -- -t 8 --no-mmap\n"
+      "  moetier eval longcontext --url http://127.0.0.1:8080 --vocab model.gguf --out llama-server-run");
+  if (auto st = p.parse(n_own, argv); !st) return report_error(st);
+  if (p.help_requested()) {
+    std::fputs(p.help_text().c_str(), stdout);
+    return 0;
+  }
+  if (o.model.empty() == o.url.empty() && !o.list_only) {
+    return report_error(Status::bad_input("give -m MODEL (moetier starts a server) or --url URL (a running server)"));
+  }
+  if (!o.url.empty() && !o.server_args.empty()) {
+    return report_error(Status::bad_input("server flags after -- only apply with -m (the server moetier starts)"));
+  }
+  if (o.max_tokens < 1) return report_error(Status::bad_input("--max-tokens must be at least 1"));
+  if (o.seed < 0) return report_error(Status::bad_input("--seed must not be negative"));
+  eval::LongContextSpec spec{.seed = static_cast<uint64_t>(o.seed)};
+  if (!o.lengths.empty()) {
+    auto v = parse_int_list(o.lengths, "--lengths");
+    if (!v) return report_error(v.status());
+    spec.lengths = *v;
+  }
+  if (!o.depths.empty()) {
+    auto v = parse_int_list(o.depths, "--depths");
+    if (!v) return report_error(v.status());
+    spec.depths = *v;
+  }
+  if (!o.langs.empty()) {
+    for (size_t start = 0; start <= o.langs.size();) {
+      const size_t comma = o.langs.find(',', start);
+      const std::string l = o.langs.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (l != "en" && l != "zh") return report_error(Status::bad_input(fmt::format("--lang: '{}' (en or zh)", l)));
+      spec.langs.push_back(l);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  auto cells = eval::longcontext_cells(spec);
+  if (!cells) return report_error(cells.status());
+
+  // The tokenizer that measures the lengths.
+  std::optional<eval::ServerUrl> server_url;
+  if (!o.url.empty()) {
+    auto u = eval::parse_server_url(o.url);
+    if (!u) return report_error(u.status());
+    server_url = *u;
+  }
+  const std::string vocab_path = !o.vocab.empty() ? o.vocab : o.model;
+  std::unique_ptr<Session> vocab_session;
+  eval::TokenCounter count;
+  std::string tokenizer_source;
+  if (!vocab_path.empty()) {
+    EngineOptions vf;
+    vf.model_path = vocab_path;
+    auto s = open_session(vf, {.need_model = false});
+    if (!s) return report_error(s.status());
+    vocab_session = std::make_unique<Session>(std::move(*s));
+    const text::Tokenizer* tok = &*vocab_session->tokenizer;
+    count = [tok](std::string_view text) { return static_cast<int64_t>(tok->encode(text, {.parse_special = false}).size()); };
+    tokenizer_source = vocab_path;
+  } else if (server_url) {
+    const eval::ServerUrl su = *server_url;
+    count = [su](std::string_view text) -> int64_t {
+      httplib::Client cli(su.host, su.port);
+      cli.set_read_timeout(120, 0);
+      auto res = cli.Post(su.base + "/tokenize", json{{"content", std::string(text)}}.dump(), "application/json");
+      if (!res || res->status != 200) return -1;
+      try {
+        return static_cast<int64_t>(json::parse(res->body).at("tokens").size());
+      } catch (const std::exception&) {
+        return -1;
+      }
+    };
+    if (count("probe") < 0) {
+      return report_error(Status::bad_input("the server has no usable /tokenize endpoint: give --vocab MODEL.gguf so moetier can measure lengths"));
+    }
+    tokenizer_source = o.url + "/tokenize";
+  } else {
+    return report_error(Status::bad_input("--list needs -m MODEL or --vocab FILE to measure lengths"));
+  }
+
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) return report_error(Status::bad_input(fmt::format("cannot create --out {}: {}", o.out, ec.message())));
+  const fs::path out(o.out);
+
+  // Items (deterministic: the same seed and tokenizer give the same bytes).
+  std::vector<eval::LongContextItem> items;
+  {
+    const size_t n_items = cells->size() * (spec.langs.empty() ? 2 : spec.langs.size());
+    ProgressBar bar({.label = "generating items", .total = n_items, .bytes = false});
+    auto r = eval::make_longcontext_items(spec, count, [&](size_t done, size_t total) {
+      bar.update(done);
+      (void)total;
+    });
+    if (!r) return report_error(r.status());
+    items = std::move(*r);
+    bar.finish();
+  }
+  std::string items_text, all_prompts;
+  int64_t longest = 0, total_tokens = 0;
+  for (const auto& it : items) {
+    items_text += item_json_line(it) + "\n";
+    all_prompts += it.prompt;
+    all_prompts += '\0';
+    longest = std::max(longest, it.prompt_tokens);
+    total_tokens += it.prompt_tokens;
+  }
+  const std::string item_set_sha256 = sha256_hex(all_prompts);
+  if (auto st = write_file(out / "items.jsonl", items_text); !st) return report_error(st);
+  std::fprintf(stderr, "moetier: %zu items (%zu cells), %lld prompt tokens in all, longest %lld; item set %s\n", items.size(),
+               cells->size(), static_cast<long long>(total_tokens), static_cast<long long>(longest), item_set_sha256.substr(0, 16).c_str());
+  if (o.list_only) {
+    for (const auto& it : items) {
+      std::printf("%-16s %6lld tokens (target %lld)  needle %s at %.1f%%\n", it.id.c_str(), static_cast<long long>(it.prompt_tokens),
+                  static_cast<long long>(it.target_tokens), it.needle.c_str(), 100 * it.needle_depth);
+    }
+    return 0;
+  }
+
+  // Earlier results in DIR (resume), checked against these items.
+  const fs::path results_path = out / "results.jsonl";
+  std::map<std::string, json> done;
+  if (o.fresh) {
+    fs::remove(results_path, ec);
+  } else if (std::ifstream f(results_path); f) {
+    std::map<std::string, std::string> want;
+    for (const auto& it : items) want[it.id] = sha256_hex(it.prompt);
+    std::string line;
+    while (std::getline(f, line)) {
+      if (line.empty()) continue;
+      json r;
+      try {
+        r = json::parse(line);
+      } catch (const std::exception&) {
+        return report_error(Status::bad_input(fmt::format("{} has a line that is not JSON; use --fresh to start over", results_path.string())));
+      }
+      const std::string id = r.value("id", std::string());
+      if (want.count(id) && want[id] != r.value("prompt_sha256", std::string())) {
+        return report_error(Status::bad_input(fmt::format(
+            "{} holds results for different items (item {} differs: another seed or tokenizer); use --fresh or another --out",
+            results_path.string(), id)));
+      }
+      if (want.count(id)) done[id] = r;
+    }
+    if (!done.empty()) std::fprintf(stderr, "moetier: resuming: %zu of %zu items already done in %s\n", done.size(), items.size(), o.out.c_str());
+  }
+
+  // The server.
+  std::optional<eval::ServerChild> child;
+  json server_info = json::object();
+  if (!o.model.empty()) {
+    std::vector<std::string> args = {"-m", o.model};
+    bool has_ctx = false;
+    for (const std::string& a : o.server_args) has_ctx = has_ctx || a == "-c" || a == "--ctx-size" || a.rfind("--ctx-size=", 0) == 0;
+    const int64_t ctx = o.ctx > 0 ? o.ctx : longest + o.max_tokens + 256;
+    if (!has_ctx) args.insert(args.end(), {"-c", std::to_string(ctx)});
+    args.insert(args.end(), o.server_args.begin(), o.server_args.end());
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return report_error(Status::runtime("cannot find the moetier executable (/proc/self/exe)"));
+    self[n] = '\0';
+    std::fprintf(stderr, "moetier: starting the server: moetier serve");
+    for (const auto& a : args) std::fprintf(stderr, " %s", a.c_str());
+    std::fprintf(stderr, " (log: %s)\n", (out / "server.log").c_str());
+    auto c = eval::ServerChild::start({.executable = self, .args = args, .log_path = (out / "server.log").string()});
+    if (!c) return report_error(c.status());
+    child.emplace(std::move(*c));
+    auto u = eval::parse_server_url(child->url());
+    server_url = *u;
+    server_info["started"] = json{{"command", "moetier serve"}, {"args", args}, {"idle_rss_bytes", child->rss_bytes()}};
+  }
+  if (auto props = eval::get_json(*server_url, "/props")) {
+    json p2 = json::object();
+    for (const char* k : {"build_info", "model_path", "total_slots", "chat_template"}) {
+      if (props->contains(k)) p2[k] = (*props)[k];
+    }
+    if (props->contains("default_generation_settings") && (*props)["default_generation_settings"].contains("n_ctx")) {
+      p2["n_ctx"] = (*props)["default_generation_settings"]["n_ctx"];
+    }
+    server_info["props"] = p2;
+  }
+  if (auto models = eval::get_json(*server_url, "/v1/models")) server_info["models"] = *models;
+  server_info["url"] = fmt::format("http://{}:{}{}", server_url->host, server_url->port, server_url->base);
+
+  // Provenance, written before the run so an interrupted run still has it.
+  json prov = {{"suite", "longcontext-v1"},
+               {"date", utc_now_iso8601()},
+               {"engine", {{"moetier_version", MOETIER_VERSION}}},
+               {"seed", o.seed},
+               {"cells", cells->size()},
+               {"items", items.size()},
+               {"item_set_sha256", item_set_sha256},
+               {"tokenizer", tokenizer_source},
+               {"max_tokens", o.max_tokens},
+               {"temperature", o.temperature},
+               {"server", server_info}};
+  if (const std::string commit = build_git_commit(); !commit.empty()) prov["engine"]["moetier_commit"] = commit;
+  if (!o.model.empty()) {
+    struct stat st {};
+    json m = {{"file", fs::path(o.model).filename().string()}, {"path", o.model}};
+    if (stat(o.model.c_str(), &st) == 0) m["size_bytes"] = static_cast<int64_t>(st.st_size);
+    if (!o.no_sha256) {
+      // Cached by path, size and mtime (bench shares the cache): a 20 GB file is hashed once.
+      auto sha = cached_file_sha256(o.model, {.cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME")),
+                                              .log = stderr});
+      if (sha) m["sha256"] = sha->sha256;
+    }
+    prov["model"] = m;
+  }
+  if (auto st = write_file(out / "provenance.json", prov.dump(2) + "\n"); !st) return report_error(st);
+
+  // The run.
+  std::ofstream results(results_path, std::ios::app);
+  if (!results) return report_error(Status::runtime(fmt::format("cannot write {}", results_path.string())));
+  int64_t tokens_todo = 0;
+  for (const auto& it : items) {
+    if (!done.count(it.id)) tokens_todo += it.prompt_tokens + o.max_tokens;
+  }
+  ProgressBar bar({.label = "longcontext-v1 (prompt+answer tokens)", .total = static_cast<uint64_t>(tokens_todo), .bytes = false});
+  uint64_t progress_done = 0;
+  int failures = 0;
+  for (const auto& it : items) {
+    if (done.count(it.id)) continue;
+    auto reply = eval::chat(*server_url, {.user_message = it.prompt,
+                                          .model = o.model_name,
+                                          .max_tokens = o.max_tokens,
+                                          .temperature = o.temperature,
+                                          .timeout_s = o.timeout_s});
+    json r = {{"id", it.id},         {"lang", it.lang},
+              {"length", it.target_tokens}, {"depth", it.depth_percent},
+              {"prompt_tokens", it.prompt_tokens}, {"needle_depth", it.needle_depth},
+              {"needle", it.needle},  {"prompt_sha256", sha256_hex(it.prompt)}};
+    if (!reply) {
+      // A failed request is recorded (and not resumed past): the server may have run out of
+      // context or memory at this length, which the report should show.
+      ++failures;
+      r["verdict"] = "error";
+      r["reason"] = reply.status().message();
+      std::fprintf(stderr, "\nmoetier: %s: %s\n", it.id.c_str(), reply.status().message().c_str());
+    } else {
+      const eval::Classification c = eval::classify_answer(reply->content, reply->finish_reason, it.needle, it.prompt);
+      r["verdict"] = eval::verdict_name(c.verdict);
+      r["reason"] = c.reason;
+      r["needle_present"] = c.needle_present;
+      r["haystack_copy"] = c.haystack_copy;
+      r["list_items"] = c.list_items;
+      r["finish_reason"] = reply->finish_reason;
+      r["response"] = reply->content;
+      r["reasoning_chars"] = reply->reasoning_content.size();
+      r["usage"] = {{"prompt_tokens", reply->prompt_tokens}, {"completion_tokens", reply->completion_tokens}};
+      r["timings"] = reply->timings;
+      r["wall_s"] = reply->wall_s;
+    }
+    if (child) {
+      r["server_peak_rss_bytes"] = child->peak_rss_bytes();
+      r["server_rss_bytes"] = child->rss_bytes();
+    }
+    results << r.dump() << "\n";
+    results.flush();
+    done[it.id] = r;
+    progress_done += static_cast<uint64_t>(it.prompt_tokens + o.max_tokens);
+    bar.update(progress_done);
+  }
+  bar.finish();
+
+  // Reports over every item of this set (resumed ones included), errors left out of the
+  // table but counted.
+  std::vector<json> scored;
+  for (const auto& it : items) {
+    if (done.count(it.id) && done[it.id].value("verdict", std::string()) != "error") scored.push_back(done[it.id]);
+  }
+  const std::vector<eval::CellScore> cell_scores = eval::score_cells(scored);
+  std::string md = fmt::format("# longcontext-v1 — {}\n\n", o.model.empty() ? o.url : fs::path(o.model).filename().string());
+  md += eval::table_markdown(cell_scores);
+  if (failures) md += fmt::format("{} item(s) failed with a server error (see results.jsonl); they are not in the table.\n", failures);
+  if (child) md += fmt::format("Server peak resident memory: {}.\n", format_bytes(static_cast<uint64_t>(std::max<int64_t>(0, child->peak_rss_bytes()))));
+  if (auto st = write_file(out / "table.md", md); !st) return report_error(st);
+  if (auto st = write_file(out / "table.json", json{{"cells", eval::table_json(cell_scores)}, {"errors", failures}}.dump(2) + "\n"); !st) {
+    return report_error(st);
+  }
+  if (auto st = write_file(out / "heatmap.svg", eval::heatmap_svg(cell_scores, "longcontext-v1: correct / items per cell")); !st) {
+    return report_error(st);
+  }
+  std::fputs(md.c_str(), stdout);
+  std::fprintf(stderr, "moetier: wrote %s/{results.jsonl,table.md,table.json,heatmap.svg,provenance.json}\n", o.out.c_str());
+  return failures ? 1 : 0;
+}
+
+}  // namespace moetier

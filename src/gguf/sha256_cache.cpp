@@ -1,0 +1,101 @@
+#include "gguf/sha256_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gguf/file_sha256.h"
+
+namespace moetier {
+
+namespace {
+
+// One line of sha256.tsv: "SIZE\tMTIME_NS\tSHA256\tABSOLUTE_PATH" (the path last: it may hold tabs).
+struct Entry {
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string sha256;
+  std::string path;
+};
+
+std::vector<Entry> read_entries(const std::string& file) {
+  std::vector<Entry> entries;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    Entry e;
+    if (!(fields >> e.size >> e.mtime_ns >> e.sha256)) continue;  // a damaged line is ignored
+    if (fields.get() != '\t' || !std::getline(fields, e.path) || e.sha256.size() != 64) continue;
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+// Rewrites the cache through a temporary file and rename(), so a concurrent reader never
+// sees half a file; entries for the same path are replaced.
+void write_entries(const std::string& dir, const std::string& file, const std::vector<Entry>& entries) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string tmp = fmt::format("{}.{}.tmp", file, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return;
+    for (const Entry& e : entries) out << e.size << '\t' << e.mtime_ns << '\t' << e.sha256 << '\t' << e.path << '\n';
+    if (!out.flush()) {
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), file.c_str()) != 0) std::filesystem::remove(tmp, ec);
+}
+
+}  // namespace
+
+std::string default_cache_dir(const char* xdg_cache_home, const char* home) {
+  // The XDG base directory spec: a relative $XDG_CACHE_HOME is invalid and ignored.
+  if (xdg_cache_home && xdg_cache_home[0] == '/') return std::string(xdg_cache_home) + "/moetier";
+  if (home && home[0] != '\0') return std::string(home) + "/.cache/moetier";
+  return "";
+}
+
+Result<CachedSha256> cached_file_sha256(const std::string& path, const Sha256CacheOptions& options) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return Status::bad_input(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
+  }
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+  const int64_t size = static_cast<int64_t>(st.st_size);
+  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const std::string cache_file = options.cache_dir.empty() ? "" : options.cache_dir + "/sha256.tsv";
+  std::vector<Entry> entries;
+  if (!cache_file.empty()) {
+    entries = read_entries(cache_file);
+    for (const Entry& e : entries) {
+      if (e.path == absolute && e.size == size && e.mtime_ns == mtime_ns) return CachedSha256{e.sha256, true};
+    }
+  }
+  if (options.log) {
+    std::fprintf(options.log, "moetier bench: computing the SHA-256 of %s (%.1f MiB)%s\n", path.c_str(),
+                 static_cast<double>(size) / 1048576.0,
+                 cache_file.empty() ? "" : fmt::format("; kept in {} for later runs", cache_file).c_str());
+    std::fflush(options.log);
+  }
+  ASSIGN_OR_RETURN(std::string digest, file_sha256(path, {.progress = options.progress}));
+  if (!cache_file.empty()) {
+    std::erase_if(entries, [&](const Entry& e) { return e.path == absolute; });
+    entries.push_back({.size = size, .mtime_ns = mtime_ns, .sha256 = digest, .path = absolute});
+    write_entries(options.cache_dir, cache_file, entries);
+  }
+  return CachedSha256{std::move(digest), false};
+}
+
+}  // namespace moetier

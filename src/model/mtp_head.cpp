@@ -1,0 +1,163 @@
+#include "model/mtp_head.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "cpu/ops.h"
+#include "model/blocks/embedding.h"
+#include "model/cpu_exec.h"
+#include "model/decoder_model.h"
+
+namespace moetier {
+
+namespace {
+
+uint64_t matrix_bytes(const cpu::WeightMatrix& m) { return static_cast<uint64_t>(m.row_bytes * m.n_out * m.n_mat); }
+
+}  // namespace
+
+NextnWeights bind_nextn(WeightBinder& b, const HParams& hp, const float* output_norm) {
+  const std::string p = fmt::format("blk.{}.", hp.n_layer);
+  NextnWeights w;
+  w.eh_proj = b.matrix(p + "nextn.eh_proj.weight");
+  w.enorm = b.f32(p + "nextn.enorm.weight");
+  w.hnorm = b.f32(p + "nextn.hnorm.weight");
+  w.head_norm = b.f32_optional(p + "nextn.shared_head_norm.weight");
+  if (w.head_norm == nullptr) w.head_norm = output_norm;
+  return w;
+}
+
+// The head over an MtpBlock. With `model` set, the block and the LM head run where the
+// model's placement put them; without, everything runs on the CPU and the head owns what
+// it reads (a separate file).
+class MtpHeadRunner final : public MtpHead {
+ public:
+  struct Params {
+    NextnWeights nextn;
+    const MtpBlock* block = nullptr;
+    cpu::WeightMatrix token_embd;  // the model's, or the MTP-only file's
+    cpu::WeightMatrix output;
+    int64_t n_embd = 0;
+    float rms_eps = 0;
+    int64_t n_ubatch = 512;
+    bool flash_attention = false;
+    DecoderModel* model = nullptr;  // the model this head belongs to (nullptr: a separate file)
+    // A separate file: the head keeps it, the f32 copies of its small tensors and its block.
+    std::shared_ptr<const gguf::ModelFile> file;
+    std::shared_ptr<std::deque<std::vector<float>>> converted;
+    std::unique_ptr<MtpBlock> owned_block;
+  };
+  explicit MtpHeadRunner(Params p)
+      : p_(std::move(p)), on_gpu_(p_.model != nullptr && p_.model->mtp_on_gpu()), exec_(p_.n_embd, p_.rms_eps) {}
+
+  Result<SequenceState> new_sequence(const KvCacheOptions& options) const override {
+    const LayerStateSpec spec = p_.block->state_spec();
+    if (on_gpu_) return p_.model->new_mtp_sequence(spec, options);
+    return SequenceState::create({spec}, options);
+  }
+
+  Status forward(std::span<const int32_t> tokens, const float* hidden, SequenceState& seq, float* hidden_out,
+                 float* logits_last, ThreadPool& pool) override {
+    const NextnWeights& w = p_.nextn;
+    const int64_t d = p_.n_embd;
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (n == 0) return Status::bad_input("no tokens to process");
+    for (int32_t t : tokens) {
+      if (t < 0 || t >= p_.output.n_out) return Status::bad_input(fmt::format("token id {} is out of range", t));
+    }
+    if (seq.n_past() + n > seq.n_ctx()) return Status::bad_input("the MTP head's context is full");
+    exec_.set_attention_options({.flash = p_.flash_attention});
+    for (int64_t begin = 0; begin < n; begin += p_.n_ubatch) {
+      const int64_t c = std::min(p_.n_ubatch, n - begin);
+      embedded_.resize(static_cast<size_t>(c * d));
+      embed_tokens(p_.token_embd, tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(c)), embedded_.data());
+      // [rmsnorm(e)·enorm ; rmsnorm(h)·hnorm] per row (llama.cpp's concat order: embedding first).
+      concat_.resize(static_cast<size_t>(c * 2 * d));
+      for (int64_t r = 0; r < c; ++r) {
+        cpu::rms_norm(embedded_.data() + r * d, w.enorm, d, p_.rms_eps, concat_.data() + r * 2 * d);
+        cpu::rms_norm(hidden + (begin + r) * d, w.hnorm, d, p_.rms_eps, concat_.data() + r * 2 * d + d);
+      }
+      x_.resize(static_cast<size_t>(c * d));
+      cpu::matmul_f32(w.eh_proj, 0, concat_.data(), c, x_.data(), act_, pool);
+      const bool last_chunk = begin + c == n;
+      float* chunk_hidden_out = hidden_out ? hidden_out + begin * d : nullptr;
+      if (on_gpu_) {
+        RETURN_IF_ERROR(p_.model->run_mtp_block_on_gpu(x_.data(), c, seq, w.head_norm, chunk_hidden_out,
+                                                       last_chunk ? logits_last : nullptr, pool));
+        seq.set_n_past(seq.n_past() + c);
+        continue;
+      }
+      const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = c};
+      exec_.begin(x_.data(), std::span<const SeqRows>(&rows, 1), pool, nullptr);
+      p_.block->forward(exec_);
+      seq.set_n_past(seq.n_past() + c);
+      if (chunk_hidden_out) {
+        for (int64_t r = 0; r < c; ++r) {
+          cpu::rms_norm(x_.data() + r * d, w.head_norm, d, p_.rms_eps, chunk_hidden_out + r * d);
+        }
+      }
+      if (logits_last && last_chunk) {
+        const float* last = x_.data() + (c - 1) * d;
+        if (p_.model) {
+          RETURN_IF_ERROR(p_.model->lm_head_rows(last, 1, w.head_norm, logits_last, pool));
+        } else {
+          lm_head(p_.output, w.head_norm, p_.rms_eps, last, 1, logits_last, lm_head_scratch_, pool);
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  uint64_t bytes_per_token() const override {
+    return matrix_bytes(p_.nextn.eh_proj) + p_.block->bytes_per_token() + matrix_bytes(p_.output) +
+           static_cast<uint64_t>(p_.token_embd.row_bytes);
+  }
+
+ private:
+  Params p_;
+  bool on_gpu_;  // the model's placement put the block on the GPU
+  CpuExec exec_;
+  std::vector<float> embedded_, concat_, x_;
+  cpu::QuantizedActivations act_;
+  LmHeadScratch lm_head_scratch_;
+};
+
+std::unique_ptr<MtpHead> DecoderModel::make_mtp_head() {
+  return std::make_unique<MtpHeadRunner>(MtpHeadRunner::Params{.nextn = mtp_nextn_,
+                                                               .block = mtp_block_.get(),
+                                                               .token_embd = token_embd_,
+                                                               .output = output_,
+                                                               .n_embd = hp_.n_embd,
+                                                               .rms_eps = hp_.rms_eps,
+                                                               .n_ubatch = n_ubatch(),
+                                                               .flash_attention = flash_attention(),
+                                                               .model = this});
+}
+
+Result<std::unique_ptr<MtpHead>> open_mtp_head(std::shared_ptr<const gguf::ModelFile> file, const HParams& hp,
+                                               const ModelOptions& options, const MtpBlockBinder& bind_block) {
+  if (hp.n_layer_mtp == 0) {
+    return Status::bad_input(
+        fmt::format("--spec-type draft-mtp: the draft file has no MTP block ({}.nextn_predict_layers is 0)", hp.arch));
+  }
+  auto converted = std::make_shared<std::deque<std::vector<float>>>();
+  const std::vector<TensorSpec> specs = find_arch(hp.arch)->tensor_specs(hp);
+  WeightBinder b(*file, specs, *converted);
+  MtpHeadRunner::Params p{.token_embd = b.matrix("token_embd.weight"),
+                          .output = b.matrix("output.weight"),
+                          .n_embd = hp.n_embd,
+                          .rms_eps = hp.rms_eps,
+                          .n_ubatch = options.n_ubatch,
+                          .flash_attention = options.flash_attention};
+  const float* output_norm = b.f32("output_norm.weight");
+  p.nextn = bind_nextn(b, hp, output_norm);
+  p.owned_block = bind_block(b, fmt::format("blk.{}.", hp.n_layer));
+  RETURN_IF_ERROR(b.status());
+  p.block = p.owned_block.get();
+  p.file = std::move(file);
+  p.converted = std::move(converted);
+  return std::unique_ptr<MtpHead>(new MtpHeadRunner(std::move(p)));
+}
+
+}  // namespace moetier
