@@ -8,9 +8,10 @@
 //      prefix; models with recurrent state reuse the slot only when its whole cache is a
 //      prefix of the prompt, since that state cannot be rewound);
 //   2. drops cancelled tasks (their slot is free for the next step);
-//   3. builds one batch: one token for every slot that is generating, then prompt chunks of
+//   3. makes room in generating slots that are full (--context-shift);
+//   4. builds one batch: one token for every slot that is generating, then prompt chunks of
 //      the slots still reading their prompt, up to `step_tokens` in total;
-//   4. runs it as one Model::forward_batch (each token's result is bit for bit what that
+//   5. runs it as one Model::forward_batch (each token's result is bit for bit what that
 //      sequence gets alone), samples a token for every slot that got logits, and streams the
 //      text to its task.
 // With speculative decoding (SchedulerOptions::make_speculator) a generating slot's entry is
@@ -19,15 +20,23 @@
 // the output is what the slot gives without speculation.
 // So two concurrent requests give exactly what each gives alone, and a slot is freed
 // within one step of its client going away.
+//
+// Code: scheduler.cpp (lifecycle, the loop and the batch), scheduler_slots.cpp (slot
+// assignment and prompt cache, context shift, slot files), scheduler_sampling.cpp (per-slot
+// sampling, draft verification, text and events, finishing a task); scheduler_slot.h holds
+// the slot they share.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -129,17 +138,71 @@ class Scheduler {
   bool has_recurrent_state() const;
 
  private:
-  struct Slot;
+  struct Slot;  // scheduler_slot.h
+  // Where a queued task would run: a free slot and how many of its cached tokens the task's
+  // prompt reuses; null slot: none is free (or the one the task asked for is busy).
+  struct SlotChoice {
+    Slot* slot = nullptr;
+    size_t reuse = 0;
+  };
   Scheduler(Model& model, const text::Tokenizer& tokenizer, ThreadPool& pool, const SchedulerOptions& options);
+  // The engine thread: waits for work, runs slot actions between steps, then the phases
+  // below until stop().
   void loop();
-  void assign_queued();  // under mu_
-  bool step();           // one forward pass; false when no slot is busy
+
+  // Phases of one engine step, in order. Each runs on the engine thread; one that ends a
+  // task pushes its final event at once (finish()), so its slot is free for the next step.
+  //
+  // 1. Admit (under mu_; scheduler_slots.cpp): in queue order, each task goes to the free slot
+  //    choose_slot() names (the slot's state is cut back to the reused prefix) and starts
+  //    there (start_task); a task waiting for a busy id_slot does not hold back the rest.
+  void assign_queued();
+  SlotChoice choose_slot(const GenerationTask& task) const;
+  void start_task(Slot& slot, const std::shared_ptr<GenerationTask>& task, size_t reuse);
+  // 2. Ends every task with kError when abort_all() was called since the last step, else
+  //    those whose client cancelled with kCancelled.
+  void end_cancelled_tasks();
+  // 3–8, one forward pass: shift, build, Model::forward_batch, then fail_batch, or record,
+  // sample and publish. False when the batch is empty (nothing ran, the stats are unchanged).
+  bool step();
+  // 3. Shifts the context of generating slots that are full (scheduler_slots.cpp:
+  //    shift_context; the slot may finish).
+  void shift_full_contexts();
+  // 4. Fills entries_ / entry_slots_: a decode entry (the pending token plus drafts) per
+  //    generating slot, then prompt chunks in slot order while the step_tokens budget lasts
+  //    (at least one prompt token per step). Tasks with max_tokens 0 and slots whose drafter
+  //    fails end here. Returns the prompt tokens in the batch.
+  int64_t build_batch();
+  // Each returns the tokens it added to the batch (0: the slot's task ended instead).
+  int64_t add_decode_entry(Slot& slot, int64_t budget);
+  int64_t add_prompt_chunk(Slot& slot, int64_t budget);
+  // The slot's drafts for this step into slot.draft (at most what fits the context, the
+  // token limit and `budget` − 1), opening a rollback journal for recurrent state. False
+  // when the drafter failed (the task has ended).
+  bool propose_drafts(Slot& slot, int64_t budget);
+  // 5. (forward pass failed) Ends the batch's tasks with the error and empties their slots.
+  void fail_batch(const Status& st);
+  // 6. Appends each entry's tokens to its slot's `cached`, advances prompt slots' n_fed and
+  //    sends their progress events (`t_done`: when the pass ended).
+  void record_fed_tokens(std::chrono::steady_clock::time_point t_done);
+  // 7. (scheduler_sampling.cpp) Per slot with logits, in entry order (logits_ rows likewise):
+  //    the first token after its prompt, one decoded token, or the verification of its drafts
+  //    (sample each row in order, keep the agreeing drafts, roll the rest back).
+  void sample_batch(double step_seconds);
+  void verify_drafts(Slot& slot, const float* logits, double step_seconds);
+  // 8. The step's counters and every slot's published info, under mu_.
+  void publish_step_stats(int64_t n_prompt_tokens, double step_seconds);
+
+  // Ends the slot's task: flushes the text stages (stop, length), sends the final event,
+  // counts it in the stats and frees the slot (scheduler_sampling.cpp).
   void finish(Slot& slot, FinishReason reason, std::string error = {});
   // Makes room in a full generating slot (--context-shift); the slot may finish.
   void shift_context(Slot& slot);
   // Samples (or forces) the slot's next token from `logits` and streams it; `pos` is where
   // that token would be fed. The slot may finish (its task is then null).
   void emit_token(Slot& slot, const float* logits, int64_t pos);
+  // Slots with a task (for SchedulerStats::busy_slots).
+  int count_busy() const;
 
   Model& model_;
   text::Tokenizer tokenizer_;
@@ -158,8 +221,11 @@ class Scheduler {
   SchedulerStats stats_;                      // under mu_
   uint64_t use_counter_ = 0;
   std::thread thread_;
-  std::vector<float> logits_;
+  // This step's batch (engine thread): the entries, the slot of each (same order), and the
+  // logit rows forward_batch returned for them.
   std::vector<BatchEntry> entries_;
+  std::vector<Slot*> entry_slots_;
+  std::vector<float> logits_;
 };
 
 }  // namespace moetier::server
