@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <linux/capability.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -154,12 +155,12 @@ TEST_F(PlatformFile, OpenErrorsNameThePath) {
   auto file = File::open(missing);
   ASSERT_FALSE(file);
   EXPECT_EQ(file.status().kind(), ErrorKind::kBadInput);
-  EXPECT_EQ(file.status().message(), "cannot open '" + missing + "': No such file or directory");
+  EXPECT_EQ(file.status().message(), fmt::format("cannot open '{}': No such file or directory", missing));
 
   auto dir = File::open(dir_.string());
   ASSERT_FALSE(dir);
   EXPECT_EQ(dir.status().kind(), ErrorKind::kBadInput);
-  EXPECT_EQ(dir.status().message(), "'" + dir_.string() + "' is not a regular file");
+  EXPECT_EQ(dir.status().message(), fmt::format("'{}' is not a regular file", dir_.string()));
 
   // A FIFO is refused at once (opening it must not wait for a writer).
   const std::string fifo = path("fifo");
@@ -236,7 +237,7 @@ TEST_F(PlatformFile, FileInfoGivesSizeAndModificationTime) {
   auto none = file_info(missing);
   ASSERT_FALSE(none);
   EXPECT_EQ(none.status().kind(), ErrorKind::kBadInput);
-  EXPECT_EQ(none.status().message(), "cannot stat '" + missing + "': No such file or directory");
+  EXPECT_EQ(none.status().message(), fmt::format("cannot stat '{}': No such file or directory", missing));
 }
 
 // --- memory.h --------------------------------------------------------------------------
