@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "platform/internal.h"
+#include "core/format.h"
 #include "platform/linux/util.h"
 #include "platform/memory.h"
 
@@ -115,7 +115,7 @@ Result<FileMapping> FileMapping::map(const File& file) {
   if (p == MAP_FAILED) {
     const int e = errno;
     return Status::runtime(
-        fmt::format("{}: mmap of {} failed: {}", file.path(), internal::byte_text(file.size()), errno_text(e)));
+        fmt::format("{}: mmap of {} failed: {}", file.path(), format_bytes(file.size()), errno_text(e)));
   }
   return FileMapping(static_cast<uint8_t*>(p), file.size());
 }

@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "platform/internal.h"
+#include "core/format.h"
 #include "platform/linux/proc_text.h"
 #include "platform/linux/util.h"
 
@@ -48,7 +48,7 @@ Result<AnonymousMemory> AnonymousMemory::allocate(const AnonymousMemoryParams& p
   void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int e = errno;
-    return Status::runtime(fmt::format("cannot allocate {}: {}", internal::byte_text(params.bytes), errno_text(e)));
+    return Status::runtime(fmt::format("cannot allocate {}: {}", format_bytes(params.bytes), errno_text(e)));
   }
   const auto raw = reinterpret_cast<uintptr_t>(p);
   const uintptr_t aligned = (raw + align - 1) & ~static_cast<uintptr_t>(align - 1);
@@ -120,7 +120,7 @@ std::string memlock_limit_text() {
   struct rlimit lim {};
   if (::getrlimit(RLIMIT_MEMLOCK, &lim) != 0) return "unknown";
   if (lim.rlim_cur == RLIM_INFINITY) return "unlimited";
-  return internal::byte_text(lim.rlim_cur);
+  return format_bytes(lim.rlim_cur);
 }
 }  // namespace
 

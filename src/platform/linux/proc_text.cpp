@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "platform/internal.h"
+#include "core/format.h"
 
 namespace moetier::platform::procfs {
 namespace {
@@ -197,7 +197,7 @@ std::string lock_error_message(uint64_t bytes, std::string_view reason, std::str
   return fmt::format(
       "cannot lock {} in RAM: {} (locked-memory limit {}); raise it with 'ulimit -l unlimited' (or memlock in "
       "/etc/security/limits.conf)",
-      internal::byte_text(bytes), reason, limit_text);
+      format_bytes(bytes), reason, limit_text);
 }
 
 }  // namespace moetier::platform::procfs
