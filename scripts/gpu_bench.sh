@@ -7,7 +7,7 @@
 #      against the exact ones, the CPU and llama.cpp's logits);
 #   3. synthesizes the 8-layer Qwen3.6-35B-A3B-shaped UD-Q4_K_XL-like file (once);
 #   4. `moetier bench` pp512 and tg128 with --profile, in two placements:
-#        all on the GPU (-ngl 99), and the seeds' 6 GB laptop placement
+#        all on the GPU (-ngl 99), and the users' 6 GB laptop placement
 #        (-ngl 99 -ncmoe 99 --vram-budget 6144: dense layers on the GPU, experts on the CPU);
 #      each prints llama-bench's table, the per-token GPU census (dispatches, barriers,
 #      submits, host waits, bytes up/down, weight bytes) and GPU time per shader with the

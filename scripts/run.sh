@@ -27,5 +27,5 @@ if [ -z "$model" ]; then
   scale=(--scale-layers 40)
 fi
 ./build/moetier inspect "$model" --plan -c 65536 -ctk f16 -ctv f16 -ngl all --cpu-moe --vram-budget 6144
-# --no-mmap (-mmp 0): weights read into RAM (transparent huge pages), as the seeds' users run.
+# --no-mmap (-mmp 0): weights read into RAM (transparent huge pages), as users run it.
 ./build/moetier bench -m "$model" -p 512 -n 128 -r 3 -mmp 0 --membw --profile "${scale[@]}"

@@ -7,7 +7,7 @@
 //   ...
 //
 // The CPU executor (model/cpu_exec.h) calls the block functions of model/blocks/ on host
-// rows; the GPU executor (model/gpu_exec.h, Vulkan builds) records the same blocks as GPU
+// rows; the GPU executor (a GpuBackend's, gpu/vulkan/vk_exec.h) records the same blocks as GPU
 // kernels, and for a layer whose routed experts stay on the CPU hands the expert part to
 // the CPU. Which executor runs a layer is the placement plan's decision (engine/plan.h),
 // made by the engine, never by the architecture file.

@@ -15,17 +15,10 @@
 // with recurrent (DeltaNet) state record their state per verified token in a journal
 // (SequenceState::begin_journal) and go back to the last accepted one.
 //
-// Draft length (the "never worse than no speculation" rule, docs/speculative.md): the
-// controller keeps a running estimate of the acceptance rate α (per drafted token) and of
-// the wall time of a forward pass of b tokens, t(b), measured on this machine and
-// placement; each step it drafts the k in [n_min, n_max] that maximises the expected
-// tokens per second, E(k)/(t(k + 1) + k·c) with E(k) = (1 − α^(k+1))/(1 − α) and c the
-// drafter's own measured time per drafted token (an MTP head's forward), and drafts nothing
-// when k = 0 (plain decoding, 1/t(1)) is best. It starts with n_max, then runs one plain
-// step to measure t(1) — except for drafters that read weights (an MTP head), whose cost is
-// unknown until tried: they start with one token. While off it re-tries one short draft every
-// kProbeInterval tokens, backing off (doubling the interval) while probes fail, so a drafter
-// that starts to agree is noticed and one that never does costs little.
+// Draft length: a controller picks, each step, the number of tokens to draft that maximises
+// the expected tokens per second from the measured acceptance rate and verify cost, and
+// drafts nothing when plain decoding is faster ("never worse than no speculation"; the rule
+// and its probes are in docs/speculative.md, "Draft length").
 #pragma once
 
 #include <cstdint>

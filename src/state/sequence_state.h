@@ -31,7 +31,7 @@ struct LayerStateSpec {
 };
 
 // The part of a sequence's memory that lives on a GPU (layers placed there), owned by the
-// SequenceState and defined by the backend (gpu_exec.*).
+// SequenceState and defined by the GPU backend (gpu/vulkan/).
 class DeviceState {
  public:
   virtual ~DeviceState() = default;

@@ -7,13 +7,13 @@
 //   ASSIGN_OR_RETURN(std::string prompt, tmpl.render(context));
 //
 // Supported: text with whitespace control (`{%- -%}`, `{{- -}}`, trim_blocks, lstrip_blocks,
-// newlines normalized to \n),
-// comments, {% if/elif/else %}, {% for %} (tuple targets, `if` filter, else, loop.*, break,
-// continue), {% set %} (names, tuples, ns.attr, block form), {% macro %} with defaults and
-// keyword arguments, {% raw %}, {% generation %}; expressions with Python semantics (literals,
-// lists, dicts, attribute/item access, slices, calls, arithmetic, ~, comparisons, in, and/or/not,
-// conditional expressions); the filters, tests, methods and globals listed in builtins.h.
-// Anything else (include, extends, block, call, with, filter blocks, unknown filters or tests)
+// newlines normalized to \n), comments, {% if/elif/else %}, {% for %} (tuple targets, `if`
+// filter, else, loop.*, break, continue), {% set %} (names, tuples, ns.attr, block form),
+// {% macro %} with defaults and keyword arguments, {% filter %} blocks, {% raw %},
+// {% generation %}; expressions with Python semantics (literals, lists, dicts, attribute/item
+// access, slices, calls, arithmetic, ~, comparisons, in, and/or/not, conditional
+// expressions); the filters, tests, methods and globals listed in builtins.h.
+// Anything else (include, extends, block, call, with, unknown filters or tests)
 // fails at parse time with the construct's name and line:col; runtime errors carry line:col too.
 // `raise_exception(msg)` in a template fails the render with exactly `msg`.
 #pragma once
