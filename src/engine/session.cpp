@@ -19,7 +19,6 @@ Result<DType> parse_cache_type(const std::string& name, const char* flag) {
       fmt::format("{}: KV cache type '{}' is not supported (supported: f32, f16, q8_0, q4_0)", flag, name));
 }
 
-
 Result<Session> open_session(const EngineOptions& flags, const SessionOptions& options) {
   LoadReporter* report = options.reporter;
   if (flags.model_path.empty()) return Status::bad_input("no model given (-m FILE)");
