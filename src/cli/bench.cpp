@@ -133,7 +133,7 @@ void print_summary(const bench::TestResult& result, const bench::Environment& en
 // File size and SHA-256 of every model, the digest from the cache when the file is unchanged.
 Result<std::vector<bench::ModelFile>> describe_model_files(const std::vector<std::string>& paths) {
   std::vector<bench::ModelFile> files;
-  const std::string cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+  const std::string cache_dir = default_cache_dir();
   for (const std::string& path : paths) {
     if (std::any_of(files.begin(), files.end(), [&](const bench::ModelFile& f) { return f.path == path; })) continue;
     std::error_code ec;

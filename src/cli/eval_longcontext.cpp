@@ -344,8 +344,7 @@ int cmd_eval_longcontext(int argc, char** argv) {
     if (stat(o.model.c_str(), &st) == 0) m["size_bytes"] = static_cast<int64_t>(st.st_size);
     if (!o.no_sha256) {
       // Cached by path, size and mtime (bench shares the cache): a 20 GB file is hashed once.
-      auto sha = cached_file_sha256(o.model, {.cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME")),
-                                              .log = stderr});
+      auto sha = cached_file_sha256(o.model, {.cache_dir = default_cache_dir(), .log = stderr});
       if (sha) m["sha256"] = sha->sha256;
     }
     prov["model"] = m;

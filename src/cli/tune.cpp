@@ -251,9 +251,7 @@ int cmd_tune(int argc, char** argv) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(params.model, ec);
     if (ec) return report_error(Status::bad_input(fmt::format("{}: {}", params.model, ec.message())));
-    auto digest = cached_file_sha256(params.model, {.cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"),
-                                                                                   std::getenv("HOME")),
-                                                    .log = stderr});
+    auto digest = cached_file_sha256(params.model, {.cache_dir = default_cache_dir(), .log = stderr});
     if (!digest) return report_error(digest.status());
     env.model_files.push_back({.path = params.model, .file_bytes = static_cast<int64_t>(size), .sha256 = digest->sha256});
   }
