@@ -13,6 +13,7 @@
 #include "cli/prompt_input.h"
 #include "core/profiler.h"
 #include "engine/session.h"
+#include "platform/cpu.h"
 #include "runtime/generate.h"
 
 namespace moetier {
@@ -77,7 +78,7 @@ int cmd_run(int argc, char** argv) {
   Profiler profiler;
   if (profile) session->model->set_profiler(&profiler);
   std::signal(SIGINT, on_sigint);
-  const std::vector<int> cpus = usable_cpus();
+  const std::vector<int> cpus = platform::usable_cpus();
   const std::optional<CpuTimeSample> cpu_before = sample_cpu_time(cpus);
   auto stats = generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
                         {.n_predict = n_predict,
@@ -112,8 +113,9 @@ int cmd_run(int argc, char** argv) {
   if (cpu_before && cpu_after) {
     const int n_cpus = static_cast<int>(cpus.size());
     const double wall = cpu_after->wall_seconds - cpu_before->wall_seconds;
-    const std::optional<double> other = reportable_other_busy_cpus(other_busy_cpus(*cpu_before, *cpu_after) * wall,
-                                                                   wall, n_cpus, sysconf(_SC_CLK_TCK));
+    const std::optional<double> other =
+        reportable_other_busy_cpus(other_busy_cpus(*cpu_before, *cpu_after) * wall, wall, n_cpus,
+                                   platform::cpu_time_ticks_per_second());
     if (other && oversubscribed(*other, session->pool->size(), n_cpus)) {
       std::fprintf(stderr, "moetier: warning: %s\n",
                    oversubscribed_warning("this run", *other, session->pool->size(), n_cpus).c_str());

@@ -13,18 +13,18 @@
 #include <fmt/format.h>
 
 #include "bench/bench_params.h"
-#include "bench/memory.h"
 #include "cli/commands.h"
 #include "cli/inspect_render.h"
 #include "console/progress.h"
 #include "core/args.h"
-#include "core/cpu_features.h"
 #include "engine/placement.h"
 #include "engine/plan.h"
 #include "engine/summary.h"
 #include "gguf/gguf.h"
 #include "gguf/sha256_cache.h"
 #include "model/arch.h"
+#include "platform/cpu.h"
+#include "platform/memory.h"
 #include "tune/bench_measurer.h"
 #include "tune/candidates.h"
 #include "tune/report.h"
@@ -171,7 +171,7 @@ class TuneProgress {
 }  // namespace
 
 int cmd_tune(int argc, char** argv) {
-  const std::optional<int64_t> idle_rss = bench::current_rss_bytes();  // before any model is read
+  const std::optional<uint64_t> idle_rss = platform::process_memory().resident;  // before any model is read
   bool help = false;
   std::string help_text;
   auto parsed = parse_args(argc, argv, &help, &help_text);
@@ -200,7 +200,7 @@ int cmd_tune(int argc, char** argv) {
   const int64_t n_layer_all = hp->n_layer + hp->n_layer_mtp;
   tune::SpaceParams space{.purpose = params.purpose,
                           .n_layer_all = n_layer_all,
-                          .physical_cores = cpu_features().physical_cores,
+                          .physical_cores = platform::cpu_topology().physical,
                           .threads = params.threads,
                           .kv_types = params.kv_types};
   std::string placement_note;
@@ -243,7 +243,7 @@ int cmd_tune(int argc, char** argv) {
   bench::Environment env = bench::detect_environment();
   env.idle_rss_bytes = idle_rss;
   env.interleaved = true;
-  env.peak_rss_resettable = bench::reset_peak_rss();
+  env.peak_rss_resettable = platform::reset_peak_resident();
   for (const tune::Candidate& c : candidates) {
     if (std::find(env.n_threads.begin(), env.n_threads.end(), c.n_threads) == env.n_threads.end()) env.n_threads.push_back(c.n_threads);
   }
