@@ -1,7 +1,5 @@
 // moetier run: prompt in, generated text streamed to stdout; speeds on stderr at the end.
-#include <unistd.h>
-
-#include <csignal>
+#include <atomic>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -14,14 +12,10 @@
 #include "core/profiler.h"
 #include "engine/session.h"
 #include "platform/cpu.h"
+#include "platform/signals.h"
 #include "runtime/generate.h"
 
 namespace moetier {
-
-namespace {
-std::atomic<bool> g_interrupted{false};  // set by SIGINT: stop generating, print the summary
-void on_sigint(int) { g_interrupted.store(true); }
-}  // namespace
 
 int cmd_run(int argc, char** argv) {
   EngineOptions flags;
@@ -77,19 +71,21 @@ int cmd_run(int argc, char** argv) {
 
   Profiler profiler;
   if (profile) session->model->set_profiler(&profiler);
-  std::signal(SIGINT, on_sigint);
   const std::vector<int> cpus = platform::usable_cpus();
   const std::optional<CpuTimeSample> cpu_before = sample_cpu_time(cpus);
-  auto stats = generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
-                        {.n_predict = n_predict,
-                         .stop_at_eog = !ignore_eos,
-                         .cancel = &g_interrupted,
-                         .speculator = speculator->get()},
-                        *session->pool, [](std::string_view text) {
-                          std::fwrite(text.data(), 1, text.size(), stdout);
-                          std::fflush(stdout);
-                        });
-  std::signal(SIGINT, SIG_DFL);
+  std::atomic<bool> interrupted{false};  // Ctrl+C: stop generating, print the summary
+  auto stats = [&] {
+    const platform::InterruptScope interrupt(&interrupted);
+    return generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
+                    {.n_predict = n_predict,
+                     .stop_at_eog = !ignore_eos,
+                     .cancel = &interrupted,
+                     .speculator = speculator->get()},
+                    *session->pool, [](std::string_view text) {
+                      std::fwrite(text.data(), 1, text.size(), stdout);
+                      std::fflush(stdout);
+                    });
+  }();
   const std::optional<CpuTimeSample> cpu_after = sample_cpu_time(cpus);
   std::fputc('\n', stdout);
   if (!stats) return report_error(stats.status());

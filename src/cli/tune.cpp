@@ -3,8 +3,6 @@
 // runner (short interleaved runs, then the best two again at full size) and prints the
 // winning command line with its speed, memory and how sure the choice is. The search
 // itself is tune/search.* (unit-tested on made-up speeds); this file is the I/O.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +23,7 @@
 #include "model/arch.h"
 #include "platform/cpu.h"
 #include "platform/memory.h"
+#include "platform/terminal.h"
 #include "tune/bench_measurer.h"
 #include "tune/candidates.h"
 #include "tune/report.h"
@@ -270,7 +269,7 @@ int cmd_tune(int argc, char** argv) {
       .on_phase = [&progress](const std::string& what, int64_t steps) { progress.phase(what, steps); },
       .on_step = [&progress] { progress.step(); },
       // On a terminal the line first clears the progress bar's line (the bar redraws below it).
-      .log = [tty = isatty(STDERR_FILENO) != 0](const std::string& line) {
+      .log = [tty = platform::is_terminal(platform::StandardStream::kStderr)](const std::string& line) {
         std::fprintf(stderr, "%smoetier tune: %s\n", tty ? "\r\033[2K" : "", line.c_str());
       },
   };
