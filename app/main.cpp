@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "core/cpu_features.h"
+#include "platform/terminal.h"
 
 namespace {
 
@@ -72,6 +73,7 @@ int apply_cpu_isa(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  moetier::platform::prepare_console();  // before any output
   if (argc < 2) {
     print_usage(stderr);
     return 2;

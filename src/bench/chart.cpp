@@ -1,13 +1,8 @@
 #include "bench/chart.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,8 +11,7 @@
 #include <fmt/format.h>
 
 #include "bench/configs.h"
-
-extern char** environ;
+#include "platform/process.h"
 
 namespace moetier::bench {
 
@@ -243,21 +237,6 @@ std::string render_svg(const ChartData& chart) {
 
 namespace {
 
-// The full path of `program` on PATH, or "".
-std::string find_on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  if (!path) return "";
-  std::string_view rest(path);
-  while (true) {
-    const size_t colon = rest.find(':');
-    const std::string dir(rest.substr(0, colon));
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    if (colon == std::string_view::npos) return "";
-    rest.remove_prefix(colon + 1);
-  }
-}
-
 bool is_png(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".png") == 0; }
 
 constexpr const char* kConverter = "rsvg-convert";
@@ -266,7 +245,7 @@ constexpr const char* kConverter = "rsvg-convert";
 
 Status check_chart_output(const std::string& path) {
   if (!is_png(path)) return Status::ok();
-  if (find_on_path(kConverter).empty()) {
+  if (platform::find_program(kConverter).empty()) {
     return Status::bad_input(fmt::format("--chart {}: a PNG needs rsvg-convert, which is not on PATH (Debian: apt-get "
                                          "install librsvg2-bin; or write an .svg)", path));
   }
@@ -285,22 +264,14 @@ Status write_chart(const ChartData& chart, const std::string& path) {
   const std::string svg = render_svg(chart);
   if (!is_png(path)) return write_text_file(path, svg);
   RETURN_IF_ERROR(check_chart_output(path));
-  const std::string tmp = fmt::format("{}.{}.svg", path, ::getpid());
+  const std::string tmp = fmt::format("{}.{}.svg", path, platform::process_id());
   RETURN_IF_ERROR(write_text_file(tmp, svg));
-  std::vector<std::string> args = {kConverter, "-f", "png", "-o", path, tmp};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, kConverter, nullptr, nullptr, argv.data(), environ);
-  int status = 0;
-  if (rc == 0) ::waitpid(pid, &status, 0);
+  const Result<platform::ProcessExit> exit = platform::run_process({kConverter, "-f", "png", "-o", path, tmp});
   std::error_code ec;
   std::filesystem::remove(tmp, ec);
-  if (rc != 0) return Status::runtime(fmt::format("--chart {}: cannot run {}: {}", path, kConverter, std::strerror(rc)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::runtime(fmt::format("--chart {}: {} failed (exit status {})", path, kConverter,
-                                       WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  if (!exit) return exit.status().with_context("--chart " + path);
+  if (!exit->success()) {
+    return Status::runtime(fmt::format("--chart {}: {} failed (exit status {})", path, kConverter, exit->code));
   }
   return Status::ok();
 }

@@ -1,72 +1,21 @@
 #include "bench/cpu_load.h"
 
-#include <sched.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "platform/cpu.h"
+
 namespace moetier {
 
-std::optional<double> proc_stat_busy_seconds(std::string_view text, std::span<const int> cpus,
-                                             int64_t ticks_per_second) {
-  if (ticks_per_second <= 0 || cpus.empty()) return std::nullopt;
-  int64_t busy = 0;
-  std::vector<bool> seen(cpus.size(), false);
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t end = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.size() < 4 || line.substr(0, 3) != "cpu" || line[3] < '0' || line[3] > '9') continue;
-    std::istringstream in{std::string(line.substr(3))};
-    int cpu = -1;
-    // user nice system idle iowait irq softirq steal [guest guest_nice]
-    int64_t v[8];
-    if (!(in >> cpu)) return std::nullopt;
-    const auto it = std::find(cpus.begin(), cpus.end(), cpu);
-    if (it == cpus.end()) continue;
-    for (int64_t& x : v) {
-      if (!(in >> x) || x < 0) return std::nullopt;
-    }
-    const size_t index = static_cast<size_t>(it - cpus.begin());
-    if (seen[index]) return std::nullopt;
-    seen[index] = true;
-    busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-  }
-  if (std::find(seen.begin(), seen.end(), false) != seen.end()) return std::nullopt;  // a CPU's line is missing
-  return static_cast<double>(busy) / static_cast<double>(ticks_per_second);
-}
-
-std::vector<int> usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
-}
-
 std::optional<CpuTimeSample> sample_cpu_time(std::span<const int> cpus) {
-  std::ifstream in("/proc/stat");
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto busy = proc_stat_busy_seconds(text.str(), cpus, sysconf(_SC_CLK_TCK));
-  if (!busy) return std::nullopt;
-  rusage usage{};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return std::nullopt;
-  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  const std::optional<platform::CpuTimes> t = platform::sample_cpu_times(cpus);
+  if (!t) return std::nullopt;
   return CpuTimeSample{
-      .machine_busy_seconds = *busy,
-      .own_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime),
+      .machine_busy_seconds = t->busy_seconds,
+      .own_seconds = t->own_seconds,
       .wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
   };
 }

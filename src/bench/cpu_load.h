@@ -1,10 +1,10 @@
-// What else ran while moetier computed. The seeds found that background load cut generation
-// speed 3×: a figure taken beside a busy process measures the contention, not the engine.
-// bench (around each timed repetition) and run (around the generation) sample the busy time
-// of the CPUs this process may run on (/proc/stat's per-CPU lines for the CPUs of its
-// affinity mask: user, nice, system, irq, softirq and steal time) and this process's own
-// CPU time (getrusage); the difference, over the wall time, is the number of those CPUs
-// other processes (and, in a VM, the hypervisor's steal) kept busy.
+// What else ran while moetier computed. Background load was measured to cut generation speed
+// 3×: a figure taken beside a busy process measures the contention, not the engine. bench
+// (around each timed repetition) and run (around the generation) sample the busy time of the
+// CPUs this process may run on and this process's own CPU time (platform/cpu.h: the OS's
+// per-CPU time counters); the difference, over the wall time, is the number of those CPUs
+// other processes (and, in a VM, the hypervisor's steal) kept busy. This file is the
+// arithmetic and the policy on top of the samples.
 //
 // Why it matters beyond noise: a parallel region ends when its last thread does. A thread
 // that shares its core with another process is preempted for whole scheduler slices
@@ -18,36 +18,28 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace moetier {
 
-// The busy time in seconds of the CPUs `cpus` (their "cpuN" lines) from /proc/stat text:
-// user + nice + system + irq + softirq + steal, at `ticks_per_second` (USER_HZ). Guest time
-// is already inside user and nice. nullopt when a CPU's line is missing or malformed.
-std::optional<double> proc_stat_busy_seconds(std::string_view proc_stat_text, std::span<const int> cpus,
-                                             int64_t ticks_per_second);
-
-// The CPUs this process may run on (sched_getaffinity); empty when unknown.
-std::vector<int> usable_cpus();
-
 struct CpuTimeSample {
-  double machine_busy_seconds = 0;  // the usable CPUs, all processes (/proc/stat)
-  double own_seconds = 0;           // this process, all its threads, user + system (getrusage)
+  double machine_busy_seconds = 0;  // the sampled CPUs, all processes
+  double own_seconds = 0;           // this process, all its threads, user + system
   double wall_seconds = 0;          // steady clock
 };
 
-// nullopt where /proc/stat cannot be read (not Linux, or no procfs) or `cpus` is empty.
+// platform::sample_cpu_times of `cpus` (usually platform::usable_cpus()) with the steady
+// clock's time; nullopt where the OS does not say or `cpus` is empty.
 std::optional<CpuTimeSample> sample_cpu_time(std::span<const int> cpus);
 
 // CPUs kept busy by everything but this process between two samples, averaged over the
-// wall time between them (≥ 0: clock ticks and getrusage differ by a few ms).
+// wall time between them (≥ 0: the OS's two counters differ by a few ms).
 double other_busy_cpus(const CpuTimeSample& before, const CpuTimeSample& after);
 
-// The shortest timed span worth reporting: /proc/stat counts each CPU's time in ticks
-// (USER_HZ, usually 10 ms), so over T seconds the machine's busy time and this process's
-// share of it are each off by up to ~n_cpus ticks, 2·n_cpus / (ticks_per_second · T) CPUs
-// in all. At least 1 s, and long enough that this stays ≤ 0.25 CPUs.
+// The shortest timed span worth reporting: the OS counts each CPU's time in ticks
+// (platform::cpu_time_ticks_per_second(); Linux: USER_HZ, usually 10 ms), so over T seconds
+// the machine's busy time and this process's share of it are each off by up to ~n_cpus
+// ticks, 2·n_cpus / (ticks_per_second · T) CPUs in all. At least 1 s, and long enough that
+// this stays ≤ 0.25 CPUs.
 double min_cpu_sample_seconds(int n_cpus, int64_t ticks_per_second);
 
 // other_cpu_seconds (other processes' CPU time, summed over one or more sampled spans) over

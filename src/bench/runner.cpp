@@ -6,13 +6,9 @@
 #include "engine/repack.h"
 #include "gpu/gpu.h"
 
-#include <malloc.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -23,12 +19,13 @@
 #include <fmt/format.h>
 
 #include "bench/e2e.h"
-#include "bench/memory.h"
 #include "core/build_info.h"
 #include "core/cpu_features.h"
 #include "core/profiler.h"
 #include "core/thread_pool.h"
 #include "engine/summary.h"
+#include "platform/cpu.h"
+#include "platform/memory.h"
 #include "runtime/generate.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/speculative.h"
@@ -65,20 +62,6 @@ std::string file_type_label(const gguf::GgufFile& file) {
     }
   }
   return name;
-}
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) break;
-      size_t start = line.find_first_not_of(" \t", colon + 1);
-      return start == std::string::npos ? "" : line.substr(start);
-    }
-  }
-  return "";
 }
 
 struct Workspace {
@@ -184,9 +167,9 @@ Environment detect_environment() {
   env.version = MOETIER_VERSION;
   env.build_commit = build_git_commit()[0] != '\0' ? build_git_commit() : MOETIER_VERSION;
   env.date = utc_now_iso8601();
-  env.cpu_info = cpu_model_name();
+  env.cpu_info = platform::cpu_model_name();
   env.cpu_isa = cpu_features().describe();
-  env.usable_cpus = static_cast<int>(usable_cpus().size());
+  env.usable_cpus = static_cast<int>(platform::usable_cpus().size());
   return env;
 }
 
@@ -334,14 +317,6 @@ Status ensure_placement(LoadedModel& loaded, const TestSpec& test, const RunOpti
   return Status::ok();
 }
 
-// Returns freed heap memory to the system (glibc keeps it otherwise), so that the next
-// peak starts from what is really in use and not from an earlier test's buffers.
-void release_free_heap() {
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
-}
-
 }  // namespace
 
 TestRun::TestRun(const TestSpec& test, const RunOptions& options, const ModelInfo& info)
@@ -410,8 +385,10 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
   // The peak of this repetition starts here: the sequence (KV cache, recurrent state) is made
   // for it and freed after it, so no other test's is counted (the test's thread pool lives
   // from prepare() to finish(): a few stack pages per thread).
-  release_free_heap();
-  if (reset_peak_rss()) peak_rss_reset_ = true;
+  // The heap's freed memory goes back to the OS first, so the peak starts from what is really
+  // in use and not from an earlier test's buffers.
+  platform::release_free_heap();
+  if (platform::reset_peak_resident()) peak_rss_reset_ = true;
   {
     auto seq = model.new_sequence({.n_ctx = test_context(test_), .type_k = test_.type_k, .type_v = test_.type_v});
     if (!seq) return seq.status().with_context(loaded.path);
@@ -487,7 +464,9 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
       }
     }
   }
-  if (auto peak = peak_rss_bytes()) result_.peak_rss_bytes = std::max(result_.peak_rss_bytes.value_or(0), *peak);
+  if (const auto peak = platform::process_memory().peak_resident) {
+    result_.peak_rss_bytes = std::max(result_.peak_rss_bytes.value_or(0), static_cast<int64_t>(*peak));
+  }
   return Status::ok();
 }
 
@@ -495,11 +474,12 @@ TestResult TestRun::finish(const LoadedModel& loaded) {
   const Model& model = *loaded.model;
   pool_.reset();
   result_.peak_rss_scope = peak_rss_reset_ ? "test" : "cumulative";
-  // Only over a span long enough for /proc/stat's ticks (a short test reports null).
+  // Only over a span long enough for the OS's CPU-time ticks (a short test reports null).
   const int n_cpus = static_cast<int>(cpus_.size());
   if (cpu_sampled_) {
     result_.other_busy_cpus =
-        reportable_other_busy_cpus(other_busy_cpu_seconds_, sampled_wall_seconds_, n_cpus, sysconf(_SC_CLK_TCK));
+        reportable_other_busy_cpus(other_busy_cpu_seconds_, sampled_wall_seconds_, n_cpus,
+                                   platform::cpu_time_ticks_per_second());
   }
   result_.spec_n_drafted = spec_stats_.n_drafted;
   result_.spec_n_accepted = spec_stats_.n_accepted;

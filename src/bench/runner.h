@@ -12,7 +12,6 @@
 #include <string>
 
 #include "bench/bench_params.h"
-#include "bench/cpu_load.h"
 #include "bench/report.h"
 #include "core/gpu_census.h"
 #include "core/profiler.h"
@@ -20,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
+#include "platform/cpu.h"
 #include "runtime/speculative.h"
 #include "text/chat_prompt.h"
 #include "text/tokenizer.h"
@@ -124,7 +124,7 @@ class TestRun {
   int64_t total_ns_ = 0;
   double other_busy_cpu_seconds_ = 0, sampled_wall_seconds_ = 0;  // cpu_load.h, over the timed repetitions
   bool cpu_sampled_ = true;  // false once a sample could not be taken
-  std::vector<int> cpus_ = usable_cpus();  // whose busy time is sampled
+  std::vector<int> cpus_ = platform::usable_cpus();  // whose busy time is sampled
   SpecStats spec_stats_;
   double draft_seconds_ = 0;  // summed over repetitions
   std::vector<int32_t> spec_prompt_, spec_expected_;

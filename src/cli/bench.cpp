@@ -17,15 +17,15 @@
 #include "bench/cpu_load.h"
 #include "bench/e2e.h"
 #include "bench/html_report.h"
-#include "bench/memory.h"
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "bench/stats.h"
 #include "cli/commands.h"
-#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "cpu/membw.h"
 #include "gguf/sha256_cache.h"
+#include "platform/cpu.h"
+#include "platform/memory.h"
 
 namespace moetier {
 
@@ -133,7 +133,7 @@ void print_summary(const bench::TestResult& result, const bench::Environment& en
 // File size and SHA-256 of every model, the digest from the cache when the file is unchanged.
 Result<std::vector<bench::ModelFile>> describe_model_files(const std::vector<std::string>& paths) {
   std::vector<bench::ModelFile> files;
-  const std::string cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
+  const std::string cache_dir = default_cache_dir();
   for (const std::string& path : paths) {
     if (std::any_of(files.begin(), files.end(), [&](const bench::ModelFile& f) { return f.path == path; })) continue;
     std::error_code ec;
@@ -149,10 +149,10 @@ Result<std::vector<bench::ModelFile>> describe_model_files(const std::vector<std
 
 int cmd_bench(int argc, char** argv) {
   // The idle baseline of the seeds' memory method: after start-up, before any model is read.
-  const std::optional<int64_t> idle_rss = bench::current_rss_bytes();
+  const std::optional<uint64_t> idle_rss = platform::process_memory().resident;
   bool help = false;
   std::string help_text;
-  auto parsed = bench::parse_bench_args(argc, argv, cpu_features().physical_cores, &help, &help_text);
+  auto parsed = bench::parse_bench_args(argc, argv, platform::cpu_topology().physical, &help, &help_text);
   if (!parsed) return report_error(parsed.status());
   if (help) {
     std::fputs(help_text.c_str(), stdout);
@@ -165,7 +165,7 @@ int cmd_bench(int argc, char** argv) {
   env.idle_rss_bytes = idle_rss;
   env.n_threads = params.n_threads;
   env.interleaved = params.interleave == 1 || (params.interleave == -1 && bench::count_configurations(tests) > 1);
-  env.peak_rss_resettable = bench::reset_peak_rss();
+  env.peak_rss_resettable = platform::reset_peak_resident();
   // Outputs that need a tool or a folder fail before any time is spent measuring.
   if (auto st = bench::check_chart_output(params.chart_path); !st.is_ok()) return report_error(st);
   if (!params.report_dir.empty()) {

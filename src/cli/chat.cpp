@@ -1,8 +1,6 @@
 // moetier chat: an interactive conversation using the model's chat template. Ctrl-C stops
 // the current reply (not the program); Ctrl-D or /exit ends the chat.
-#include <unistd.h>
-
-#include <csignal>
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 
@@ -13,16 +11,13 @@
 #include "cli/engine_flags.h"
 #include "cli/load_report.h"
 #include "engine/session.h"
+#include "platform/signals.h"
+#include "platform/terminal.h"
 #include "runtime/generate.h"
 #include "text/builtin_chat_templates.h"
 #include "text/chat_prompt.h"
 
 namespace moetier {
-
-namespace {
-std::atomic<bool> g_stop_reply{false};  // SIGINT: stop the reply in progress
-void on_sigint(int) { g_stop_reply.store(true); }
-}  // namespace
 
 int cmd_chat(int argc, char** argv) {
   EngineOptions flags;
@@ -85,9 +80,12 @@ int cmd_chat(int argc, char** argv) {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
   std::string rendered_so_far;  // the prompt text already in the sequence
-  const bool interactive = isatty(STDIN_FILENO);
+  const bool interactive = platform::is_terminal(platform::StandardStream::kStdin);
 
-  std::signal(SIGINT, on_sigint);
+  // Ctrl+C stops the reply in progress, not the program (a prompt waiting for a line keeps
+  // waiting); the scope ends with this function.
+  std::atomic<bool> stop_reply{false};
+  const platform::InterruptScope interrupt(&stop_reply);
   for (;;) {
     if (interactive) std::fputs("\n> ", stdout);
     std::fflush(stdout);
@@ -118,12 +116,12 @@ int cmd_chat(int argc, char** argv) {
                    static_cast<long long>(session->sequence->n_ctx()));
       break;
     }
-    g_stop_reply.store(false);
+    stop_reply.store(false);
     std::string reply;
     std::vector<int32_t> reply_tokens;
     auto stats = generate(*session->model, *session->sequence, tok, *sampler, tokens,
                           {.n_predict = n_predict,
-                           .cancel = &g_stop_reply,
+                           .cancel = &stop_reply,
                            .speculator = speculator->get(),
                            .earlier_tokens = conversation},
                           *session->pool,
@@ -150,7 +148,6 @@ int cmd_chat(int argc, char** argv) {
     // which the next render supplies); next turn feeds only what follows this text.
     rendered_so_far = *rendered + reply;
   }
-  std::signal(SIGINT, SIG_DFL);
   return 0;
 }
 

@@ -5,12 +5,8 @@
 // the script and hands them every argument, plus this binary (for -m, which starts
 // `moetier serve`) and its version. The script owns the flags and --help, so they are
 // written down once.
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -20,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/eval_commands.h"
 #include "core/status.h"
+#include "platform/process.h"
 
 namespace moetier {
 namespace {
@@ -74,17 +71,8 @@ fs::path find_eval_dir(const fs::path& exe) {
 // $MOETIER_NODE, else `node` (or Debian's old `nodejs`) on PATH.
 fs::path find_node() {
   if (const char* env = std::getenv("MOETIER_NODE")) return env;
-  const char* path = std::getenv("PATH");
-  std::string_view rest = path ? path : "/usr/local/bin:/usr/bin:/bin";
   for (const char* name : {"node", "nodejs"}) {
-    std::string_view dirs = rest;
-    while (!dirs.empty()) {
-      const size_t colon = dirs.find(':');
-      const std::string_view dir = dirs.substr(0, colon);
-      const fs::path p = fs::path(dir.empty() ? "." : std::string(dir)) / name;
-      if (::access(p.c_str(), X_OK) == 0) return p;
-      dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
-    }
+    if (fs::path p = platform::find_program(name); !p.empty()) return p;
   }
   return {};
 }
@@ -109,9 +97,10 @@ int cmd_eval(int argc, char** argv) {
     return report_error(Status::bad_input(std::string("unknown suite '") + argv[1] + "' (see 'moetier eval --help')"));
   }
   if (suite->native) return suite->native(argc - 1, argv + 1);
+  const Result<fs::path> found_exe = platform::executable_path();
+  if (!found_exe) return report_error(found_exe.status());
+  const fs::path& exe = *found_exe;
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return report_error(Status::runtime("cannot find this binary's path: " + ec.message()));
   const fs::path eval_dir = find_eval_dir(exe);
   const fs::path dir = eval_dir / suite->folder;
   const fs::path script = dir / "run.mjs";
@@ -133,13 +122,9 @@ int cmd_eval(int argc, char** argv) {
   std::vector<std::string> args = {node.string(), script.string(), "--moetier", exe.string(), "--engine-version",
                                    std::string("moetier ") + MOETIER_VERSION};
   for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  ::execv(node.c_str(), cargs.data());
-  return report_error(Status::runtime("cannot run " + node.string() + ": " + std::strerror(errno)));
+  // Node takes this process's place (its exit status is the command's); back here only when
+  // it cannot be run.
+  return report_error(platform::replace_process(args));
 }
 
 }  // namespace moetier

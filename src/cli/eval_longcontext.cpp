@@ -1,10 +1,6 @@
 // moetier eval longcontext: the longcontext-v1 retrieval suite against moetier (started as
 // a `moetier serve` child) or any OpenAI-compatible server (--url).
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -30,6 +26,8 @@
 #include "eval/openai_client.h"
 #include "eval/server_child.h"
 #include "gguf/sha256_cache.h"
+#include "platform/file.h"
+#include "platform/process.h"
 
 namespace moetier {
 
@@ -298,14 +296,13 @@ int cmd_eval_longcontext(int argc, char** argv) {
     const int64_t ctx = o.ctx > 0 ? o.ctx : longest + o.max_tokens + 256;
     if (!has_ctx) args.insert(args.end(), {"-c", std::to_string(ctx)});
     args.insert(args.end(), o.server_args.begin(), o.server_args.end());
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0) return report_error(Status::runtime("cannot find the moetier executable (/proc/self/exe)"));
-    self[n] = '\0';
+    const Result<fs::path> self = platform::executable_path();
+    if (!self) return report_error(self.status());
     std::fprintf(stderr, "moetier: starting the server: moetier serve");
     for (const auto& a : args) std::fprintf(stderr, " %s", a.c_str());
     std::fprintf(stderr, " (log: %s)\n", (out / "server.log").c_str());
-    auto c = eval::ServerChild::start({.executable = self, .args = args, .log_path = (out / "server.log").string()});
+    auto c = eval::ServerChild::start(
+        {.executable = self->string(), .args = args, .log_path = (out / "server.log").string()});
     if (!c) return report_error(c.status());
     child.emplace(std::move(*c));
     auto u = eval::parse_server_url(child->url());
@@ -339,13 +336,11 @@ int cmd_eval_longcontext(int argc, char** argv) {
                {"server", server_info}};
   if (const std::string commit = build_git_commit(); !commit.empty()) prov["engine"]["moetier_commit"] = commit;
   if (!o.model.empty()) {
-    struct stat st {};
     json m = {{"file", fs::path(o.model).filename().string()}, {"path", o.model}};
-    if (stat(o.model.c_str(), &st) == 0) m["size_bytes"] = static_cast<int64_t>(st.st_size);
+    if (const auto info = platform::file_info(o.model)) m["size_bytes"] = static_cast<int64_t>(info->size);
     if (!o.no_sha256) {
       // Cached by path, size and mtime (bench shares the cache): a 20 GB file is hashed once.
-      auto sha = cached_file_sha256(o.model, {.cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME")),
-                                              .log = stderr});
+      auto sha = cached_file_sha256(o.model, {.cache_dir = default_cache_dir(), .log = stderr});
       if (sha) m["sha256"] = sha->sha256;
     }
     prov["model"] = m;

@@ -1,7 +1,5 @@
 // moetier run: prompt in, generated text streamed to stdout; speeds on stderr at the end.
-#include <unistd.h>
-
-#include <csignal>
+#include <atomic>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -13,14 +11,11 @@
 #include "cli/prompt_input.h"
 #include "core/profiler.h"
 #include "engine/session.h"
+#include "platform/cpu.h"
+#include "platform/signals.h"
 #include "runtime/generate.h"
 
 namespace moetier {
-
-namespace {
-std::atomic<bool> g_interrupted{false};  // set by SIGINT: stop generating, print the summary
-void on_sigint(int) { g_interrupted.store(true); }
-}  // namespace
 
 int cmd_run(int argc, char** argv) {
   EngineOptions flags;
@@ -76,19 +71,21 @@ int cmd_run(int argc, char** argv) {
 
   Profiler profiler;
   if (profile) session->model->set_profiler(&profiler);
-  std::signal(SIGINT, on_sigint);
-  const std::vector<int> cpus = usable_cpus();
+  const std::vector<int> cpus = platform::usable_cpus();
   const std::optional<CpuTimeSample> cpu_before = sample_cpu_time(cpus);
-  auto stats = generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
-                        {.n_predict = n_predict,
-                         .stop_at_eog = !ignore_eos,
-                         .cancel = &g_interrupted,
-                         .speculator = speculator->get()},
-                        *session->pool, [](std::string_view text) {
-                          std::fwrite(text.data(), 1, text.size(), stdout);
-                          std::fflush(stdout);
-                        });
-  std::signal(SIGINT, SIG_DFL);
+  std::atomic<bool> interrupted{false};  // Ctrl+C: stop generating, print the summary
+  auto stats = [&] {
+    const platform::InterruptScope interrupt(&interrupted);
+    return generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
+                    {.n_predict = n_predict,
+                     .stop_at_eog = !ignore_eos,
+                     .cancel = &interrupted,
+                     .speculator = speculator->get()},
+                    *session->pool, [](std::string_view text) {
+                      std::fwrite(text.data(), 1, text.size(), stdout);
+                      std::fflush(stdout);
+                    });
+  }();
   const std::optional<CpuTimeSample> cpu_after = sample_cpu_time(cpus);
   std::fputc('\n', stdout);
   if (!stats) return report_error(stats.status());
@@ -112,8 +109,9 @@ int cmd_run(int argc, char** argv) {
   if (cpu_before && cpu_after) {
     const int n_cpus = static_cast<int>(cpus.size());
     const double wall = cpu_after->wall_seconds - cpu_before->wall_seconds;
-    const std::optional<double> other = reportable_other_busy_cpus(other_busy_cpus(*cpu_before, *cpu_after) * wall,
-                                                                   wall, n_cpus, sysconf(_SC_CLK_TCK));
+    const std::optional<double> other =
+        reportable_other_busy_cpus(other_busy_cpus(*cpu_before, *cpu_after) * wall, wall, n_cpus,
+                                   platform::cpu_time_ticks_per_second());
     if (other && oversubscribed(*other, session->pool->size(), n_cpus)) {
       std::fprintf(stderr, "moetier: warning: %s\n",
                    oversubscribed_warning("this run", *other, session->pool->size(), n_cpus).c_str());

@@ -1,17 +1,13 @@
 // moetier serve: an OpenAI-compatible HTTP server (llama-server's command line) with -np
 // parallel slots decoded together in one forward pass per step.
-#include <pthread.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +18,7 @@
 #include "cli/load_report.h"
 #include "engine/session.h"
 #include "engine/summary.h"
+#include "platform/signals.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 #include "server/server_state.h"
@@ -30,24 +27,10 @@
 
 namespace moetier {
 
-namespace {
-
-// Blocks SIGINT/SIGTERM in this thread and every thread it starts afterwards, so that the
-// main thread alone receives them through sigtimedwait().
-sigset_t block_shutdown_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
-  return set;
-}
-
-}  // namespace
-
 int cmd_serve(int argc, char** argv) {
-  const sigset_t signals = block_shutdown_signals();
+  // First, before any thread starts: Ctrl+C and SIGTERM then reach no thread but wait for
+  // this one's signals.wait() below, and a client that hangs up cannot kill the server.
+  platform::ShutdownSignals signals;
   EngineOptions flags;
   SamplerParams sampling;
   server::ServerConfig config;
@@ -251,16 +234,15 @@ int cmd_serve(int argc, char** argv) {
   std::atomic<bool> served{false};
   std::thread shutdown_thread;
   for (;;) {
-    timespec wait{.tv_sec = 0, .tv_nsec = 100'000'000};
-    const int sig = sigtimedwait(&signals, nullptr, &wait);
-    if (sig == SIGINT || sig == SIGTERM) {
+    const platform::ShutdownRequest request = signals.wait(std::chrono::milliseconds(100));
+    if (request != platform::ShutdownRequest::kNone) {
       if (shutdown_thread.joinable()) {
         std::fprintf(stderr, "moetier: second signal: exiting now\n");
         std::fflush(stderr);
         std::_Exit(1);
       }
       std::fprintf(stderr, "moetier: %s: shutting down (in-flight requests get %d s to finish)\n",
-                   sig == SIGINT ? "SIGINT" : "SIGTERM", config.shutdown_grace_s);
+                   std::string(platform::shutdown_request_name(request)).c_str(), config.shutdown_grace_s);
       std::fflush(stderr);
       shutdown_thread = std::thread([&] {
         http.shutdown();

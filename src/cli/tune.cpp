@@ -3,8 +3,6 @@
 // runner (short interleaved runs, then the best two again at full size) and prints the
 // winning command line with its speed, memory and how sure the choice is. The search
 // itself is tune/search.* (unit-tested on made-up speeds); this file is the I/O.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,18 +11,19 @@
 #include <fmt/format.h>
 
 #include "bench/bench_params.h"
-#include "bench/memory.h"
 #include "cli/commands.h"
 #include "cli/inspect_render.h"
 #include "console/progress.h"
 #include "core/args.h"
-#include "core/cpu_features.h"
 #include "engine/placement.h"
 #include "engine/plan.h"
 #include "engine/summary.h"
 #include "gguf/gguf.h"
 #include "gguf/sha256_cache.h"
 #include "model/arch.h"
+#include "platform/cpu.h"
+#include "platform/memory.h"
+#include "platform/terminal.h"
 #include "tune/bench_measurer.h"
 #include "tune/candidates.h"
 #include "tune/report.h"
@@ -171,7 +170,7 @@ class TuneProgress {
 }  // namespace
 
 int cmd_tune(int argc, char** argv) {
-  const std::optional<int64_t> idle_rss = bench::current_rss_bytes();  // before any model is read
+  const std::optional<uint64_t> idle_rss = platform::process_memory().resident;  // before any model is read
   bool help = false;
   std::string help_text;
   auto parsed = parse_args(argc, argv, &help, &help_text);
@@ -200,7 +199,7 @@ int cmd_tune(int argc, char** argv) {
   const int64_t n_layer_all = hp->n_layer + hp->n_layer_mtp;
   tune::SpaceParams space{.purpose = params.purpose,
                           .n_layer_all = n_layer_all,
-                          .physical_cores = cpu_features().physical_cores,
+                          .physical_cores = platform::cpu_topology().physical,
                           .threads = params.threads,
                           .kv_types = params.kv_types};
   std::string placement_note;
@@ -243,7 +242,7 @@ int cmd_tune(int argc, char** argv) {
   bench::Environment env = bench::detect_environment();
   env.idle_rss_bytes = idle_rss;
   env.interleaved = true;
-  env.peak_rss_resettable = bench::reset_peak_rss();
+  env.peak_rss_resettable = platform::reset_peak_resident();
   for (const tune::Candidate& c : candidates) {
     if (std::find(env.n_threads.begin(), env.n_threads.end(), c.n_threads) == env.n_threads.end()) env.n_threads.push_back(c.n_threads);
   }
@@ -251,9 +250,7 @@ int cmd_tune(int argc, char** argv) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(params.model, ec);
     if (ec) return report_error(Status::bad_input(fmt::format("{}: {}", params.model, ec.message())));
-    auto digest = cached_file_sha256(params.model, {.cache_dir = default_cache_dir(std::getenv("XDG_CACHE_HOME"),
-                                                                                   std::getenv("HOME")),
-                                                    .log = stderr});
+    auto digest = cached_file_sha256(params.model, {.cache_dir = default_cache_dir(), .log = stderr});
     if (!digest) return report_error(digest.status());
     env.model_files.push_back({.path = params.model, .file_bytes = static_cast<int64_t>(size), .sha256 = digest->sha256});
   }
@@ -272,7 +269,7 @@ int cmd_tune(int argc, char** argv) {
       .on_phase = [&progress](const std::string& what, int64_t steps) { progress.phase(what, steps); },
       .on_step = [&progress] { progress.step(); },
       // On a terminal the line first clears the progress bar's line (the bar redraws below it).
-      .log = [tty = isatty(STDERR_FILENO) != 0](const std::string& line) {
+      .log = [tty = platform::is_terminal(platform::StandardStream::kStderr)](const std::string& line) {
         std::fprintf(stderr, "%smoetier tune: %s\n", tty ? "\r\033[2K" : "", line.c_str());
       },
   };

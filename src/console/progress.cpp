@@ -1,8 +1,7 @@
 #include "console/progress.h"
 
 #include "core/format.h"
-
-#include <unistd.h>
+#include "platform/terminal.h"
 
 #include <cstdio>
 
@@ -11,7 +10,7 @@
 namespace moetier {
 
 ProgressBar::ProgressBar(ProgressOptions options) : options_(std::move(options)) {
-  is_tty_ = isatty(STDERR_FILENO) != 0;
+  is_tty_ = platform::is_terminal(platform::StandardStream::kStderr);
   start_ = std::chrono::steady_clock::now();
   last_draw_ = start_ - std::chrono::seconds(1);
 }

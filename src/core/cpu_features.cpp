@@ -1,8 +1,5 @@
 #include "core/cpu_features.h"
 
-#include <thread>
-#include <fstream>
-#include <set>
 #include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -21,24 +18,8 @@ unsigned long long read_xcr0() {
 }
 #endif
 
-int count_physical_cores(int logical) {
-  // Distinct (physical id, core id) pairs; falls back to the logical count.
-  std::ifstream in("/proc/cpuinfo");
-  std::set<std::pair<int, int>> cores;
-  std::string line;
-  int phys = 0;
-  while (std::getline(in, line)) {
-    auto value = [&]() { return std::atoi(line.substr(line.find(':') + 1).c_str()); };
-    if (line.rfind("physical id", 0) == 0) phys = value();
-    if (line.rfind("core id", 0) == 0) cores.insert({phys, value()});
-  }
-  return cores.empty() ? logical : static_cast<int>(cores.size());
-}
-
 CpuFeatures detect() {
   CpuFeatures f;
-  f.logical_cores = std::max(1u, std::thread::hardware_concurrency());
-  f.physical_cores = std::max(1, std::min(f.logical_cores, count_physical_cores(f.logical_cores)));
 #if defined(__x86_64__) || defined(__i386__)
   unsigned int a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;

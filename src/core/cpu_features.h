@@ -22,8 +22,6 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avx512bf16 = false;
   bool avxvnni = false;
-  int physical_cores = 1;  // best effort from /proc/cpuinfo / sysfs; >= 1
-  int logical_cores = 1;
   std::string isa_limit;   // "" or the --cpu-isa tier the features were capped to
 
   // The ISA set the *_avx2.cpp / *_avx512.cpp units are compiled for (see CMakeLists.txt).

@@ -7,6 +7,7 @@
 #include "core/cpu_features.h"
 #include "engine/placement.h"
 #include "engine/repack.h"
+#include "platform/cpu.h"
 
 namespace moetier {
 
@@ -68,7 +69,7 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
       load.working_bytes = cpu_working_bytes(placement->plan);
     }
   }
-  const int threads = flags.n_threads > 0 ? flags.n_threads : cpu_features().physical_cores;
+  const int threads = flags.n_threads > 0 ? flags.n_threads : platform::cpu_topology().physical;
   load.copy_threads = std::min(threads, 4);
   ASSIGN_OR_RETURN(s.file, gguf::ModelFile::open(flags.model_path, std::move(header), load));
   if (report && !s.file->stats().expert_pages_note.empty()) report->note(s.file->stats().expert_pages_note);

@@ -1,13 +1,9 @@
 #include "eval/server_child.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -19,15 +15,7 @@ namespace moetier::eval {
 
 namespace {
 
-int64_t status_kib(pid_t pid, const char* key) {
-  std::ifstream f(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  const std::string prefix = std::string(key) + ":";
-  while (std::getline(f, line)) {
-    if (line.rfind(prefix, 0) == 0) return std::stoll(line.substr(prefix.size()));
-  }
-  return -1;
-}
+int64_t bytes_or_minus_one(const std::optional<uint64_t>& bytes) { return bytes ? static_cast<int64_t>(*bytes) : -1; }
 
 std::string log_tail(const std::string& path, size_t max_lines) {
   std::ifstream f(path);
@@ -44,36 +32,17 @@ std::string log_tail(const std::string& path, size_t max_lines) {
 Result<ServerChild> ServerChild::start(const ServerChildParams& params) {
   // --port 0: the server binds any free port and prints it ("listening on http://HOST:PORT"),
   // read back from its log (no race with another process taking a port chosen here).
-  std::vector<std::string> argv_s = {params.executable, "serve"};
-  argv_s.insert(argv_s.end(), params.args.begin(), params.args.end());
-  argv_s.insert(argv_s.end(), {"--host", "127.0.0.1", "--port", "0"});
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int log_fd = open(params.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log_fd < 0) return Status::runtime(fmt::format("cannot write the server log {}", params.log_path));
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    return Status::runtime("cannot start the server process (fork failed)");
-  }
-  if (pid == 0) {
-    dup2(log_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(log_fd);
-  ServerChild child(pid, 0);
+  std::vector<std::string> args = {params.executable, "serve"};
+  args.insert(args.end(), params.args.begin(), params.args.end());
+  args.insert(args.end(), {"--host", "127.0.0.1", "--port", "0"});
+  auto process = platform::ChildProcess::spawn({.args = args, .output_path = params.log_path});
+  if (!process) return process.status().with_context("cannot start the server");
+  ServerChild child(std::move(*process));
   const std::regex listening("listening on http://[^:\\s]+:([0-9]+)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(params.start_timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
-    int wstatus = 0;
-    if (waitpid(pid, &wstatus, WNOHANG) == pid) {
-      child.pid_ = -1;  // already reaped
-      return Status::runtime(fmt::format("the server exited before it was ready ({}); its log {}:{}",
-                                         WIFEXITED(wstatus) ? fmt::format("status {}", WEXITSTATUS(wstatus))
-                                                            : fmt::format("signal {}", WTERMSIG(wstatus)),
+    if (const std::optional<platform::ProcessExit> exit = child.process_.poll()) {
+      return Status::runtime(fmt::format("the server exited before it was ready ({}); its log {}:{}", exit->describe(),
                                          params.log_path, log_tail(params.log_path, 12)));
     }
     if (child.port_ == 0) {
@@ -94,27 +63,8 @@ Result<ServerChild> ServerChild::start(const ServerChildParams& params) {
                                      params.log_path, log_tail(params.log_path, 12)));
 }
 
-ServerChild::ServerChild(ServerChild&& other) noexcept : pid_(other.pid_), port_(other.port_) { other.pid_ = -1; }
+int64_t ServerChild::peak_rss_bytes() const { return bytes_or_minus_one(process_.memory().peak_resident); }
 
-ServerChild::~ServerChild() {
-  if (pid_ <= 0) return;
-  kill(pid_, SIGTERM);
-  for (int i = 0; i < 100; ++i) {  // 10 s grace
-    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  kill(pid_, SIGKILL);
-  waitpid(pid_, nullptr, 0);
-}
-
-int64_t ServerChild::peak_rss_bytes() const {
-  const int64_t kib = pid_ > 0 ? status_kib(pid_, "VmHWM") : -1;
-  return kib < 0 ? -1 : kib * 1024;
-}
-
-int64_t ServerChild::rss_bytes() const {
-  const int64_t kib = pid_ > 0 ? status_kib(pid_, "VmRSS") : -1;
-  return kib < 0 ? -1 : kib * 1024;
-}
+int64_t ServerChild::rss_bytes() const { return bytes_or_minus_one(process_.memory().resident); }
 
 }  // namespace moetier::eval

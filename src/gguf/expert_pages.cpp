@@ -3,15 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "core/format.h"
 
 namespace moetier::gguf {
 namespace {
+
+using platform::HugePageMode;
 
 constexpr uint64_t kGiB = 1ull << 30;
 
@@ -21,32 +19,6 @@ constexpr uint64_t kGiB = 1ull << 30;
 // with 2 MiB folios (Linux 6.18 with ext4 in the 2-core test VM: then no difference was
 // measurable, docs/benchmarking.md), loses less.
 constexpr const char* kCost = "generation may be up to ~40% slower than with huge pages";
-
-std::string read_small_file(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// "MemTotal:       24684084 kB" → bytes, for the line starting with `key:`.
-std::optional<uint64_t> meminfo_field(std::string_view text, std::string_view key) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t eol = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ':') continue;
-    const std::string rest(line.substr(key.size() + 1));
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(rest.c_str(), &end, 10);
-    if (end == rest.c_str()) return std::nullopt;
-    const bool kib = rest.find("kB") != std::string::npos;
-    return static_cast<uint64_t>(v) * (kib ? 1024 : 1);
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -66,79 +38,10 @@ std::string_view expert_pages_name(ExpertPages mode) {
   return "?";
 }
 
-ThpMode parse_thp_mode(std::string_view text) {
-  const size_t open = text.find('[');
-  const size_t close = text.find(']', open == std::string_view::npos ? 0 : open);
-  if (open == std::string_view::npos || close == std::string_view::npos) return ThpMode::kUnavailable;
-  const std::string_view word = text.substr(open + 1, close - open - 1);
-  if (word == "always") return ThpMode::kAlways;
-  if (word == "madvise") return ThpMode::kMadvise;
-  if (word == "never") return ThpMode::kNever;
-  return ThpMode::kUnavailable;
-}
-
-std::string_view thp_mode_name(ThpMode mode) {
-  switch (mode) {
-    case ThpMode::kAlways: return "always";
-    case ThpMode::kMadvise: return "madvise";
-    case ThpMode::kNever: return "never";
-    case ThpMode::kUnavailable: return "unavailable";
-  }
-  return "?";
-}
-
-MemInfo parse_meminfo(std::string_view text) {
-  return {.total = meminfo_field(text, "MemTotal"), .available = meminfo_field(text, "MemAvailable")};
-}
-
-MemInfo read_meminfo() { return parse_meminfo(read_small_file("/proc/meminfo")); }
-
-ThpMode read_thp_mode() { return parse_thp_mode(read_small_file("/sys/kernel/mm/transparent_hugepage/enabled")); }
-
-SmapsEntry parse_smaps_entry(std::string_view text, uintptr_t addr) {
-  // Each mapping starts with "lo-hi perms ..." (hex addresses), followed by "Key: value kB"
-  // lines; the mapping that contains addr is the one we want.
-  SmapsEntry e;
-  bool inside = false;
-  bool found = false;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t eol = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    const size_t dash = line.find('-');
-    const size_t space = line.find(' ');
-    if (dash != std::string_view::npos && space != std::string_view::npos && dash < space &&
-        line.find(':') > space) {
-      // A mapping header (field lines have "Key:" before any space).
-      if (found) break;
-      const std::string lo(line.substr(0, dash)), hi(line.substr(dash + 1, space - dash - 1));
-      char* end_lo = nullptr;
-      char* end_hi = nullptr;
-      const uintptr_t a = std::strtoull(lo.c_str(), &end_lo, 16);
-      const uintptr_t b = std::strtoull(hi.c_str(), &end_hi, 16);
-      inside = *end_lo == '\0' && *end_hi == '\0' && a <= addr && addr < b;
-      found = inside;
-      continue;
-    }
-    if (!inside) continue;
-    if (auto v = meminfo_field(line, "Rss")) e.rss = v;
-    if (auto v = meminfo_field(line, "AnonHugePages")) e.anon_huge_pages = v;
-    if (auto v = meminfo_field(line, "FilePmdMapped")) e.file_pmd_mapped = v;
-  }
-  return e;
-}
-
-SmapsEntry read_smaps_entry(const void* addr) {
-  const std::string smaps = read_small_file("/proc/self/smaps");
-  if (smaps.empty()) return {};
-  return parse_smaps_entry(smaps, reinterpret_cast<uintptr_t>(addr));
-}
-
 ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
   ExpertPagesDecision d;
   if (q.expert_bytes == 0) return d;  // nothing the CPU reads at random: nothing to say
-  const bool thp_on = q.thp == ThpMode::kAlways || q.thp == ThpMode::kMadvise;
+  const bool thp_on = q.thp == HugePageMode::kAlways || q.thp == HugePageMode::kMadvise;
   const uint64_t total = q.mem.total.value_or(0);
   d.reserve_bytes = std::max<uint64_t>(kGiB, total / 32);
   d.needed_bytes = q.expert_bytes + q.mapped_bytes + q.working_bytes + d.reserve_bytes;
@@ -164,17 +67,17 @@ ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
   }
   if (!thp_on) {
     d.reason = fmt::format(
-        "the CPU's weights ({}) stay in the file mapping: transparent huge pages are {} "
-        "(/sys/kernel/mm/transparent_hugepage/enabled), so a copy would get 4 KiB pages as well",
-        experts, q.thp == ThpMode::kNever ? "disabled system-wide (never)" : "unavailable");
+        "the CPU's weights ({}) stay in the file mapping: transparent huge pages are {} ({}), so a copy would get "
+        "4 KiB pages as well",
+        experts, q.thp == HugePageMode::kNever ? "disabled system-wide (never)" : "unavailable",
+        platform::huge_page_setting_location());
     d.advice = "set THP to madvise to get huge pages";
     return d;
   }
   if (!q.mem.available) {
     d.reason = fmt::format(
-        "the CPU's weights ({}) stay in the file mapping: available memory is unknown (no MemAvailable in "
-        "/proc/meminfo)",
-        experts);
+        "the CPU's weights ({}) stay in the file mapping: available memory is unknown (no {})", experts,
+        platform::available_memory_source());
     d.advice = "--expert-pages huge moves them anyway";
     return d;
   }
@@ -207,19 +110,19 @@ std::string kept_message(const ExpertPagesDecision& d, std::optional<double> fil
   return d.reason + "; " + cost + (d.advice.empty() ? "" : "; " + d.advice);
 }
 
-std::string moved_message(uint64_t bytes, double seconds, ThpMode thp, std::optional<uint64_t> huge_page_bytes,
+std::string moved_message(uint64_t bytes, double seconds, HugePageMode thp, std::optional<uint64_t> huge_page_bytes,
                           bool locked) {
   const double gbps = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
   std::string pages;
-  if (thp == ThpMode::kNever || thp == ThpMode::kUnavailable) {
-    pages = fmt::format("THP {}: 4 KiB pages", thp == ThpMode::kNever ? "is disabled system-wide" : "is unavailable");
+  if (thp == HugePageMode::kNever || thp == HugePageMode::kUnavailable) {
+    pages = fmt::format("THP {}: 4 KiB pages", thp == HugePageMode::kNever ? "is disabled system-wide" : "is unavailable");
   } else if (huge_page_bytes && bytes > 0) {
     const double pct = 100.0 * static_cast<double>(std::min(*huge_page_bytes, bytes)) / static_cast<double>(bytes);
     pages = fmt::format("THP: {:.0f}% in 2 MiB pages", pct);
   } else {
     pages = "THP coverage unknown";
   }
-  const bool huge = thp == ThpMode::kAlways || thp == ThpMode::kMadvise;
+  const bool huge = thp == HugePageMode::kAlways || thp == HugePageMode::kMadvise;
   return fmt::format("moved {} of the CPU's weights into {} memory in {:.1f} s ({:.1f} GB/s; {}{})", format_bytes(bytes),
                      huge ? "huge-page" : "anonymous", seconds, gbps, pages, locked ? "; locked" : "");
 }

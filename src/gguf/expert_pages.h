@@ -9,8 +9,8 @@
 // so moving just them gives mmap --no-mmap's speed; the dense tensors stay mapped.
 //
 // This header holds the decision as a pure function (unit-tested without touching the
-// system) and the small readers of /proc/meminfo, THP's mode and /proc/self/smaps that
-// feed it.
+// system); what feeds it (available RAM, the huge-page mode, the pages a region got) comes
+// from platform/memory.h.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "platform/memory.h"
 
 namespace moetier::gguf {
 
@@ -32,44 +33,14 @@ enum class ExpertPages {
 Result<ExpertPages> parse_expert_pages(std::string_view text);
 std::string_view expert_pages_name(ExpertPages mode);
 
-// /sys/kernel/mm/transparent_hugepage/enabled: the bracketed word of "always [madvise] never".
-enum class ThpMode {
-  kAlways,
-  kMadvise,      // huge pages only for madvise(MADV_HUGEPAGE) regions: ours is one
-  kNever,        // disabled system-wide: anonymous memory gets 4 KiB pages too
-  kUnavailable,  // no such file (kernel without THP) or unreadable
-};
-ThpMode parse_thp_mode(std::string_view enabled_file_text);
-std::string_view thp_mode_name(ThpMode mode);  // "always", "madvise", "never", "unavailable"
-
-// What /proc/meminfo says, in bytes (nullopt: field missing).
-struct MemInfo {
-  std::optional<uint64_t> total;      // MemTotal
-  std::optional<uint64_t> available;  // MemAvailable: free + reclaimable page cache and slab
-};
-MemInfo parse_meminfo(std::string_view meminfo_text);
-
-// The live system's values (reads the files above).
-MemInfo read_meminfo();
-ThpMode read_thp_mode();
-// Fields of the mapping that contains an address, from /proc/self/smaps, in bytes (nullopt:
-// unreadable, or no mapping contains the address).
-struct SmapsEntry {
-  std::optional<uint64_t> rss;
-  std::optional<uint64_t> anon_huge_pages;  // AnonHugePages: anonymous memory in 2 MiB pages
-  std::optional<uint64_t> file_pmd_mapped;  // FilePmdMapped: page cache mapped with 2 MiB entries
-};
-SmapsEntry read_smaps_entry(const void* addr);
-SmapsEntry parse_smaps_entry(std::string_view smaps_text, uintptr_t addr);
-
 // Everything the decision depends on. Sizes in bytes.
 struct ExpertPagesQuery {
   ExpertPages policy = ExpertPages::kAuto;
   uint64_t expert_bytes = 0;   // routed-expert tensors the CPU computes with (what would move)
   uint64_t mapped_bytes = 0;   // the rest of the tensor data, which stays mapped and resident
   uint64_t working_bytes = 0;  // KV cache, recurrent state and compute scratch the CPU will allocate
-  MemInfo mem;
-  ThpMode thp = ThpMode::kMadvise;
+  platform::MemoryInfo mem;
+  platform::HugePageMode thp = platform::HugePageMode::kMadvise;
 };
 
 struct ExpertPagesDecision {
@@ -113,7 +84,7 @@ std::string kept_message(const ExpertPagesDecision& d, std::optional<double> fil
 // The line printed after a move, e.g. "moved 17.3 GiB of routed experts into huge-page
 // memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)". huge_page_bytes: AnonHugePages of
 // the region (nullopt: unknown, not shown).
-std::string moved_message(uint64_t bytes, double seconds, ThpMode thp, std::optional<uint64_t> huge_page_bytes,
-                          bool locked);
+std::string moved_message(uint64_t bytes, double seconds, platform::HugePageMode thp,
+                          std::optional<uint64_t> huge_page_bytes, bool locked);
 
 }  // namespace moetier::gguf

@@ -1,56 +1,40 @@
 #include "gguf/file_sha256.h"
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include <algorithm>
 #include <memory>
 #include <vector>
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 
 #include "console/progress.h"
+#include "platform/file.h"
 
 namespace moetier {
 
 namespace {
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
 struct DigestFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 }  // namespace
 
 Result<std::string> file_sha256(const std::string& path, const Sha256Options& options) {
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) return Status::bad_input(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fileno(file.get()), &st) != 0) {
-    return Status::runtime(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
-  }
+  ASSIGN_OR_RETURN(const platform::File file, platform::File::open(path));
+  file.advise_sequential(0, 0);
   std::unique_ptr<EVP_MD_CTX, DigestFree> ctx(EVP_MD_CTX_new());
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
     return Status::runtime("SHA-256: OpenSSL digest initialisation failed");
   }
   // 8 MiB reads: large enough for full sequential bandwidth, small enough to stay in cache.
   std::vector<unsigned char> buffer(8u << 20);
-  ProgressBar bar({.label = "sha256", .total = static_cast<uint64_t>(st.st_size), .enabled = options.progress});
-  uint64_t done = 0;
-  for (;;) {
-    const size_t n = std::fread(buffer.data(), 1, buffer.size(), file.get());
-    if (n > 0) {
-      if (EVP_DigestUpdate(ctx.get(), buffer.data(), n) != 1) return Status::runtime("SHA-256: digest update failed");
-      done += n;
-      bar.update(done);
-    }
-    if (n < buffer.size()) {
-      if (std::ferror(file.get())) {
-        return Status::runtime(fmt::format("{}: read error at byte {}: {}", path, done, std::strerror(errno)));
-      }
-      break;
-    }
+  ProgressBar bar({.label = "sha256", .total = file.size(), .enabled = options.progress});
+  // The file's bytes as of opening it (one that shrinks meanwhile is a read error).
+  for (uint64_t done = 0; done < file.size();) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), file.size() - done));
+    RETURN_IF_ERROR(file.read_exact(done, buffer.data(), n));
+    if (EVP_DigestUpdate(ctx.get(), buffer.data(), n) != 1) return Status::runtime("SHA-256: digest update failed");
+    done += n;
+    bar.update(done);
   }
   bar.finish();
   unsigned char digest[EVP_MAX_MD_SIZE];

@@ -3,23 +3,18 @@
 // front at disk speed, immune to page-cache eviction). Either way, optionally mlock'ed.
 #include "gguf/model_file.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "console/progress.h"
 #include "core/format.h"
+#include "platform/memory.h"
 
 namespace moetier::gguf {
 namespace {
@@ -27,14 +22,6 @@ namespace {
 // 64 MiB reads: large enough that per-call overhead is noise even at 10+ GB/s, small enough
 // for a smooth progress bar.
 constexpr uint64_t kReadChunkBytes = 64ull << 20;
-
-// Closes a file descriptor on scope exit.
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // Bytes from the data section start to the end of the last tensor (padding after it is
 // not needed). The header guarantees every tensor lies inside the file.
@@ -58,84 +45,39 @@ uint64_t total_bytes(const std::vector<Range>& ranges) {
 }
 
 // Maps every page of the ranges (data-section offsets from `data`) in 64 MiB steps with a
-// progress bar: MADV_POPULATE_READ (Linux 5.14+) fills the page tables in bulk; where it is
-// missing, touching one byte per page does the same one fault at a time.
+// progress bar: the OS fills the page tables in bulk where it can (Linux 5.14+), else one
+// page fault at a time.
 void prefault(const uint8_t* data, const std::vector<Range>& ranges, bool progress) {
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t bytes = total_bytes(ranges);
   ProgressBar bar({.label = "prefault", .total = bytes, .bytes = true, .enabled = progress && bytes >= (1ull << 30)});
-  volatile uint8_t sink = 0;
-  constexpr uintptr_t kStep = 64ull << 20;
-  bool populate = true;
+  constexpr uint64_t kStep = 64ull << 20;
   uint64_t done = 0;
   for (const Range& r : ranges) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(data + r.begin);
-    const uintptr_t first_page = begin & ~(page - 1);
-    const uintptr_t end_addr = reinterpret_cast<uintptr_t>(data + r.end);
-    ::madvise(reinterpret_cast<void*>(first_page), end_addr - first_page, MADV_WILLNEED);
-    for (uintptr_t addr = first_page; addr < end_addr;) {
-      const uintptr_t next = std::min(end_addr, addr + kStep);
-#ifdef MADV_POPULATE_READ
-      if (populate && ::madvise(reinterpret_cast<void*>(addr), next - addr, MADV_POPULATE_READ) != 0) populate = false;
-#else
-      populate = false;
-#endif
-      if (!populate) {
-        for (uintptr_t a = std::max(addr, begin); a < next; a += page) sink = sink + *reinterpret_cast<const uint8_t*>(a);
-      }
-      addr = next;
-      bar.update(done + (next - begin > r.size() ? r.size() : next - begin));
+    platform::advise_will_need(data + r.begin, r.size());
+    for (uint64_t at = r.begin; at < r.end;) {
+      const uint64_t next = std::min(r.end, at + kStep);
+      platform::prefault_read(data + at, next - at);
+      at = next;
+      bar.update(done + (at - r.begin));
     }
     done += r.size();
   }
   bar.finish();
 }
 
-std::string memlock_limit_text() {
-  struct rlimit lim {};
-  if (::getrlimit(RLIMIT_MEMLOCK, &lim) != 0) return "unknown";
-  if (lim.rlim_cur == RLIM_INFINITY) return "unlimited";
-  return format_bytes(lim.rlim_cur);
-}
-
+// --mlock of tensor data: the OS's refusal says what is missing and how to grant it; the
+// user also reads which file and the way out.
 Status lock_range(const std::string& path, const void* addr, size_t bytes) {
-  if (bytes == 0) return Status::ok();
-  // mlock works on whole pages; round the start down to a page boundary.
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(addr) / page * page;
-  const size_t len = bytes + (reinterpret_cast<uintptr_t>(addr) - begin);
-  if (::mlock(reinterpret_cast<void*>(begin), len) != 0) {
-    const int e = errno;
-    return Status::runtime(fmt::format(
-        "{}: --mlock could not lock {} of tensor data: {} (locked-memory limit {}); raise it with 'ulimit -l "
-        "unlimited' (or memlock in /etc/security/limits.conf), or run without --mlock",
-        path, format_bytes(bytes), std::strerror(e), memlock_limit_text()));
-  }
-  return Status::ok();
+  const Status st = platform::lock_in_ram(addr, bytes);
+  if (st) return st;
+  return Status::runtime(fmt::format("{}: --mlock: {}, or run without --mlock", path, st.message()));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-constexpr uint64_t kHugePage = 2ull << 20;  // x86-64 and arm64 (4 KiB base pages) THP size
-
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-// An anonymous private region of `bytes` (a multiple of 2 MiB) starting on a 2 MiB
-// boundary, so every 2 MiB of it can be one huge page: over-allocate by 2 MiB and unmap
-// the unaligned head and the tail. nullptr with errno set on failure.
-uint8_t* map_aligned_anonymous(uint64_t bytes) {
-  const uint64_t span = bytes + kHugePage;
-  void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t aligned = align_up(raw, kHugePage);
-  if (aligned > raw) ::munmap(p, aligned - raw);
-  const uintptr_t tail = aligned + bytes;
-  if (raw + span > tail) ::munmap(reinterpret_cast<void*>(tail), raw + span - tail);
-  return reinterpret_cast<uint8_t*>(aligned);
-}
 
 // Data-section bytes not covered by `moved` (sorted by offset, non-overlapping) within
 // [0, data_bytes): what stays in the file mapping.
@@ -160,12 +102,9 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
 Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, GgufFile header, const LoadOptions& options) {
   const auto start = std::chrono::steady_clock::now();
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::bad_input(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-  FdCloser closer{fd};
+  ASSIGN_OR_RETURN(const platform::File file, platform::File::open(path));
   // The header was validated against this size; a file changed since then is refused.
-  const off_t size_now = ::lseek(fd, 0, SEEK_END);
-  if (size_now < 0 || static_cast<uint64_t>(size_now) != header.file_size) {
+  if (file.size() != header.file_size) {
     return Status::runtime(fmt::format("{}: the file changed size while being opened", path));
   }
 
@@ -175,19 +114,14 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
   mf->stats_.bytes = data_bytes;
 
   if (options.mode == LoadMode::kMmap) {
-    void* map = ::mmap(nullptr, header.file_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-      return Status::runtime(
-          fmt::format("{}: mmap of {} failed: {}", path, format_bytes(header.file_size), std::strerror(errno)));
-    }
-    mf->map_ = map;
-    mf->map_bytes_ = header.file_size;
-    uint8_t* data = static_cast<uint8_t*>(map) + header.data_offset;
-    // The routed experts first: copied with pread straight from the file, so their pages
-    // are never mapped here and prefaulting the rest does not read them a second time.
+    ASSIGN_OR_RETURN(platform::FileMapping map, platform::FileMapping::map(file));
+    mf->map_.emplace(std::move(map));
+    const uint8_t* data = mf->map_->data() + header.data_offset;
+    // The routed experts first: copied with positioned reads straight from the file, so their
+    // pages are never mapped here and prefaulting the rest does not read them a second time.
     ExpertPagesDecision experts;
     if (!options.expert_tensors.empty()) {
-      ASSIGN_OR_RETURN(experts, mf->move_experts(path, fd, header, options, data_bytes));
+      ASSIGN_OR_RETURN(experts, mf->move_experts(file, header, options, data_bytes));
     }
     std::vector<Range> moved;
     for (const Moved& m : mf->moved_) moved.push_back({m.offset, m.offset + m.bytes});
@@ -197,7 +131,7 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
       // Locking faults every page in: this is the actual read of the file.
       for (const Range& r : mapped) RETURN_IF_ERROR(lock_range(path, data + r.begin, r.size()));
       mf->locked_ = true;
-    } else if (options.prefault && mapped_bytes > 0 && mapped_bytes < read_meminfo().available.value_or(0)) {
+    } else if (options.prefault && mapped_bytes > 0 && mapped_bytes < platform::memory_info().available.value_or(0)) {
       // Map every page now (reading the file through the page cache) so that decoding does
       // not take a page fault each time a token first routes to an expert. Skipped when
       // the data cannot fit in free memory: then paging on demand is the only option.
@@ -209,45 +143,34 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
       // mapping (known once populated).
       std::optional<double> pmd_fraction;
       if (mf->prefaulted_ || mf->locked_) {
-        const SmapsEntry e = read_smaps_entry(map);
-        if (e.rss && e.file_pmd_mapped && *e.rss > 0) {
-          pmd_fraction = static_cast<double>(*e.file_pmd_mapped) / static_cast<double>(*e.rss);
+        const platform::RegionPages e = platform::region_pages(mf->map_->data());
+        if (e.resident && e.file_huge_pages && *e.resident > 0) {
+          pmd_fraction = static_cast<double>(*e.file_huge_pages) / static_cast<double>(*e.resident);
         }
       }
       mf->stats_.expert_pages_note = kept_message(experts, pmd_fraction);
     }
   } else if (data_bytes > 0) {
-    void* buf = ::mmap(nullptr, data_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) {
-      return Status::runtime(fmt::format("{}: cannot allocate {} for --no-mmap: {}", path, format_bytes(data_bytes),
-                                         std::strerror(errno)));
-    }
-    mf->buffer_ = static_cast<uint8_t*>(buf);
-    mf->buffer_bytes_ = data_bytes;
-    // Ask for transparent huge pages: 2 MiB pages cut page faults while reading and TLB
-    // misses when experts are read at random (ignored where THP is off).
-    if (options.huge_pages) ::madvise(buf, data_bytes, MADV_HUGEPAGE);
+    // Huge pages cut page faults while reading and TLB misses when experts are read at
+    // random (ignored where the OS gives none).
+    auto buffer = platform::AnonymousMemory::allocate({.bytes = data_bytes, .huge_pages = options.huge_pages});
+    if (!buffer) return buffer.status().with_context(path + ": --no-mmap");
+    mf->buffer_ = std::move(*buffer);
+    uint8_t* buf = mf->buffer_.data();
     if (options.mlock) {
       RETURN_IF_ERROR(lock_range(path, buf, data_bytes));
       mf->locked_ = true;
     }
-    ::posix_fadvise(fd, static_cast<off_t>(header.data_offset), static_cast<off_t>(data_bytes), POSIX_FADV_SEQUENTIAL);
+    file.advise_sequential(header.data_offset, data_bytes);
     ProgressBar bar({.label = "loading", .total = data_bytes, .bytes = true, .enabled = options.progress});
     uint64_t done = 0;
     while (done < data_bytes) {
       const size_t want = static_cast<size_t>(std::min(kReadChunkBytes, data_bytes - done));
-#ifdef MADV_POPULATE_WRITE
-      // Fault the chunk's pages in with one call: far cheaper than pread taking one page
-      // fault per 4 KiB page of fresh anonymous memory (harmless when unsupported).
-      ::madvise(mf->buffer_ + done, want, MADV_POPULATE_WRITE);
-#endif
-      const ssize_t got = ::pread(fd, mf->buffer_ + done, want, static_cast<off_t>(header.data_offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        return Status::runtime(fmt::format("{}: read failed at byte {}: {}", path, header.data_offset + done,
-                                           got < 0 ? std::strerror(errno) : "unexpected end of file"));
-      }
-      done += static_cast<uint64_t>(got);
+      // Fault the chunk's pages in with one call: far cheaper than the read taking one page
+      // fault per 4 KiB page of fresh anonymous memory.
+      platform::prefault_write(buf + done, want);
+      RETURN_IF_ERROR(file.read_exact(header.data_offset + done, buf + done, want));
+      done += want;
       bar.update(done);
     }
     bar.finish();
@@ -274,8 +197,9 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
   return mf;
 }
 
-Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int fd, const GgufFile& header,
+Result<ExpertPagesDecision> ModelFile::move_experts(const platform::File& file, const GgufFile& header,
                                                     const LoadOptions& options, uint64_t data_bytes) {
+  const std::string& path = file.path();
   // The tensors in file order, then runs of them that are adjacent in the file (a layer's
   // gate/up/down stacks usually are): one copy per run, tensors keep their place in it.
   std::vector<const TensorInfo*> tensors;
@@ -302,7 +226,7 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int
       runs.push_back({.begin = t->offset, .end = t->offset + t->n_bytes});
     }
   }
-  // Runs start on 4 KiB boundaries in the region (page-aligned pread destinations; tensors
+  // Runs start on 4 KiB boundaries in the region (page-aligned read destinations; tensors
   // keep their offset within the run, so their GGUF alignment too).
   uint64_t region_used = 0;
   for (Run& r : runs) {
@@ -315,29 +239,28 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int
     return n;
   }();
 
-  const ThpMode thp = read_thp_mode();
+  const platform::HugePageMode thp = platform::huge_page_mode();
   const ExpertPagesDecision decision = decide_expert_pages({.policy = options.expert_pages,
                                                             .expert_bytes = copy_bytes,
                                                             .mapped_bytes = data_bytes - std::min(data_bytes, tensor_bytes),
                                                             .working_bytes = options.working_bytes,
-                                                            .mem = read_meminfo(),
+                                                            .mem = platform::memory_info(),
                                                             .thp = thp});
   if (!decision.error) return decision.error.with_context(path);
   if (!decision.move) return decision;
 
   const auto start = std::chrono::steady_clock::now();
-  const uint64_t region_bytes = align_up(std::max<uint64_t>(region_used, 1), kHugePage);
-  uint8_t* region = map_aligned_anonymous(region_bytes);
-  if (region == nullptr) {
-    return Status::runtime(fmt::format("{}: cannot allocate {} for the routed experts: {}", path,
-                                       format_bytes(region_bytes), std::strerror(errno)));
-  }
-  moved_region_ = region;
-  moved_region_bytes_ = region_bytes;
-  // 2 MiB pages: the point of the move (ignored where THP is off).
-  ::madvise(region, region_bytes, MADV_HUGEPAGE);
+  // Aligned to the huge-page size, so every 2 MiB of it can be one huge page: the point of
+  // the move (ignored where THP is off).
+  const uint64_t huge_page = platform::huge_page_size();
+  const uint64_t region_bytes = align_up(std::max<uint64_t>(region_used, 1), huge_page);
+  auto allocated = platform::AnonymousMemory::allocate(
+      {.bytes = region_bytes, .alignment = huge_page, .huge_pages = true});
+  if (!allocated) return allocated.status().with_context(path + ": the routed experts");
+  moved_region_ = std::move(*allocated);
+  uint8_t* region = moved_region_.data();
 
-  // 64 MiB chunks of the runs, copied by a few threads: pread from the page cache (or the
+  // 64 MiB chunks of the runs, copied by a few threads: read from the page cache (or the
   // disk) into the region. The kernel zeroes every fresh page before we overwrite it, and
   // that zeroing dominated (75% of the move's CPU time in a 2-core VM, ~1.2 GB/s a core,
   // so --no-mmap's single-threaded read is no faster); threads spread it over cores and
@@ -366,36 +289,24 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int
     for (size_t i = next_chunk++; i < chunks.size() && !failed; i = next_chunk++) {
       const Chunk& c = chunks[i];
       uint8_t* dst = region + c.dest;
-#ifdef MADV_POPULATE_WRITE
       // Fault the destination in bulk (huge pages where THP gives them) rather than one
-      // page fault per 4 KiB inside pread.
-      ::madvise(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(dst) & ~uintptr_t{4095}),
-                c.bytes + (reinterpret_cast<uintptr_t>(dst) & 4095), MADV_POPULATE_WRITE);
-#endif
-      const off_t file_offset = static_cast<off_t>(header.data_offset + c.src);
-      uint64_t done = 0;
-      while (done < c.bytes) {
-        const ssize_t got = ::pread(fd, dst + done, c.bytes - done, file_offset + static_cast<off_t>(done));
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) {
-          std::lock_guard lock(error_mutex);
-          if (!failed.exchange(true)) {
-            error = Status::runtime(fmt::format("{}: read failed at byte {}: {}", path, header.data_offset + c.src + done,
-                                                got < 0 ? std::strerror(errno) : "unexpected end of file"));
-          }
-          return;
-        }
-        done += static_cast<uint64_t>(got);
+      // page fault per 4 KiB inside the read.
+      platform::prefault_write(dst, c.bytes);
+      const uint64_t file_offset = header.data_offset + c.src;
+      if (Status st = file.read_exact(file_offset, dst, c.bytes); !st) {
+        std::lock_guard lock(error_mutex);
+        if (!failed.exchange(true)) error = std::move(st);
+        return;
       }
       // Drop the chunk's page-cache pages now that the copy holds the bytes, so the experts
       // are not in RAM twice (only pages no one maps are dropped; the pages at either end
       // that the neighbouring dense tensors share stay).
-      ::posix_fadvise(fd, file_offset, static_cast<off_t>(c.bytes), POSIX_FADV_DONTNEED);
+      file.drop_cached(file_offset, c.bytes);
       copied += c.bytes;
       if (bar != nullptr) bar->update(copied.load());
     }
   };
-  ::posix_fadvise(fd, static_cast<off_t>(header.data_offset), static_cast<off_t>(data_bytes), POSIX_FADV_SEQUENTIAL);
+  file.advise_sequential(header.data_offset, data_bytes);
   {
     ProgressBar bar({.label = "moving weights", .total = copy_bytes, .bytes = true,
                      .enabled = options.progress && copy_bytes >= (1ull << 30)});
@@ -407,14 +318,9 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int
     bar.finish();
   }
   if (failed) return error;
-  // Our mapping never touched these pages (pread read them); MADV_DONTNEED on the ranges
-  // makes sure none stay mapped here, should anything have touched them.
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  for (const Run& r : runs) {
-    const uintptr_t lo = align_up(reinterpret_cast<uintptr_t>(map_) + header.data_offset + r.begin, page);
-    const uintptr_t hi = (reinterpret_cast<uintptr_t>(map_) + header.data_offset + r.end) / page * page;
-    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-  }
+  // Our mapping never touched these pages (the reads went around it); dropping the ranges'
+  // pages makes sure none stay mapped here, should anything have touched them.
+  for (const Run& r : runs) map_->drop_pages(header.data_offset + r.begin, r.end - r.begin);
   bool locked = false;
   if (options.mlock) {
     RETURN_IF_ERROR(lock_range(path, region, region_used));
@@ -429,7 +335,7 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int
   stats_.move_seconds = seconds_since(start);
   // AnonHugePages counts whole 2 MiB pages of the region; the tail of the last one is not
   // copied data, so coverage is measured against the region's size.
-  const std::optional<uint64_t> huge = read_smaps_entry(region).anon_huge_pages;
+  const std::optional<uint64_t> huge = platform::region_pages(region).anon_huge_pages;
   std::optional<uint64_t> huge_of_data;
   if (huge) {
     huge_of_data = static_cast<uint64_t>(static_cast<double>(*huge) / static_cast<double>(region_bytes) *
@@ -439,12 +345,9 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const std::string& path, int
   return decision;
 }
 
-ModelFile::~ModelFile() {
-  // munmap also drops any mlock on the range.
-  if (map_ != nullptr) ::munmap(map_, map_bytes_);
-  if (buffer_ != nullptr) ::munmap(buffer_, buffer_bytes_);
-  if (moved_region_ != nullptr) ::munmap(moved_region_, moved_region_bytes_);
-}
+// The mapping and the allocations return to the OS with their members (which also ends
+// any lock in RAM on them).
+ModelFile::~ModelFile() = default;
 
 const ModelFile::Moved* ModelFile::find_moved(const TensorInfo& t) const {
   // The last moved tensor starting at or before t.offset, if t lies inside it.
@@ -459,16 +362,16 @@ const uint8_t* ModelFile::tensor_data(const TensorInfo& t) const {
   if (!moved_.empty()) {
     if (const Moved* m = find_moved(t)) return m->data + (t.offset - m->offset);
   }
-  if (map_ != nullptr) return static_cast<const uint8_t*>(map_) + t.file_offset;
-  CHECK_MSG(t.offset + t.n_bytes <= buffer_bytes_, "tensor '{}' is not in this file's data", t.name);
-  return buffer_ + t.offset;
+  if (map_) return map_->data() + t.file_offset;
+  CHECK_MSG(t.offset + t.n_bytes <= buffer_.size(), "tensor '{}' is not in this file's data", t.name);
+  return buffer_.data() + t.offset;
 }
 
 uint8_t* ModelFile::owned_tensor_data(const TensorInfo& t) {
   if (const Moved* m = find_moved(t)) return m->data + (t.offset - m->offset);
-  if (map_ != nullptr) return nullptr;  // the file's own pages: read-only and shared
-  CHECK_MSG(t.offset + t.n_bytes <= buffer_bytes_, "tensor '{}' is not in this file's data", t.name);
-  return buffer_ + t.offset;
+  if (map_) return nullptr;  // the file's own pages: read-only and shared
+  CHECK_MSG(t.offset + t.n_bytes <= buffer_.size(), "tensor '{}' is not in this file's data", t.name);
+  return buffer_.data() + t.offset;
 }
 
 void ModelFile::set_interleaved(const TensorInfo& t) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "core/status.h"
 #include "gguf/expert_pages.h"
 #include "gguf/gguf.h"
+#include "platform/file.h"
+#include "platform/memory.h"
 
 namespace moetier::gguf {
 
@@ -27,7 +30,7 @@ struct LoadOptions {
   bool mlock = false;     // --mlock: lock the tensor data in RAM (failure is an error)
   bool progress = true;   // progress bar on stderr for kRead and prefaulting
   bool prefault = true;   // kMmap: map every page at load (when it fits in free memory)
-  bool huge_pages = true; // kRead: madvise(MADV_HUGEPAGE) the buffer
+  bool huge_pages = true; // kRead: ask for huge pages for the buffer
   bool verbose = true;    // one summary line (mode, bytes, GB/s) on stderr
   // kMmap: the tensors to move into anonymous huge-page memory (by name: the routed
   // experts the CPU computes with; the caller knows which stay on the CPU), whether to
@@ -92,22 +95,19 @@ class ModelFile {
   const Moved* find_moved(const TensorInfo& t) const;
   // Moves options.expert_tensors when decide_expert_pages says so; returns the decision
   // (its reason is set when they stay mapped).
-  Result<ExpertPagesDecision> move_experts(const std::string& path, int fd, const GgufFile& header,
+  Result<ExpertPagesDecision> move_experts(const platform::File& file, const GgufFile& header,
                                            const LoadOptions& options, uint64_t data_bytes);
   GgufFile header_;
   LoadMode mode_ = LoadMode::kMmap;
   LoadStats stats_;
-  // kMmap: the whole file mapped at `map_`; kRead: data section in `buffer_`.
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
-  uint8_t* buffer_ = nullptr;
-  size_t buffer_bytes_ = 0;
+  // kMmap: the whole file mapped in `map_`; kRead: data section in `buffer_`.
+  std::optional<platform::FileMapping> map_;
+  platform::AnonymousMemory buffer_;
   bool locked_ = false;
   bool prefaulted_ = false;
-  // kMmap with moved experts: one anonymous region (2 MiB aligned, MADV_HUGEPAGE) holding
-  // the copies; moved_ sorted by offset.
-  uint8_t* moved_region_ = nullptr;
-  size_t moved_region_bytes_ = 0;
+  // kMmap with moved experts: one anonymous region (huge-page aligned, asking for huge
+  // pages) holding the copies; moved_ sorted by offset.
+  platform::AnonymousMemory moved_region_;
   std::vector<Moved> moved_;
   std::set<uint64_t> interleaved_;  // TensorInfo::offset of the interleaved tensors
 };

@@ -3,19 +3,16 @@
 // bytes left in the file (times the smallest encoding of one item), so a hostile header
 // cannot make us allocate more than a small multiple of the file size, and parsing time
 // is linear in the header bytes actually present.
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
 
 #include "gguf/gguf.h"
+#include "platform/file.h"
 
 namespace moetier::gguf {
 namespace {
@@ -78,22 +75,23 @@ class HeaderSource {
  public:
   HeaderSource(const uint8_t* data, size_t size, uint64_t file_size)
       : mem_(data), available_(std::min<uint64_t>(size, file_size)), file_size_(file_size) {}
-  HeaderSource(int fd, uint64_t file_size)
-      : fd_(fd),
-        available_(file_size),
-        file_size_(file_size),
-        buffer_bytes_(std::min<uint64_t>(kFileBufferBytes, file_size)),
+  explicit HeaderSource(const platform::File& file)
+      : file_(&file),
+        available_(file.size()),
+        file_size_(file.size()),
+        buffer_bytes_(std::min<uint64_t>(kFileBufferBytes, file.size())),
         // Not zero-initialised: pages never read into are never touched.
         buffer_(new uint8_t[buffer_bytes_]) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t file_size() const { return file_size_; }
   uint64_t left_in_file() const { return file_size_ - pos_; }
-  bool from_memory() const { return fd_ < 0; }
+  bool from_memory() const { return file_ == nullptr; }
   uint64_t available() const { return available_; }
 
   // Copies the next n bytes. The caller has checked n <= left_in_file(). Returns false
-  // when the bytes given in memory run out, or the file cannot be read (errno_ set).
+  // when the bytes given in memory run out, or the file cannot be read (read_error() set,
+  // or still ok when the file ended early).
   bool read(void* dst, uint64_t n) {
     if (n > available_ - pos_) return false;
     if (from_memory()) {
@@ -116,7 +114,7 @@ class HeaderSource {
     }
     return true;
   }
-  int read_errno() const { return errno_; }
+  const Status& read_error() const { return read_error_; }
 
  private:
   bool refill() {
@@ -134,21 +132,17 @@ class HeaderSource {
   }
   bool read_at(uint8_t* out, uint64_t n, uint64_t at, uint64_t* got) {
     *got = 0;
-    while (*got < n) {
-      const ssize_t r = ::pread(fd_, out + *got, n - *got, static_cast<off_t>(at + *got));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        errno_ = errno;
-        return false;
-      }
-      if (r == 0) return false;  // file shrank while we read it
-      *got += static_cast<uint64_t>(r);
+    Result<size_t> r = file_->read_at(at, out, n);
+    if (!r) {
+      read_error_ = r.status();
+      return false;
     }
-    return true;
+    *got = *r;
+    return *got == n;  // short: the file shrank while we read it
   }
 
   const uint8_t* mem_ = nullptr;
-  int fd_ = -1;
+  const platform::File* file_ = nullptr;
   uint64_t available_ = 0;  // bytes we can read (== file_size_ for files)
   uint64_t file_size_ = 0;
   uint64_t pos_ = 0;
@@ -157,7 +151,7 @@ class HeaderSource {
   uint64_t buf_start_ = 0;
   uint64_t buf_len_ = 0;
   uint64_t next_read_ = kFirstReadBytes;
-  int errno_ = 0;
+  Status read_error_;
 };
 
 class HeaderParser {
@@ -200,9 +194,10 @@ class HeaderParser {
         return fail_at(
             at, fmt::format("header continues past the first {} bytes given (reading {})", src_.available(), what()));
       }
-      const int e = src_.read_errno();
-      return Status::runtime(fmt::format("{}: at byte {}: read failed while reading {}: {}", name_, at, what(),
-                                         e != 0 ? std::strerror(e) : "file shrank while reading"));
+      // The OS's error names the file and the byte; a short read means the file shrank.
+      if (!src_.read_error()) return Status::runtime(fmt::format("{} (reading {})", src_.read_error().message(), what()));
+      return Status::runtime(
+          fmt::format("{}: at byte {}: read failed while reading {}: file shrank while reading", name_, at, what()));
     }
     return Status::ok();
   }
@@ -606,28 +601,13 @@ Result<GgufFile> parse_header(const uint8_t* data, size_t size, uint64_t file_si
 }
 
 Result<GgufFile> read_header(const std::string& path, const ParseLimits& limits) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    // A missing or unreadable path is a usage error (exit 2), not a runtime failure.
-    return Status::bad_input(fmt::format("cannot open '{}': {}", path, std::strerror(e)));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return Status::runtime(fmt::format("cannot stat '{}': {}", path, std::strerror(e)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::bad_input(fmt::format("'{}' is not a regular file", path));
-  }
+  // A missing or unreadable path, or one that is not a regular file, is a usage error
+  // (exit 2), not a runtime failure: File::open says kBadInput.
+  ASSIGN_OR_RETURN(const platform::File file, platform::File::open(path));
   // Sequential header read: ask for readahead, but only of the header we touch.
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  HeaderSource src(fd, static_cast<uint64_t>(st.st_size));
-  Result<GgufFile> result = HeaderParser(src, path, limits).parse();
-  ::close(fd);
-  return result;
+  file.advise_sequential(0, 0);
+  HeaderSource src(file);
+  return HeaderParser(src, path, limits).parse();
 }
 
 }  // namespace moetier::gguf

@@ -1,10 +1,5 @@
 #include "gguf/sha256_cache.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "gguf/file_sha256.h"
+#include "platform/file.h"
+#include "platform/process.h"
 
 namespace moetier {
 
@@ -44,7 +41,7 @@ std::vector<Entry> read_entries(const std::string& file) {
 void write_entries(const std::string& dir, const std::string& file, const std::vector<Entry>& entries) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string tmp = fmt::format("{}.{}.tmp", file, ::getpid());
+  const std::string tmp = fmt::format("{}.{}.tmp", file, platform::process_id());
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) return;
@@ -59,22 +56,17 @@ void write_entries(const std::string& dir, const std::string& file, const std::v
 
 }  // namespace
 
-std::string default_cache_dir(const char* xdg_cache_home, const char* home) {
-  // The XDG base directory spec: a relative $XDG_CACHE_HOME is invalid and ignored.
-  if (xdg_cache_home && xdg_cache_home[0] == '/') return std::string(xdg_cache_home) + "/moetier";
-  if (home && home[0] != '\0') return std::string(home) + "/.cache/moetier";
-  return "";
+std::string default_cache_dir() {
+  const std::string user = platform::user_cache_dir();
+  return user.empty() ? "" : user + "/moetier";
 }
 
 Result<CachedSha256> cached_file_sha256(const std::string& path, const Sha256CacheOptions& options) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    return Status::bad_input(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
-  }
+  ASSIGN_OR_RETURN(const platform::FileInfo info, platform::file_info(path));
   std::error_code ec;
   const std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
-  const int64_t size = static_cast<int64_t>(st.st_size);
-  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const int64_t size = static_cast<int64_t>(info.size);
+  const int64_t mtime_ns = info.modified_ns;
   const std::string cache_file = options.cache_dir.empty() ? "" : options.cache_dir + "/sha256.tsv";
   std::vector<Entry> entries;
   if (!cache_file.empty()) {

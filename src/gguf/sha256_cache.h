@@ -10,9 +10,9 @@
 
 namespace moetier {
 
-// $XDG_CACHE_HOME/moetier, else $HOME/.cache/moetier, else "" (no cache). Arguments are the
-// environment variables' values (nullptr when unset), so the caller decides where they come from.
-std::string default_cache_dir(const char* xdg_cache_home, const char* home);
+// moetier's folder in the user's cache folder (platform::user_cache_dir(); on Linux
+// $XDG_CACHE_HOME/moetier or $HOME/.cache/moetier), "" (no cache) when there is none.
+std::string default_cache_dir();
 
 struct Sha256CacheOptions {
   std::string cache_dir;        // "" = no cache: always hash

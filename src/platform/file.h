@@ -1,7 +1,7 @@
 // Files, read-only: a regular file opened for positioned reads, a whole-file read-only
-// mapping, and a path's size and modification time. The OS side (Linux: open, pread,
-// posix_fadvise, mmap; Windows: CreateFileW, ReadFile, CreateFileMappingW) lives in
-// platform/<os>/. Paths are UTF-8.
+// mapping, a path's size and modification time; and the user's cache folder. The OS side
+// (Linux: open, pread, posix_fadvise, mmap, $XDG_CACHE_HOME; Windows: CreateFileW, ReadFile,
+// CreateFileMappingW, %LOCALAPPDATA%) lives in platform/<os>/. Paths are UTF-8.
 #pragma once
 
 #include <cstddef>
@@ -91,5 +91,10 @@ struct FileInfo {
 };
 // kBadInput "cannot stat '<path>': <reason>".
 Result<FileInfo> file_info(const std::string& path);
+
+// The folder where this user's programs keep caches (moetier adds its own folder inside):
+// Linux: $XDG_CACHE_HOME when it is an absolute path, else $HOME/.cache; Windows:
+// %LOCALAPPDATA%. "" when the environment names none. The folder may not exist yet.
+std::string user_cache_dir();
 
 }  // namespace moetier::platform

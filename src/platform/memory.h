@@ -96,6 +96,12 @@ enum class HugePageMode {
 HugePageMode huge_page_mode();
 std::string_view huge_page_mode_name(HugePageMode mode);  // "always", "madvise", "never", "unavailable"
 
+// For messages that tell the user where to look: where the OS keeps the huge-page setting
+// (Linux: "/sys/kernel/mm/transparent_hugepage/enabled"), and what MemoryInfo::available is
+// read from (Linux: "MemAvailable in /proc/meminfo").
+std::string_view huge_page_setting_location();
+std::string_view available_memory_source();
+
 // How the OS backs the mapping that contains addr, in bytes (nullopt: unknown on this OS, or
 // no mapping contains addr). The mapping is one allocation or FileMapping, or several
 // adjacent ones with the same settings that the kernel merged.

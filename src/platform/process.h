@@ -1,8 +1,8 @@
-// Processes: this program's own path and id, child processes (started with their output in
-// a log file, polled, stopped gracefully), running a program to completion, and handing this
-// process over to another program. The OS side (Linux: /proc/self/exe, posix_spawn,
-// waitpid, kill, execv; Windows: GetModuleFileNameW, CreateProcessW, TerminateProcess)
-// lives in platform/<os>/. Arguments and paths are UTF-8.
+// Processes: this program's own path and id, programs on PATH, child processes (started
+// with their output in a log file, polled, stopped gracefully), running a program to
+// completion, and handing this process over to another program. The OS side (Linux:
+// /proc/self/exe, access, posix_spawn, waitpid, kill, execv; Windows: GetModuleFileNameW,
+// CreateProcessW, TerminateProcess) lives in platform/<os>/. Arguments and paths are UTF-8.
 #pragma once
 
 #include <chrono>
@@ -23,6 +23,12 @@ Result<std::filesystem::path> executable_path();
 
 // This process's id (e.g. to make temporary file names unique).
 int64_t process_id();
+
+// Where a program would be found when run by a bare name (SpawnParams::args[0]): the first
+// executable regular file of that name in the folders of PATH (Linux: the system's default
+// folders when PATH is unset; Windows: also with the extensions of PATHEXT). A name with a
+// folder in it is checked as it is. Empty when not found.
+std::filesystem::path find_program(const std::string& name);
 
 // How a child ended.
 struct ProcessExit {

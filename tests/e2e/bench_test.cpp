@@ -20,8 +20,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/cpu_load.h"
 #include "gguf/gguf.h"
+#include "platform/cpu.h"
 #include "support/cli.h"
 #include "support/ref_data.h"
 
@@ -534,7 +534,7 @@ TEST(CliBench, PngChartNeedsRsvgConvert) {
 // while bench runs one thread, so bench's summary must report well over half the CPUs busy
 // elsewhere and warn, on stderr and under the md table, that the test was oversubscribed.
 TEST(CliBench, OtherProcessesLoadIsReportedAndOversubscriptionWarned) {
-  const int n_cpus = static_cast<int>(usable_cpus().size());
+  const int n_cpus = static_cast<int>(platform::usable_cpus().size());
   ASSERT_GT(n_cpus, 0);
   std::atomic<bool> stop{false};
   std::vector<std::thread> spinners;

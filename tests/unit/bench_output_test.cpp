@@ -1,5 +1,6 @@
 // `moetier bench`'s outputs as pure functions: the chart's series and its SVG, the HTML
-// report's escaping and command line, and /proc/self/status parsing with the peak reset.
+// report's escaping and command line. (Its memory figures are platform's process_memory,
+// tested in platform_test.cpp.)
 #include <gtest/gtest.h>
 
 #include "support/bench_args.h"
@@ -13,7 +14,6 @@
 #include "bench/chart.h"
 #include "bench/configs.h"
 #include "bench/html_report.h"
-#include "bench/memory.h"
 
 namespace moetier::bench {
 namespace {
@@ -91,23 +91,6 @@ TEST(BenchChart, PngNeedsTheConverterAndOtherNamesAreRefused) {
   setenv("PATH", saved.c_str(), 1);
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("librsvg2-bin"), std::string::npos) << st.message();
-}
-
-TEST(BenchMemory, StatusFieldsInBytes) {
-  const std::string status = "Name:\tmoetier\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\nThreads:\t3\n";
-  EXPECT_EQ(status_field_bytes(status, "VmHWM"), 2048 * 1024);
-  EXPECT_EQ(status_field_bytes(status, "VmRSS"), 1024 * 1024);
-  EXPECT_FALSE(status_field_bytes(status, "VmSwap").has_value());
-  EXPECT_FALSE(status_field_bytes(status, "VmRS").has_value());  // a prefix of a name is not the name
-  EXPECT_GT(current_rss_bytes().value_or(0), 0);
-  // After a reset the peak is the current RSS again (where the kernel allows the reset).
-  std::vector<char> big(64u << 20, 1);
-  const int64_t before = peak_rss_bytes().value_or(0);
-  big.clear();
-  big.shrink_to_fit();
-  if (reset_peak_rss()) {
-    EXPECT_LT(peak_rss_bytes().value_or(0), before - (32 << 20));
-  }
 }
 
 TEST(BenchReport, ComparisonLines) {

@@ -1,6 +1,6 @@
 // --expert-pages decision (gguf/expert_pages.h) as a pure function: the RAM rule, THP modes,
-// the policies, the messages; and the parsers of /proc/meminfo, THP's mode and smaps. No
-// system state is read.
+// the policies, the messages. No system state is read (the readers of it are platform's,
+// tested in platform_test.cpp).
 #include <gtest/gtest.h>
 
 #include "gguf/expert_pages.h"
@@ -11,9 +11,12 @@ namespace {
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kMiB = 1ull << 20;
 
+using platform::HugePageMode;
+
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-ExpertPagesQuery query(ExpertPages policy, uint64_t experts, uint64_t available, ThpMode thp = ThpMode::kMadvise) {
+ExpertPagesQuery query(ExpertPages policy, uint64_t experts, uint64_t available,
+                       HugePageMode thp = HugePageMode::kMadvise) {
   return {.policy = policy,
           .expert_bytes = experts,
           .mapped_bytes = 1 * kGiB,
@@ -73,14 +76,14 @@ TEST(ExpertPagesDecision, TheCostFollowsThePagesTheKernelGaveTheMapping) {
 }
 
 TEST(ExpertPagesDecision, AutoWithoutThpKeepsTheMapping) {
-  for (ThpMode thp : {ThpMode::kNever, ThpMode::kUnavailable}) {
+  for (HugePageMode thp : {HugePageMode::kNever, HugePageMode::kUnavailable}) {
     const auto d = decide_expert_pages(query(ExpertPages::kAuto, kGiB, 20 * kGiB, thp));
     EXPECT_FALSE(d.move);
     EXPECT_TRUE(contains(d.reason, "transparent huge pages are")) << d.reason;
-    EXPECT_TRUE(contains(d.reason, thp == ThpMode::kNever ? "never" : "unavailable")) << d.reason;
+    EXPECT_TRUE(contains(d.reason, thp == HugePageMode::kNever ? "never" : "unavailable")) << d.reason;
     EXPECT_TRUE(contains(d.advice, "madvise")) << d.advice;
   }
-  EXPECT_TRUE(decide_expert_pages(query(ExpertPages::kAuto, kGiB, 20 * kGiB, ThpMode::kAlways)).move);
+  EXPECT_TRUE(decide_expert_pages(query(ExpertPages::kAuto, kGiB, 20 * kGiB, HugePageMode::kAlways)).move);
 }
 
 TEST(ExpertPagesDecision, AutoWithUnknownMemoryKeepsTheMapping) {
@@ -99,7 +102,7 @@ TEST(ExpertPagesDecision, HugeMovesWhenTheExpertsAloneFitElseErrors) {
   EXPECT_TRUE(d.move);
   EXPECT_TRUE(d.reason.empty());
   // Even with THP off (the move line then says 4 KiB pages).
-  EXPECT_TRUE(decide_expert_pages(query(ExpertPages::kHuge, kGiB, 20 * kGiB, ThpMode::kNever)).move);
+  EXPECT_TRUE(decide_expert_pages(query(ExpertPages::kHuge, kGiB, 20 * kGiB, HugePageMode::kNever)).move);
   const auto e = decide_expert_pages(query(ExpertPages::kHuge, 17 * kGiB, 16 * kGiB));
   EXPECT_FALSE(e.move);
   ASSERT_FALSE(e.error.is_ok());
@@ -126,12 +129,14 @@ TEST(ExpertPagesDecision, NothingToMoveSaysNothing) {
 }
 
 TEST(ExpertPagesDecision, MovedMessage) {
-  EXPECT_EQ(moved_message(17 * kGiB + 300 * kMiB, 4.1, ThpMode::kMadvise, (17 * kGiB + 300 * kMiB) / 100 * 98, false),
+  EXPECT_EQ(moved_message(17 * kGiB + 300 * kMiB, 4.1, HugePageMode::kMadvise, (17 * kGiB + 300 * kMiB) / 100 * 98,
+                          false),
             "moved 17.29 GiB of the CPU's weights into huge-page memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)");
-  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "anonymous memory"));
-  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "THP is disabled system-wide: 4 KiB pages"));
-  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kNever, 0, true), "; locked)"));
-  EXPECT_TRUE(contains(moved_message(kGiB, 1, ThpMode::kAlways, std::nullopt, false), "THP coverage unknown"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "anonymous memory"));
+  EXPECT_TRUE(
+      contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "THP is disabled system-wide: 4 KiB pages"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "; locked)"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kAlways, std::nullopt, false), "THP coverage unknown"));
 }
 
 TEST(ExpertPagesParse, FlagValues) {
@@ -145,55 +150,6 @@ TEST(ExpertPagesParse, FlagValues) {
   for (ExpertPages p : {ExpertPages::kAuto, ExpertPages::kHuge, ExpertPages::kFile}) {
     EXPECT_EQ(*parse_expert_pages(expert_pages_name(p)), p);
   }
-}
-
-TEST(ExpertPagesParse, ThpMode) {
-  EXPECT_EQ(parse_thp_mode("always [madvise] never\n"), ThpMode::kMadvise);
-  EXPECT_EQ(parse_thp_mode("[always] madvise never\n"), ThpMode::kAlways);
-  EXPECT_EQ(parse_thp_mode("always madvise [never]\n"), ThpMode::kNever);
-  EXPECT_EQ(parse_thp_mode(""), ThpMode::kUnavailable);
-  EXPECT_EQ(parse_thp_mode("garbage"), ThpMode::kUnavailable);
-}
-
-TEST(ExpertPagesParse, MemInfo) {
-  const MemInfo m = parse_meminfo(
-      "MemTotal:       24684084 kB\nMemFree:        21000000 kB\nMemAvailable:   23213524 kB\nBuffers: 1 kB\n");
-  EXPECT_EQ(m.total, 24684084ull * 1024);
-  EXPECT_EQ(m.available, 23213524ull * 1024);
-  const MemInfo old_kernel = parse_meminfo("MemTotal: 1000 kB\nMemFree: 10 kB\n");
-  EXPECT_EQ(old_kernel.total, 1000ull * 1024);
-  EXPECT_FALSE(old_kernel.available.has_value());
-  EXPECT_FALSE(parse_meminfo("").total.has_value());
-}
-
-TEST(ExpertPagesParse, SmapsFieldsOfTheContainingMapping) {
-  const std::string smaps =
-      "7f0000000000-7f0000400000 rw-p 00000000 00:00 0 \n"
-      "Size:               4096 kB\n"
-      "Rss:                4096 kB\n"
-      "AnonHugePages:      2048 kB\n"
-      "FilePmdMapped:         0 kB\n"
-      "7f1000000000-7f1040000000 rw-p 00000000 00:00 0 \n"
-      "Size:            1048576 kB\n"
-      "Rss:             1048576 kB\n"
-      "AnonHugePages:   1044480 kB\n"
-      "FilePmdMapped:         0 kB\n"
-      "VmFlags: rd wr mr mw me ac hg\n"
-      "7f2000000000-7f2000800000 r--s 00000000 fe:00 5326558                    /models/a.gguf\n"
-      "Rss:                8192 kB\n"
-      "AnonHugePages:         0 kB\n"
-      "FilePmdMapped:      6144 kB\n"
-      "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]\n"
-      "AnonHugePages:         0 kB\n";
-  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f1000000000).anon_huge_pages, 1044480ull * 1024);
-  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f1000200000).anon_huge_pages, 1044480ull * 1024);
-  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f1000200000).rss, 1048576ull * 1024);
-  EXPECT_EQ(parse_smaps_entry(smaps, 0x7f0000000000).anon_huge_pages, 2048ull * 1024);
-  const SmapsEntry file = parse_smaps_entry(smaps, 0x7f2000001000);
-  EXPECT_EQ(file.file_pmd_mapped, 6144ull * 1024);
-  EXPECT_EQ(file.rss, 8192ull * 1024);
-  EXPECT_FALSE(parse_smaps_entry(smaps, 0x1000).anon_huge_pages.has_value());
-  EXPECT_FALSE(parse_smaps_entry("", 0x7f1000000000).rss.has_value());
 }
 
 }  // namespace

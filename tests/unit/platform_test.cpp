@@ -29,6 +29,7 @@
 #include "platform/cpu.h"
 #include "platform/file.h"
 #include "platform/linux/proc_text.h"
+#include "platform/linux/util.h"
 #include "platform/memory.h"
 #include "platform/process.h"
 #include "platform/signals.h"
@@ -240,6 +241,23 @@ TEST_F(PlatformFile, FileInfoGivesSizeAndModificationTime) {
   EXPECT_EQ(none.status().message(), fmt::format("cannot stat '{}': No such file or directory", missing));
 }
 
+TEST(PlatformFilePaths, UserCacheDirFollowsXdgThenHome) {
+  EXPECT_EQ(linux_impl::cache_dir_from("/x/cache", "/home/u"), "/x/cache");
+  EXPECT_EQ(linux_impl::cache_dir_from("relative", "/home/u"), "/home/u/.cache");  // the spec ignores it
+  EXPECT_EQ(linux_impl::cache_dir_from(nullptr, "/home/u"), "/home/u/.cache");
+  EXPECT_EQ(linux_impl::cache_dir_from(nullptr, ""), "");
+  EXPECT_EQ(linux_impl::cache_dir_from(nullptr, nullptr), "");
+  // The live environment, in a child so the test's own stays as it was.
+  const int code = in_child([] {
+    ::setenv("XDG_CACHE_HOME", "/somewhere/cache", 1);
+    if (user_cache_dir() != "/somewhere/cache") return 1;
+    ::unsetenv("XDG_CACHE_HOME");
+    ::setenv("HOME", "/home/someone", 1);
+    return user_cache_dir() == "/home/someone/.cache" ? 0 : 2;
+  });
+  EXPECT_EQ(code, 0);
+}
+
 // --- memory.h --------------------------------------------------------------------------
 
 bool all_zero(const uint8_t* p, size_t n) {
@@ -373,6 +391,8 @@ TEST(PlatformMemory, HugePageModeIsTheSystemSetting) {
   const HugePageMode mode = huge_page_mode();
   const bool has_thp = fs::exists("/sys/kernel/mm/transparent_hugepage/enabled");
   EXPECT_EQ(mode == HugePageMode::kUnavailable, !has_thp);
+  EXPECT_EQ(huge_page_setting_location(), "/sys/kernel/mm/transparent_hugepage/enabled");
+  EXPECT_EQ(available_memory_source(), "MemAvailable in /proc/meminfo");
   EXPECT_EQ(huge_page_mode_name(HugePageMode::kAlways), "always");
   EXPECT_EQ(huge_page_mode_name(HugePageMode::kMadvise), "madvise");
   EXPECT_EQ(huge_page_mode_name(HugePageMode::kNever), "never");
@@ -564,6 +584,36 @@ TEST(PlatformProcessSelf, ExecutablePathAndId) {
   EXPECT_EQ(exe->filename(), "moetier_unit_tests");
   EXPECT_TRUE(exe->is_absolute());
   EXPECT_EQ(process_id(), static_cast<int64_t>(::getpid()));
+}
+
+TEST_F(PlatformProcess, FindProgramSearchesPathForAnExecutableFile) {
+  const fs::path sh = find_program("sh");
+  ASSERT_FALSE(sh.empty());
+  EXPECT_TRUE(sh.is_absolute()) << sh;
+  EXPECT_EQ(sh.filename(), "sh");
+  EXPECT_TRUE(find_program("moetier-no-such-program-on-path").empty());
+  EXPECT_TRUE(find_program("").empty());
+  // A name with a folder is taken as it is; a file that is not executable, or a folder, is
+  // no program.
+  EXPECT_EQ(find_program("/bin/sh"), fs::path("/bin/sh"));
+  const std::string plain = write("plain", "#!/bin/sh\n");
+  EXPECT_TRUE(find_program(plain).empty());
+  fs::create_directories(dir_ / "tool");
+  const std::string tool = write("tool2", "#!/bin/sh\nexit 0\n");
+  fs::permissions(tool, fs::perms::owner_exec, fs::perm_options::add);
+  EXPECT_EQ(find_program(tool), fs::path(tool));
+  // Found through PATH (its empty entries mean the current folder), skipping a folder of the
+  // same name; in a child, so the test's own environment stays as it was.
+  const std::string dir = dir_.string();
+  const int code = in_child([&] {
+    ::setenv("PATH", (dir + "/nowhere:" + dir).c_str(), 1);
+    if (find_program("tool2") != fs::path(dir + "/tool2")) return 1;
+    if (!find_program("tool").empty()) return 2;
+    ::setenv("PATH", ":/nowhere", 1);
+    if (::chdir(dir.c_str()) != 0) return 3;
+    return find_program("tool2") == fs::path("./tool2") ? 0 : 4;
+  });
+  EXPECT_EQ(code, 0);
 }
 
 TEST_F(PlatformProcess, SpawnWritesTheOutputFileAndReturnsTheExitCode) {
@@ -787,6 +837,14 @@ TEST(PlatformProcText, StatBusySeconds) {
                    .has_value());  // repeated
   EXPECT_FALSE(procfs::stat_busy_seconds(stat, std::vector<int>{}, 100).has_value());
   EXPECT_FALSE(procfs::stat_busy_seconds(stat, cpu0, 0).has_value());
+  // Only the all-CPUs line, a non-number, a negative count, a cpu line with no number, nothing.
+  for (const std::string text : {"cpu 1 2 3 4 5 6 7 8\n", "cpu0 1 2 x 4 5 6 7 8\n", "cpu0 -1 2 3 4 5 6 7 8\n",
+                                 "cpux 1\n", ""}) {
+    EXPECT_FALSE(procfs::stat_busy_seconds(text, cpu0, 100).has_value()) << text;
+  }
+  // The all-CPUs line beside the per-CPU ones is not a CPU.
+  EXPECT_DOUBLE_EQ(*procfs::stat_busy_seconds("cpu 1 2 3 4 5 6 7 8\ncpu3 1 2 3 4 5 6 7 8\n", std::vector<int>{3}, 10),
+                   (1 + 2 + 3 + 6 + 7 + 8) / 10.0);
 }
 
 TEST(PlatformProcText, Cpuinfo) {

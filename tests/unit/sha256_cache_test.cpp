@@ -15,9 +15,9 @@ namespace moetier {
 namespace {
 
 TEST(Sha256Cache, ComputedOnceThenTakenFromTheCacheUntilTheFileChanges) {
-  EXPECT_EQ(default_cache_dir("/x/cache", "/home/u"), "/x/cache/moetier");
-  EXPECT_EQ(default_cache_dir("relative", "/home/u"), "/home/u/.cache/moetier");
-  EXPECT_EQ(default_cache_dir(nullptr, nullptr), "");
+  // The user's cache folder is platform's (tested there); moetier keeps its own inside.
+  const std::string user_dir = default_cache_dir();
+  EXPECT_TRUE(user_dir.empty() || std::filesystem::path(user_dir).filename() == "moetier") << user_dir;
   const std::filesystem::path dir = testing::temp_file("shacache");
   std::filesystem::create_directories(dir);
   const std::string file = (dir / "model.bin").string();

@@ -1,4 +1,4 @@
-// platform/file.h on Linux: open + fstat, pread loops, posix_fadvise, mmap.
+// platform/file.h on Linux: open + fstat, pread loops, posix_fadvise, mmap, $XDG_CACHE_HOME.
 #include "platform/file.h"
 
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -162,6 +163,10 @@ Result<FileInfo> file_info(const std::string& path) {
   }
   return FileInfo{.size = static_cast<uint64_t>(st.st_size),
                   .modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+std::string user_cache_dir() {
+  return linux_impl::cache_dir_from(std::getenv("XDG_CACHE_HOME"), std::getenv("HOME"));
 }
 
 }  // namespace moetier::platform

@@ -136,9 +136,16 @@ Status lock_in_ram(const void* addr, size_t bytes) {
 
 MemoryInfo memory_info() { return procfs::parse_meminfo(linux_impl::read_text_file("/proc/meminfo")); }
 
-HugePageMode huge_page_mode() {
-  return procfs::parse_thp_enabled(linux_impl::read_text_file("/sys/kernel/mm/transparent_hugepage/enabled"));
-}
+namespace {
+// Transparent huge pages' mode: "always [madvise] never".
+constexpr const char* kThpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled";
+}  // namespace
+
+HugePageMode huge_page_mode() { return procfs::parse_thp_enabled(linux_impl::read_text_file(kThpEnabled)); }
+
+std::string_view huge_page_setting_location() { return kThpEnabled; }
+
+std::string_view available_memory_source() { return "MemAvailable in /proc/meminfo"; }
 
 RegionPages region_pages(const void* addr) {
   return procfs::parse_smaps_entry(linux_impl::read_text_file("/proc/self/smaps"), reinterpret_cast<uintptr_t>(addr));

@@ -1,15 +1,17 @@
-// platform/process.h on Linux: /proc/self/exe, posix_spawn, waitpid, kill, execv.
+// platform/process.h on Linux: /proc/self/exe, PATH, posix_spawn, waitpid, kill, execv.
 #include "platform/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <utility>
 
@@ -67,6 +69,22 @@ Result<std::filesystem::path> executable_path() {
 }
 
 int64_t process_id() { return static_cast<int64_t>(::getpid()); }
+
+std::filesystem::path find_program(const std::string& name) {
+  const auto runnable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.empty()) return {};
+  if (name.find('/') != std::string::npos) return runnable(name) ? std::filesystem::path(name) : std::filesystem::path();
+  // Unset PATH: the usual folders of installed programs.
+  const char* path = std::getenv("PATH");
+  for (const std::string& folder : linux_impl::path_folders(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin")) {
+    const std::string candidate = (folder.empty() ? std::string(".") : folder) + "/" + name;
+    if (runnable(candidate)) return candidate;
+  }
+  return {};
+}
 
 Result<ChildProcess> ChildProcess::spawn(const SpawnParams& params) {
   if (params.args.empty()) return Status::bad_input("no program to run");

@@ -23,4 +23,20 @@ std::string read_text_file(const char* path) {
   return text;
 }
 
+std::string cache_dir_from(const char* xdg_cache_home, const char* home) {
+  if (xdg_cache_home != nullptr && xdg_cache_home[0] == '/') return xdg_cache_home;
+  if (home != nullptr && home[0] != '\0') return std::string(home) + "/.cache";
+  return "";
+}
+
+std::vector<std::string> path_folders(std::string_view path) {
+  std::vector<std::string> out;
+  for (;;) {
+    const size_t colon = path.find(':');
+    out.emplace_back(path.substr(0, colon));
+    if (colon == std::string_view::npos) return out;
+    path.remove_prefix(colon + 1);
+  }
+}
+
 }  // namespace moetier::platform::linux_impl

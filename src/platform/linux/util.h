@@ -1,10 +1,12 @@
-// Small helpers of the Linux implementation (platform/linux/*.cpp only).
+// Small helpers of the Linux implementation (platform/linux/*.cpp and the platform tests).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace moetier::platform::linux_impl {
 
@@ -13,6 +15,14 @@ inline std::string errno_text(int e) { return std::system_category().message(e);
 
 // A small text file's contents (/proc, /sys); "" when it cannot be read.
 std::string read_text_file(const char* path);
+
+// The user's cache folder from the values of $XDG_CACHE_HOME and $HOME (nullptr when
+// unset): the first when absolute (the XDG base directory spec ignores a relative one),
+// else $HOME/.cache, else "".
+std::string cache_dir_from(const char* xdg_cache_home, const char* home);
+
+// The folders of a PATH value, in order ("" for an empty entry, which means ".").
+std::vector<std::string> path_folders(std::string_view path);
 
 // [addr, addr + bytes) widened to whole pages of `page` bytes (a power of two).
 struct PageRange {
