@@ -368,7 +368,7 @@ TEST(DotKernelsAvxVnni, BitIdenticalToScalarAndMultiRowToSingleRow) {
     avx2_tier.avx512f = avx2_tier.avx512bw = avx2_tier.avx512vl = avx2_tier.avx512vnni = false;
     EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->fn, f.single) << dtype_name(f.weight_type);
     avx2_tier.avxvnni = false;
-    EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->isa, "avx2") << dtype_name(f.weight_type);
+    EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->tier, IsaTier::kAvx2) << dtype_name(f.weight_type);
   }
 }
 
