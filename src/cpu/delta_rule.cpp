@@ -1,35 +1,30 @@
+// The base-ISA build of the delta rule (the reference) and the dispatch over the tiers' builds.
 #include "cpu/delta_rule.h"
 
-#include "core/cpu_features.h"
 #include "cpu/delta_rule_impl.h"
 
 namespace moetier::cpu {
 
-void delta_rule::step_generic(const DeltaRuleStep& step) { step_impl(step); }
-void delta_rule::tokens_generic(const DeltaRuleTokens& run) { tokens_impl(run); }
+const DeltaRuleKernels delta_rule::kScalarBuild{
+    .step = delta_rule::step_impl, .tokens = delta_rule::tokens_impl, .tier = IsaTier::kScalar};
+
+const DeltaRuleKernels& delta_rule_kernels(IsaTier tier) {
+  static constexpr TierBuild<const DeltaRuleKernels*> kBuilds[] = {
+      {IsaTier::kScalar, &delta_rule::kScalarBuild},
+      {IsaTier::kAvx2, &delta_rule::kAvx2Build},
+      {IsaTier::kAvx512, &delta_rule::kAvx512Build},
+  };
+  return *build_for_tier<const DeltaRuleKernels*>(kBuilds, tier);
+}
 
 void delta_rule_step(const DeltaRuleStep& step) {
-  static const bool avx512 = cpu_features().has_avx512_set();  // read-only CPU facts
-  static const bool avx2 = cpu_features().has_avx2_set();
-  if (avx512) {
-    delta_rule::step_avx512(step);
-  } else if (avx2) {
-    delta_rule::step_avx2(step);
-  } else {
-    delta_rule::step_generic(step);
-  }
+  static const DeltaRuleKernels& k = delta_rule_kernels(cpu_isa_tier());
+  k.step(step);
 }
 
 void delta_rule_tokens(const DeltaRuleTokens& run) {
-  static const bool avx512 = cpu_features().has_avx512_set();  // read-only CPU facts
-  static const bool avx2 = cpu_features().has_avx2_set();
-  if (avx512) {
-    delta_rule::tokens_avx512(run);
-  } else if (avx2) {
-    delta_rule::tokens_avx2(run);
-  } else {
-    delta_rule::tokens_generic(run);
-  }
+  static const DeltaRuleKernels& k = delta_rule_kernels(cpu_isa_tier());
+  k.tokens(run);
 }
 
 }  // namespace moetier::cpu

@@ -1,12 +1,14 @@
 // One token of the Gated DeltaNet delta rule for one V head, the recurrence of
 // model/blocks/delta_net. S is the head's d_k × d_v state, row-major S[i][c]:
 //   S ← decay·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  out = (Sᵀq)·q_scale
-// Two passes over S, element-wise along c, sums over i in order. The same source is
-// compiled for the base ISA, AVX2 and AVX-512 (delta_rule_<isa>.cpp, no FMA contraction), so
-// every variant gives bit-identical results; the dispatcher picks the widest the CPU has.
+// Two passes over S, element-wise along c, sums over i in order. The same source
+// (delta_rule_impl.h) is compiled for the base ISA (delta_rule.cpp, the reference) and per
+// tier (delta_rule_<tier>.cpp), without FMA contraction: every build is bit-identical.
 #pragma once
 
 #include <cstdint>
+
+#include "cpu/isa.h"
 
 namespace moetier::cpu {
 
@@ -21,6 +23,7 @@ struct DeltaRuleStep {
   float* scratch = nullptr;     // [d_v]
 };
 
+// The build the CPU runs best (cpu_isa_tier()), chosen on the first call.
 void delta_rule_step(const DeltaRuleStep& step);
 
 // n_tokens consecutive tokens of one V head (a prompt's run), bit-identical to n_tokens
@@ -48,13 +51,20 @@ struct DeltaRuleTokens {
 };
 void delta_rule_tokens(const DeltaRuleTokens& run);
 
+struct DeltaRuleKernels {
+  void (*step)(const DeltaRuleStep& step);
+  void (*tokens)(const DeltaRuleTokens& run);
+  IsaTier tier;  // the build
+};
+// The build that serves a tier (cpu/isa.h; AVX-VNNI has none of its own: AVX2's serves it).
+// Only call a tier's kernels where isa_tier_runs_on(tier, cpu).
+const DeltaRuleKernels& delta_rule_kernels(IsaTier tier);
+
 namespace delta_rule {
-void step_generic(const DeltaRuleStep& step);
-void step_avx2(const DeltaRuleStep& step);    // only when cpu_features().has_avx2_set()
-void step_avx512(const DeltaRuleStep& step);  // only when cpu_features().has_avx512_set()
-void tokens_generic(const DeltaRuleTokens& run);
-void tokens_avx2(const DeltaRuleTokens& run);
-void tokens_avx512(const DeltaRuleTokens& run);
+// The builds, one per unit (delta_rule_kernels picks among them).
+extern const DeltaRuleKernels kScalarBuild;
+extern const DeltaRuleKernels kAvx2Build;
+extern const DeltaRuleKernels kAvx512Build;
 }  // namespace delta_rule
 
 }  // namespace moetier::cpu

@@ -1,12 +1,12 @@
-// The delta-rule loops, included by delta_rule.cpp, delta_rule_avx2.cpp and
-// delta_rule_avx512.cpp so all compile the very same arithmetic (see delta_rule.h; no FMA
-// contraction in any of them).
+// The delta-rule loops, included by delta_rule.cpp (base ISA) and delta_rule_<tier>.cpp so
+// all compile the very same arithmetic (see delta_rule.h; no FMA contraction in any of them).
 #pragma once
 
 #include <cstring>
 #include <utility>
 
 #include "cpu/delta_rule.h"
+#include "cpu/simd.h"
 
 namespace moetier::cpu::delta_rule {
 // Internal linkage: each unit keeps its own copy, compiled for its own ISA. (An inline
@@ -42,26 +42,14 @@ inline void step_impl(const DeltaRuleStep& p) {
   for (int64_t c = 0; c < dv; ++c) out[c] *= p.q_scale;
 }
 
-// Native vectors of the unit's ISA (GCC vector extensions; element-wise only, so the
-// width changes nothing but speed).
-#if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-#elif defined(__AVX__)
-constexpr int kVecBytes = 32;
-#else
-constexpr int kVecBytes = 16;
-#endif
-using VF = float __attribute__((vector_size(kVecBytes)));
-constexpr int64_t kF = kVecBytes / 4;
+// Native vectors of the unit's ISA (cpu/simd.h; element-wise only, so the width changes
+// nothing but speed).
+using simd::load;
+using simd::store;
+using simd::VF;
+constexpr int64_t kF = simd::kF;
 constexpr int kBlockVecs = 4;                   // vectors per column block
 constexpr int64_t kBlockCols = kBlockVecs * kF;  // 16, 32 or 64 columns
-
-inline VF load_vec(const float* p) {
-  VF v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store_vec(float* p, VF v) { std::memcpy(p, &v, sizeof v); }
 
 // Pass 1 of step_impl by column blocks: S ← decay·S and sk = Sᵀk.
 inline void decay_and_project(float* state, int64_t dk, int64_t dv, float decay, const float* k, float* sk) {
@@ -73,12 +61,12 @@ inline void decay_and_project(float* state, int64_t dk, int64_t dv, float decay,
       const float ki = k[i];
       #pragma GCC unroll 4
       for (int u = 0; u < kBlockVecs; ++u) {
-        const VF s = load_vec(Si + u * kF) * decay;
-        store_vec(Si + u * kF, s);
+        const VF s = load<VF>(Si + u * kF) * decay;
+        store(Si + u * kF, s);
         acc[u] = acc[u] + s * ki;
       }
     }
-    for (int u = 0; u < kBlockVecs; ++u) store_vec(sk + c0 + u * kF, acc[u]);
+    for (int u = 0; u < kBlockVecs; ++u) store(sk + c0 + u * kF, acc[u]);
   }
 }
 
@@ -108,7 +96,7 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
     for (int64_t c0 = 0; c0 < dv; c0 += kBlockCols) {
       VF delta[kBlockVecs], o[kBlockVecs], sn[kBlockVecs];
       for (int u = 0; u < kBlockVecs; ++u) {
-        delta[u] = load_vec(sk + c0 + u * kF);
+        delta[u] = load<VF>(sk + c0 + u * kF);
         o[u] = VF{};
         sn[u] = VF{};
       }
@@ -118,11 +106,11 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
           const float ki = kt[i], qi = qt[i], kni = kn[i];
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
-            VF s = load_vec(Si + u * kF) + ki * delta[u];  // pass 2 of t
+            VF s = load<VF>(Si + u * kF) + ki * delta[u];  // pass 2 of t
             o[u] = o[u] + s * qi;
             s = s * decay_next;                            // pass 1 of t + 1
             sn[u] = sn[u] + s * kni;
-            store_vec(Si + u * kF, s);
+            store(Si + u * kF, s);
           }
         }
       } else {
@@ -131,15 +119,15 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
           const float ki = kt[i], qi = qt[i];
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
-            const VF s = load_vec(Si + u * kF) + ki * delta[u];
+            const VF s = load<VF>(Si + u * kF) + ki * delta[u];
             o[u] = o[u] + s * qi;
-            store_vec(Si + u * kF, s);
+            store(Si + u * kF, s);
           }
         }
       }
       for (int u = 0; u < kBlockVecs; ++u) {
-        store_vec(out + c0 + u * kF, o[u] * r.q_scale);
-        store_vec(sk_next + c0 + u * kF, sn[u]);
+        store(out + c0 + u * kF, o[u] * r.q_scale);
+        store(sk_next + c0 + u * kF, sn[u]);
       }
     }
     std::swap(sk, sk_next);

@@ -8,52 +8,11 @@
 // contiguous cache rows once (one head's slice of a row is a strided read, which DRAM
 // serves at about a third of the contiguous speed on one core).
 //
-// Arithmetic of one query vector (head h of the row at position pos, which sees keys
-// 0..pos), fixed whatever the item, the blocking, the thread count or the ISA:
-//   * keys are cut into parts of kFlashPartKeys from key 0, each part into tiles of
-//     kFlashKeyTile from the part's start;
-//   * score s_j = fl(Σ_i q_i·k_ji) · scale, the dot product in 16 float lanes (lane l sums
-//     i ≡ l mod 16 in order with fused multiply-adds), then a fixed halving tree: the error
-//     is ≤ (head_dim/16 + 4)·u·Σ_i|q_i·k_ji| (u = 2^-24), the float-level accuracy of
-//     llama.cpp's own f32/f16 dot products. (The exact path, -fa off, sums in double
-//     lanes and is correctly rounded. A score a few ulp apart can flip a downstream 8-bit
-//     activation code on a quantized model; this path is held to the same per-case
-//     reference bounds as the exact one, tests/e2e/reference_logits_test.cpp, and meets
-//     them: the largest prompt diff is 0.94 of its case's bound);
-//   * with a Q8_0 K cache (-ctk q8_0) the score is an integer dot product instead, as in
-//     llama.cpp's CPU flash attention: the query vector is quantized once per item to Q8_0
-//     blocks (codes c_i, |c_i| ≤ 127, scale d_q,b stored as f16; quantize_row_q8_0_activations,
-//     ggml's x86 rounding), and s_j = fl(acc·scale) with acc ← fma(float(isum_b),
-//     fl(d_k,b·d_q,b), acc) over the blocks b in order from acc = 0, isum_b = Σ k_i·c_i
-//     exact in int32 (|isum_b| ≤ 32·128·127 < 2^24, so float(isum_b) is exact too). The
-//     float steps are element-wise over keys: every ISA gives the same bits. Error against
-//     the float query q: with q̂_i = c_i·d_q,b and d_b = max|q_i in b|/127,
-//       |q_i − q̂_i| ≤ δ_b = d_b·(1/2 + 254u) + 127·((2^-11 + 2u)·d_b + 2^-25)
-//     (rounding to the nearest code: half a step, the float product x·(127/max) ≤ 2·127u
-//     of a step; the f16 scale: 2^-11 relative, or 2^-25 absolute when subnormal), so
-//       |ŝ_j − s_j| ≤ scale·Σ_i |k_ji|·δ_b(i) + (hd/32 + 3)·u·scale·Σ_i |q̂_i·k_ji|
-//     (the second term: γ_(hd/32 + 2) of the block sum and the scale). The first term is the
-//     quantization of q (≤ 0.56·d_b per element with the f16 scale's rounding): for
-//     Gaussian-like q it is ≤ ~1e-2 of scale·‖q‖·‖k‖ (Cauchy–Schwarz) and ~4e-4 of it as a
-//     random walk at head_dim 256, against ~1e-7 for the float scores; llama.cpp's -ctk q8_0
-//     pays the same. tests/unit/flash_attention_test.cpp holds the kernel to the rounding
-//     term against the attention of q̂ and checks this bound per score;
-//   * per part, online softmax over its tiles: m ← max(m, max_j s_j), α = e^(m_old − m),
-//     p_j = e^(s_j − m) (float, a polynomial exp within 2 ulp of expf),
-//     l ← l·α + Σ_j p_j (double), o ← fma(o, α, Σ_j p_j·v_j) (float, the tile's sum in key
-//     order with fused multiply-adds);
-//   * parts are folded in order: M = max(M, m), a = e^(M_old − M), b = e^(m − M),
-//     o_total ← o_total·a + o·b, L ← L·a + l·b;
-//   * out = o_total · float(1 / L), then · sigmoid(gate) with an output gate.
-// A part is the unit a deep decode is split over threads by (few items, many keys): its
-// state (m, l, o) goes to a FlashPartials slot and flash_attention_combine folds the slots
-// in the same order, so split and unsplit runs are bit-identical.
-//
-// Variants: the same source (flash_attention_impl.h, GCC vector extensions, explicit fused
-// multiply-adds only) is compiled for the base ISA (the scalar reference), for AVX2 + FMA + F16C
-// (flash_attention_avx2.cpp), the same plus AVX-VNNI (flash_attention_avxvnni.cpp: VPDPBUSD
-// for the Q8_0 scores) and for AVX-512 (flash_attention_avx512.cpp); all four give
-// bit-identical results and flash_kernels() picks the widest the CPU has.
+// Each query vector's arithmetic (the 16-lane dot products, the integer scores of a Q8_0 K
+// cache, the online softmax per part of kFlashPartKeys keys, the fold of the parts) is fixed
+// whatever the item, the blocking, the thread count or the tier: split and unsplit runs and
+// every tier's build are bit-identical. The arithmetic and its error bounds:
+// docs/numerics.md, "Flash attention".
 #pragma once
 
 #include <cstdint>
@@ -61,6 +20,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "cpu/isa.h"
 #include "tensor/dtype.h"
 
 namespace moetier::cpu {
@@ -138,14 +98,22 @@ struct FlashKernels {
   void (*attend_part)(const FlashAttentionTask& task, int64_t part, FlashScratch& scratch, const FlashPartial& out);
   // Folds parts[0 .. n_parts) in order and writes task.out (what attend writes).
   void (*combine)(const FlashAttentionTask& task, const FlashPartial* parts, int64_t n_parts, FlashScratch& scratch);
-  std::string_view isa;  // "scalar", "avx2", "avxvnni", "avx512"
+  IsaTier tier;  // the build
 };
 
-const FlashKernels& flash_kernels_scalar();
-const FlashKernels& flash_kernels_avx2();    // only when cpu.has_avx2_set()
-const FlashKernels& flash_kernels_avxvnni(); // only when cpu.has_avx2_set() && cpu.avxvnni
-const FlashKernels& flash_kernels_avx512();  // only when cpu.has_avx512_set()
-// The widest variant the CPU runs.
+// The build that serves a tier (cpu/isa.h): one source (flash_attention_impl.h) compiled for
+// the base ISA (the scalar reference, flash_attention.cpp) and in flash_attention_<tier>.cpp.
+// Only call a tier's kernels where isa_tier_runs_on(tier, cpu).
+const FlashKernels& flash_kernels(IsaTier tier);
+// The build the CPU runs best: flash_kernels(isa_tier(cpu)).
 const FlashKernels& flash_kernels(const CpuFeatures& cpu);
+
+namespace flash {
+// The builds, one per unit (flash_kernels picks among them).
+extern const FlashKernels kScalarBuild;
+extern const FlashKernels kAvx2Build;
+extern const FlashKernels kAvxVnniBuild;
+extern const FlashKernels kAvx512Build;
+}  // namespace flash
 
 }  // namespace moetier::cpu

@@ -4,14 +4,9 @@
 // bit-identical to the scalar reference.
 #include "cpu/flash_attention_impl.h"
 
-namespace moetier::cpu {
+namespace moetier::cpu::flash {
 
-const FlashKernels& flash_kernels_avx2() {
-  static constexpr FlashKernels k{.attend = flash::attend_impl,
-                                  .attend_part = flash::attend_part_impl,
-                                  .combine = flash::combine_impl,
-                                  .isa = "avx2"};
-  return k;
-}
+const FlashKernels kAvx2Build{
+    .attend = attend_impl, .attend_part = attend_part_impl, .combine = combine_impl, .tier = IsaTier::kAvx2};
 
-}  // namespace moetier::cpu
+}  // namespace moetier::cpu::flash

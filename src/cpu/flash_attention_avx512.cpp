@@ -2,14 +2,9 @@
 // this unit's flags include -ffp-contract=off): bit-identical to the scalar reference.
 #include "cpu/flash_attention_impl.h"
 
-namespace moetier::cpu {
+namespace moetier::cpu::flash {
 
-const FlashKernels& flash_kernels_avx512() {
-  static constexpr FlashKernels k{.attend = flash::attend_impl,
-                                  .attend_part = flash::attend_part_impl,
-                                  .combine = flash::combine_impl,
-                                  .isa = "avx512"};
-  return k;
-}
+const FlashKernels kAvx512Build{
+    .attend = attend_impl, .attend_part = attend_part_impl, .combine = combine_impl, .tier = IsaTier::kAvx512};
 
-}  // namespace moetier::cpu
+}  // namespace moetier::cpu::flash

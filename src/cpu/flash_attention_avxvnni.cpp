@@ -4,14 +4,9 @@
 // results are bit-identical to the scalar reference.
 #include "cpu/flash_attention_impl.h"
 
-namespace moetier::cpu {
+namespace moetier::cpu::flash {
 
-const FlashKernels& flash_kernels_avxvnni() {
-  static constexpr FlashKernels k{.attend = flash::attend_impl,
-                                  .attend_part = flash::attend_part_impl,
-                                  .combine = flash::combine_impl,
-                                  .isa = "avxvnni"};
-  return k;
-}
+const FlashKernels kAvxVnniBuild{
+    .attend = attend_impl, .attend_part = attend_part_impl, .combine = combine_impl, .tier = IsaTier::kAvxVnni};
 
-}  // namespace moetier::cpu
+}  // namespace moetier::cpu::flash

@@ -1,4 +1,4 @@
-// The flash-attention kernels' code (see flash_attention.h for the arithmetic), included by
+// The flash-attention kernels' code (the arithmetic: docs/numerics.md, "Flash attention"), included by
 // flash_attention.cpp (base ISA), flash_attention_avx2.cpp, flash_attention_avxvnni.cpp and
 // flash_attention_avx512.cpp, which compile it with their ISA's flags. Written with GCC
 // vector extensions of the unit's native width over a fixed lane layout (the dot products'
@@ -16,6 +16,7 @@
 
 #include "cpu/flash_attention.h"
 #include "cpu/ops.h"
+#include "cpu/simd.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/types/activation_quant.h"
@@ -24,44 +25,25 @@
 #include <immintrin.h>
 #endif
 
-// 64-byte vectors only live inside inlined code (no ABI crossing); GCC reports -Wpsabi at the
-// end of the unit, so the warning stays off for the including unit (only the kernel units).
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace moetier::cpu::flash {
 namespace {
 
-#define MOETIER_FA_INLINE inline __attribute__((always_inline))
+#define MOETIER_FA_INLINE MOETIER_SIMD_INLINE
 
-// Native vectors of the unit's ISA: 64 bytes (AVX-512), 32 (AVX2) or 16 (SSE2). The lanes
-// the arithmetic is defined on (16 float lanes per dot product; everything else is
-// element-wise) are spread over as many native vectors as needed, so every ISA computes the
-// same lane values in the same order.
-#if defined(__AVX512F__)
-constexpr int kVecBytes = 64;
-#elif defined(__AVX__)
-constexpr int kVecBytes = 32;
-#else
-constexpr int kVecBytes = 16;
-#endif
-using VF = float __attribute__((vector_size(kVecBytes)));
-using VI = int32_t __attribute__((vector_size(kVecBytes)));
-constexpr int kF = kVecBytes / 4;  // float lanes per native vector
+// The lanes the arithmetic is defined on (16 float lanes per dot product; everything else is
+// element-wise) are spread over as many native vectors (cpu/simd.h) as needed, so every ISA
+// computes the same lane values in the same order.
+using simd::kF;
+using simd::kVecBytes;
+using simd::load;
+using simd::store;
+using simd::VF;
+using simd::VI;
 
 constexpr int64_t kTile = kFlashKeyTile;
 // Query vectors per register block (scores and P·V): 8 with AVX-512's 32 registers, 4 else.
 constexpr int kBlock = kVecBytes == 64 ? 8 : 4;
 
-template <class V, class T>
-MOETIER_FA_INLINE V load(const T* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-template <class V, class T>
-MOETIER_FA_INLINE void store(T* p, V v) {
-  std::memcpy(p, &v, sizeof(v));
-}
 // Native vector of K/V elements as floats: f32 read in place, f16 converted in registers
 // (exact, the same value as fp16_to_f32), so the two give the same arithmetic.
 MOETIER_FA_INLINE VF load_f(const float* p) { return load<VF>(p); }

@@ -1,6 +1,6 @@
-// The delta-rule step: every ISA build of the same loops is bit-identical to the generic
-// one (element-wise arithmetic, no FMA contraction), and the generic one follows the
-// formulas (checked against a double-precision evaluation with a derived bound).
+// The delta-rule step: the build serving every tier this CPU runs is bit-identical to the
+// scalar build (element-wise arithmetic, no FMA contraction), and the scalar build follows
+// the formulas (checked against a double-precision evaluation with a derived bound).
 #include "cpu/delta_rule.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -37,35 +38,49 @@ Case make_case(int64_t dk, int64_t dv, std::mt19937& rng) {
   return c;
 }
 
-void expect_bit_identical_to_generic(void (*step)(const DeltaRuleStep&)) {
+const DeltaRuleKernels& scalar_build() { return delta_rule_kernels(IsaTier::kScalar); }
+
+// The tiers this CPU runs, each with the build that serves it.
+std::vector<const DeltaRuleKernels*> builds_on_this_cpu() {
+  std::vector<const DeltaRuleKernels*> builds;
+  for (IsaTier t : kIsaTiers) {
+    if (isa_tier_runs_on(t, cpu_features())) builds.push_back(&delta_rule_kernels(t));
+  }
+  return builds;
+}
+
+void expect_bit_identical_to_scalar(void (*step)(const DeltaRuleStep&), IsaTier build) {
   std::mt19937 rng(3);
   for (auto [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {64, 37}, {5, 129}}) {
     Case a = make_case(dk, dv, rng), b = a;
     std::vector<float> out_a(static_cast<size_t>(dv)), out_b(out_a.size()), tmp(out_a.size());
     for (int token = 0; token < 3; ++token) {  // state carries over between tokens
-      delta_rule::step_generic({.state = a.state.data(), .d_k = dk, .d_v = dv, .q = a.q.data(), .k = a.k.data(),
-                                .v = a.v.data(), .beta = 0.7f, .decay = 0.93f, .q_scale = 0.088f,
-                                .out = out_a.data(), .scratch = tmp.data()});
+      scalar_build().step({.state = a.state.data(), .d_k = dk, .d_v = dv, .q = a.q.data(), .k = a.k.data(),
+                           .v = a.v.data(), .beta = 0.7f, .decay = 0.93f, .q_scale = 0.088f,
+                           .out = out_a.data(), .scratch = tmp.data()});
       step({.state = b.state.data(), .d_k = dk, .d_v = dv, .q = b.q.data(), .k = b.k.data(), .v = b.v.data(),
             .beta = 0.7f, .decay = 0.93f, .q_scale = 0.088f, .out = out_b.data(), .scratch = tmp.data()});
-      ASSERT_EQ(out_a, out_b) << dk << "x" << dv << " token " << token;
-      ASSERT_EQ(a.state, b.state) << dk << "x" << dv << " token " << token;
+      ASSERT_EQ(out_a, out_b) << isa_tier_name(build) << " " << dk << "x" << dv << " token " << token;
+      ASSERT_EQ(a.state, b.state) << isa_tier_name(build) << " " << dk << "x" << dv << " token " << token;
     }
   }
 }
 
-TEST(DeltaRule, Avx512BuildIsBitIdenticalToGeneric) {
-  if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
-  expect_bit_identical_to_generic(delta_rule::step_avx512);
+TEST(DeltaRule, EveryTierIsBitIdenticalToScalar) {
+  for (const DeltaRuleKernels* k : builds_on_this_cpu()) expect_bit_identical_to_scalar(k->step, k->tier);
 }
 
-TEST(DeltaRule, Avx2BuildIsBitIdenticalToGeneric) {
-  if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "CPU lacks the AVX2 set";
-  expect_bit_identical_to_generic(delta_rule::step_avx2);
+// AVX-VNNI has no build of its own: the fallback (AVX2's) serves it; the dispatch uses the
+// build of the CPU's tier.
+TEST(DeltaRule, TiersServedByTheirBuildOrFallback) {
+  EXPECT_EQ(delta_rule_kernels(IsaTier::kScalar).tier, IsaTier::kScalar);
+  EXPECT_EQ(delta_rule_kernels(IsaTier::kAvx2).tier, IsaTier::kAvx2);
+  EXPECT_EQ(delta_rule_kernels(IsaTier::kAvxVnni).tier, IsaTier::kAvx2);
+  EXPECT_EQ(delta_rule_kernels(IsaTier::kAvx512).tier, IsaTier::kAvx512);
 }
 
 // A run of tokens (delta_rule_tokens: fused passes, column blocks in registers) against the
-// generic step per token: the same outputs and final state bit for bit, for every ISA build,
+// scalar step per token: the same outputs and final state bit for bit, for every tier's build,
 // run lengths 1..9, shapes with whole column blocks (128 × 128, 64 × 64 at every width) and
 // without (64 × 40 and 5 × 129: the step-by-step fallback), tokens at a stride as in a
 // micro-batch's rows, distinct β and decay per token.
@@ -91,10 +106,10 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
       std::vector<float> tmp(static_cast<size_t>(2 * dv));
       for (int64_t t = 0; t < n; ++t) {
         const float* row = rows.data() + t * stride;
-        delta_rule::step_generic({.state = state_ref.data(), .d_k = dk, .d_v = dv, .q = row, .k = row + dk,
-                                  .v = row + 2 * dk, .beta = beta[static_cast<size_t>(t)],
-                                  .decay = decay[static_cast<size_t>(t)], .q_scale = 0.088f,
-                                  .out = out_ref.data() + t * dv, .scratch = tmp.data()});
+        scalar_build().step({.state = state_ref.data(), .d_k = dk, .d_v = dv, .q = row, .k = row + dk,
+                             .v = row + 2 * dk, .beta = beta[static_cast<size_t>(t)],
+                             .decay = decay[static_cast<size_t>(t)], .q_scale = 0.088f,
+                             .out = out_ref.data() + t * dv, .scratch = tmp.data()});
       }
       tokens({.state = state_run.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
               .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
@@ -106,9 +121,9 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
 }
 
 TEST(DeltaRule, TokenRunsEqualStepsBitForBit) {
-  expect_tokens_equal_steps(delta_rule::tokens_generic, "generic");
-  if (cpu_features().has_avx2_set()) expect_tokens_equal_steps(delta_rule::tokens_avx2, "avx2");
-  if (cpu_features().has_avx512_set()) expect_tokens_equal_steps(delta_rule::tokens_avx512, "avx512");
+  for (const DeltaRuleKernels* k : builds_on_this_cpu()) {
+    expect_tokens_equal_steps(k->tokens, std::string(isa_tier_name(k->tier)).c_str());
+  }
   expect_tokens_equal_steps(delta_rule_tokens, "dispatch");
 }
 

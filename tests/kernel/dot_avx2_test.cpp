@@ -2,7 +2,7 @@
 // prefer AVX-512 kernels on this machine), against the scalar references:
 //  - quantized families: bit-identical to the scalar kernel (each kernel's header argues
 //    the exact integer sums and the reference's float expression per block);
-//  - float families: within the bound derived in float_avx2.cpp's header (below);
+//  - float families: within the bound derived in docs/numerics.md (below);
 //  - multi-row variants: out[j] bit-identical to the single-row kernel on row j, for
 //    n_act = 1..4 distinct rows at a stride larger than a row.
 // Rows: random bytes (every code and scale pattern, finite fp16 scales), quantized random
@@ -284,19 +284,19 @@ TEST(DotKernelsAvx2ExtTable, EveryFamilyHasSingleAndMultiKernels) {
                          DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
   for (DType t : types) {
     const DotKernel* found = nullptr;
-    for (const DotKernel& k : avx2_dot_kernels()) {
+    for (const DotKernel& k : dot_kernels(IsaTier::kAvx2)) {
       if (k.weight_type == t) found = &k;
     }
     ASSERT_NE(found, nullptr) << dtype_name(t);
     EXPECT_EQ(found->activation_type, act_type(t)) << dtype_name(t);
-    EXPECT_EQ(found->isa, "avx2");
+    EXPECT_EQ(found->tier, IsaTier::kAvx2);
     EXPECT_NE(found->multi, nullptr) << dtype_name(t);
   }
   for (const Family* list : {kQuantFamilies, kFloatFamilies}) {
     const size_t count = list == kQuantFamilies ? std::size(kQuantFamilies) : std::size(kFloatFamilies);
     for (size_t i = 0; i < count; ++i) {
       bool listed = false;
-      for (const DotKernel& k : avx2_dot_kernels()) {
+      for (const DotKernel& k : dot_kernels(IsaTier::kAvx2)) {
         listed |= k.weight_type == list[i].weight_type && k.fn == list[i].single && k.multi == list[i].multi;
       }
       EXPECT_TRUE(listed) << dtype_name(list[i].weight_type);
@@ -362,13 +362,13 @@ TEST(DotKernelsAvxVnni, BitIdenticalToScalarAndMultiRowToSingleRow) {
   // The table lists them, and picks them for the AVX2 tier on a VNNI CPU.
   for (const Family& f : kVnniFamilies) {
     bool listed = false;
-    for (const DotKernel& k : avxvnni_dot_kernels()) listed |= k.weight_type == f.weight_type && k.fn == f.single && k.multi == f.multi && k.isa == "avxvnni";
+    for (const DotKernel& k : dot_kernels(IsaTier::kAvxVnni)) listed |= k.weight_type == f.weight_type && k.fn == f.single && k.multi == f.multi && k.tier == IsaTier::kAvxVnni;
     EXPECT_TRUE(listed) << dtype_name(f.weight_type);
     CpuFeatures avx2_tier = cpu_features();
     avx2_tier.avx512f = avx2_tier.avx512bw = avx2_tier.avx512vl = avx2_tier.avx512vnni = false;
     EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->fn, f.single) << dtype_name(f.weight_type);
     avx2_tier.avxvnni = false;
-    EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->isa, "avx2") << dtype_name(f.weight_type);
+    EXPECT_EQ(best_dot_kernel(f.weight_type, avx2_tier)->tier, IsaTier::kAvx2) << dtype_name(f.weight_type);
   }
 }
 
@@ -422,7 +422,7 @@ void expect_tile_matches_scalar(DType wt, TileDotFn tile, const char* isa) {
 // The tile kernels on interleaved groups (DotKernel::tile_x8, cpu/interleave.h): 8 rows
 // drawn from the weight cases (each case in every row position across the n_act loop),
 // interleaved, against 1..13 activation rows and 67 (from 64 tokens on the VNNI kernels decode
-// the whole group first, kquant_tile_impl.h's kDecodeAllTokens): every (row, token)
+// the whole group first, kquant_tile_driver.h's kDecodeAllTokens): every (row, token)
 // bit-identical to the scalar reference on the rows before interleaving, and nothing
 // written past the 8 outputs.
 void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa) {
@@ -498,22 +498,22 @@ void expect_isa_tiles(std::span<const DotKernel> table, DType wt, TileDotFn tile
 
 TEST(DotKernelsTile, Avx2BitIdenticalToScalar) {
   if (!cpu_features().has_avx2_set()) GTEST_SKIP() << "CPU lacks AVX2 + FMA + F16C";
-  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(avx2_dot_kernels(), f.weight_type, f.avx2, f.avx2_x8, "avx2");
+  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(dot_kernels(IsaTier::kAvx2), f.weight_type, f.avx2, f.avx2_x8, "avx2");
 }
 
 TEST(DotKernelsTile, AvxVnniBitIdenticalToScalar) {
   if (!has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
-  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(avxvnni_dot_kernels(), f.weight_type, f.avxvnni, f.avxvnni_x8, "avxvnni");
+  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(dot_kernels(IsaTier::kAvxVnni), f.weight_type, f.avxvnni, f.avxvnni_x8, "avxvnni");
 }
 
 TEST(DotKernelsTile, Avx512BitIdenticalToScalar) {
   if (!cpu_features().has_avx512_set()) GTEST_SKIP() << "CPU lacks the AVX-512 set";
-  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(avx512_dot_kernels(), f.weight_type, f.avx512, f.avx512_x8, "avx512");
+  for (const TileFamily& f : kTileFamilies) expect_isa_tiles(dot_kernels(IsaTier::kAvx512), f.weight_type, f.avx512, f.avx512_x8, "avx512");
 }
 
 // Only the kernels that exist are offered: no interleaved layout without a kernel for it.
 TEST(DotKernelsTile, OnlyInterleavableTypesHaveTheX8Kernel) {
-  for (auto table : {avx2_dot_kernels(), avxvnni_dot_kernels(), avx512_dot_kernels()}) {
+  for (auto table : {dot_kernels(IsaTier::kAvx2), dot_kernels(IsaTier::kAvxVnni), dot_kernels(IsaTier::kAvx512)}) {
     for (const DotKernel& k : table) {
       if (k.tile_x8 != nullptr) {
         EXPECT_TRUE(interleavable(k.weight_type)) << dtype_name(k.weight_type);
@@ -574,8 +574,8 @@ TEST(DotKernelsTile, ActivationBlockTerms) {
   }
 }
 
-// Float families. From float_avx2.cpp: every product enters exactly and takes part in at
-// most m = ⌊n/32⌋ + 15 rounded float additions, so |simd − exact| ≤ γ_m·S with
+// Float families (docs/numerics.md, "Dot products"): every product enters exactly and takes
+// part in at most m = ⌊n/32⌋ + 15 rounded float additions, so |simd − exact| ≤ γ_m·S with
 // S = Σ|w_i·a_i| and γ_m = m·u/(1 − m·u), u = 2^-24. The scalar reference sums the exact
 // products in double (error ≤ γ'_n·S, γ'_n = n·2^-53/(1 − n·2^-53)) and rounds once to
 // float (≤ u·|result| ≤ u·(1 + γ'_n)·S). Hence
@@ -658,7 +658,7 @@ TEST(DotKernelsAvx2ExtFloat, MultiRowBitIdenticalToSingleRow) {
 TEST(DotKernelsAvx2ExtRows, DotRowsUsesTheMultiKernel) {
   if (!has_avx2()) GTEST_SKIP() << "CPU lacks AVX2+FMA+F16C";
   std::mt19937 rng(3);
-  for (const DotKernel& k : avx2_dot_kernels()) {
+  for (const DotKernel& k : dot_kernels(IsaTier::kAvx2)) {
     const int64_t n = 512;
     const auto w = k.weight_type == DType::F32 || k.weight_type == DType::F16 || k.weight_type == DType::BF16
                        ? float_cases(k.weight_type, n, rng)[0]

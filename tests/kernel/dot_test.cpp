@@ -72,7 +72,7 @@ TEST_P(DotKernels, MatchFloat64ReferenceOfDequantizedRows) {
       const double tol = 8.0 * n_terms * std::ldexp(1.0, -24) * mag + 1e-30;
       EXPECT_NEAR(scalar->fn(n, wr.bytes.data(), ar.bytes.data()), ref, tol) << dtype_name(wt) << " n=" << n;
       EXPECT_NEAR(best->fn(n, wr.bytes.data(), ar.bytes.data()), ref, tol)
-          << dtype_name(wt) << " n=" << n << " isa=" << best->isa;
+          << dtype_name(wt) << " n=" << n << " tier=" << isa_tier_name(best->tier);
     }
   }
 }
@@ -134,7 +134,7 @@ TEST(DotKernelsAvx2, MatchScalarOnRandomAndExtremeRows) {
   for (const Avx2Case& c : cases) {
     const DType at = scalar_dot_kernel(c.weight_type)->activation_type;
     // The AVX2 table serves this family (best_dot_kernel may prefer AVX-512 here).
-    const auto table = avx2_dot_kernels();
+    const auto table = dot_kernels(IsaTier::kAvx2);
     EXPECT_TRUE(std::any_of(table.begin(), table.end(), [&](const DotKernel& k) { return k.fn == c.avx2; }))
         << dtype_name(c.weight_type);
     // 2816 = 11 super-blocks (odd), 11264 = 44; for Q8_0 also 96 and 2080 (3 and 65 blocks:

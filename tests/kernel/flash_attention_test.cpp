@@ -3,8 +3,8 @@
 // (model/blocks/attention.cpp with -fa off), for head dims 64/128/256, GQA groups 1/2/8,
 // KV caches f32/f16/q8_0/q4_0, with and without the output gate, for prompt rows (one
 // micro-batch from position 0, and one that crosses a 1024-key part boundary) and decode
-// rows after thousands of keys. Plus the structural promises: the AVX2 and AVX-512 builds
-// are bit-identical to the scalar one, a task split over parts equals the whole task, a
+// rows after thousands of keys. Plus the structural promises: every tier's build is
+// bit-identical to the scalar one, a task split over parts equals the whole task, a
 // row's result does not depend on the rows and heads it shares a task with, and the
 // per-thread scratch does not grow with the depth.
 //
@@ -35,12 +35,12 @@
 //  (Higham & Mary 2019: |err| ≤ λ√k·u·magnitude with probability ≥ 1 − 2k·e^(−λ²/2)); with
 //  k = B/(uV) operations and λ = 6 each element's error is below 6·√(B/(uV))·u·V, so
 //  NMSE ≤ mean over elements of that squared / mean(o*²) (vs exact: k = (B_flash + B_exact)/(uV)).
-//  Q8_0 K cache (integer Q·K, flash_attention.h): the kernels compute the attention of the
+//  Q8_0 K cache (integer Q·K, docs/numerics.md): the kernels compute the attention of the
 //  quantized query q̂ (its codes times its f16 scales) exactly as they would a float one,
 //  except for the score's rounding: γ_(hd/32 + 2)·Â with Â = scale·Σ_i|q̂_i·k_ji| in place of
 //  (hd/16 + 5)·A. So o* is taken with q̂ (A and S too), and against the exact path (which
 //  uses q) the bound adds the quantization's own effect, |o*(q̂) − o*(q)|, computed in
-//  double per element. The per-score bound of flash_attention.h (δ_b) is checked on its own
+//  double per element. The per-score bound of docs/numerics.md (δ_b) is checked on its own
 //  (QuantizedScoresAreWithinTheirBound).
 // The measured values (printed with MOETIER_TEST_VERBOSE=1) are 100–1000× below the bounds.
 #include "cpu/flash_attention.h"
@@ -339,7 +339,7 @@ TEST_P(FlashAttentionAccuracy, MatchesDoubleReferenceAndExactPath) {
                  "%s hd %lld g %lld: max|Δref| %.3g of bound, %.1f u·V; max|Δexact| %.3g of bound; "
                  "NMSE vs ref %.3g, "
                  "vs exact %.3g (bound %.3g)\n",
-                 k.isa.data(), static_cast<long long>(sh.hd), static_cast<long long>(sh.group), st.max_ratio_ref,
+                 isa_tier_name(k.tier).data(), static_cast<long long>(sh.hd), static_cast<long long>(sh.group), st.max_ratio_ref,
                  st.worst_units_ref, st.max_ratio_exact, nmse_ref, nmse_exact, nmse_bound_exact);
   }
 }
@@ -378,14 +378,14 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Every ISA build of the kernels gives the scalar build's bits, for every cache type, with
-// the gate, prompt rows and a deep decode row.
+// The build of every tier this CPU runs gives the scalar build's bits, for every cache type,
+// with the gate, prompt rows and a deep decode row.
 TEST(FlashAttention, IsaVariantsAreBitIdenticalToScalar) {
   std::vector<const FlashKernels*> variants;
-  if (cpu_features().has_avx2_set()) variants.push_back(&flash_kernels_avx2());
-  if (cpu_features().has_avx2_set() && cpu_features().avxvnni) variants.push_back(&flash_kernels_avxvnni());
-  if (cpu_features().has_avx512_set()) variants.push_back(&flash_kernels_avx512());
-  if (variants.empty()) GTEST_SKIP() << "CPU has neither the AVX2 nor the AVX-512 set";
+  for (IsaTier t : kIsaTiers) {
+    if (t != IsaTier::kScalar && isa_tier_runs_on(t, cpu_features())) variants.push_back(&flash_kernels(t));
+  }
+  if (variants.empty()) GTEST_SKIP() << "CPU runs no tier above scalar";
   for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
     for (int64_t hd : {64, 256}) {
       const Cache c = make_cache(t, hd, 2, 3100, 7);
@@ -393,11 +393,11 @@ TEST(FlashAttention, IsaVariantsAreBitIdenticalToScalar) {
         const Queries qs = make_queries(c, 1, n_rows, 8, 3);
         std::vector<float> want, got;
         FlashScratch scratch;
-        flash_kernels_scalar().attend(make_task(c, 1, qs, pos0, true, want), scratch);
+        flash_kernels(IsaTier::kScalar).attend(make_task(c, 1, qs, pos0, true, want), scratch);
         for (const FlashKernels* k : variants) {
           k->attend(make_task(c, 1, qs, pos0, true, got), scratch);
           EXPECT_TRUE(same_bits(got, want))
-              << k->isa << " " << dtype_traits(t).name << " hd " << hd << " pos0 " << pos0;
+              << isa_tier_name(k->tier) << " " << dtype_traits(t).name << " hd " << hd << " pos0 " << pos0;
         }
         if (t == DType::Q8_0) {  // integer scores with an f16 V read in place (decode) or converted
           const Cache cv = make_cache(DType::F16, hd, 2, 3100, 8);
@@ -406,10 +406,10 @@ TEST(FlashAttention, IsaVariantsAreBitIdenticalToScalar) {
             task.v = {.data = cv.v.data(), .row_bytes = cv.row_bytes, .first = hd, .type = DType::F16};
             return task;
           };
-          flash_kernels_scalar().attend(mixed(want), scratch);
+          flash_kernels(IsaTier::kScalar).attend(mixed(want), scratch);
           for (const FlashKernels* k : variants) {
             k->attend(mixed(got), scratch);
-            EXPECT_TRUE(same_bits(got, want)) << k->isa << " q8_0 K, f16 V, hd " << hd << " pos0 " << pos0;
+            EXPECT_TRUE(same_bits(got, want)) << isa_tier_name(k->tier) << " q8_0 K, f16 V, hd " << hd << " pos0 " << pos0;
           }
         }
       }
@@ -418,10 +418,10 @@ TEST(FlashAttention, IsaVariantsAreBitIdenticalToScalar) {
 }
 
 // The integer scores of a Q8_0 K cache (this unit's scalar copy of the kernels' code) for
-// a partial tile of 61 keys: (1) every score is the arithmetic of flash_attention.h written
+// a partial tile of 61 keys: (1) every score is the arithmetic of docs/numerics.md written
 // out here (the integer sum, then fma(float(isum), d_k·d_q, acc) over the blocks in order,
 // then · scale); (2) every code is within δ_b of its query element and every score within
-// the per-score bound of flash_attention.h of the float query's exact score; (3) a block of
+// the per-score bound (docs/numerics.md) of the float query's exact score; (3) a block of
 // 3 vectors gives each the bits it gets alone. Keys include the extreme codes (all −128,
 // all +127); queries a block of equal values (every code ±127), a zero block and a tiny
 // one (its f16 scale is subnormal).

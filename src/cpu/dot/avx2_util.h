@@ -63,7 +63,7 @@ inline __m256i madd_acc(__m256i acc, __m256i a, __m256i b) {
 }
 
 // acc + q in int16 lanes, kept in order: the plain-AVX2 tile kernels' int16 step sums
-// (MOETIER_TILE_PAIRS, kquant_tile_impl.h), whose callers bound the sums within int16.
+// (kI16Pairs, kquant_tile_driver.h), whose callers bound the sums within int16.
 inline __m256i add_i16_in_order(__m256i acc, __m256i q) { return keep_in_order(_mm256_add_epi16(acc, q)); }
 
 // int16 lane k = u_2k·s_2k + u_2k+1·s_2k+1, u unsigned and s signed bytes (VPMADDUBSW,

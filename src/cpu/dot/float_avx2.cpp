@@ -1,20 +1,13 @@
 // F32 · F32, F16 · F16 and BF16 · BF16 with AVX2 + FMA (+ F16C for F16), one activation row
 // or up to kMaxDotRows of them (the _multi variants).
 //
-// Accumulation in double, like the scalar references: every f32 product (halves and
-// bfloat16s widen to f32 exactly: cvtph2ps, a 16-bit shift) is exact in double, and the
-// FMA adds it with one double rounding. Per row the order is fixed: four 4-lane double
-// accumulators over steps of 16 elements (element i goes to accumulator (i / 4) % 4),
-// remaining steps of 4 into accumulator 0, then (acc0 + acc1) + (acc2 + acc3), a 2-level
-// lane tree, then the last n % 4 elements, and one rounding to float at the end. So
-// |simd − exact| ≤ u·|exact| + m·2^-53·S with m = ⌊n/16⌋ + 10 and S = Σ|w_i·a_i|: the
-// result is the exactly rounded float except when the exact sum lies within ~n·2^-53·S of
-// a rounding boundary, which is what keeps models with F32/F16 routers on llama.cpp's
-// logits (SIMD float accumulation moved the reference-logit diffs from 1e-6 to 1e-1 by
-// flipping downstream Q8_K roundings). The test uses the looser float bound
-// (γ_m + u(1 + γ'_n) + γ'_n)·S derived for f32 accumulation, which this satisfies. The
-// multi-row variant runs the same per-row code on rows 0,1 / 2,3, so each out[j] is
-// bit-identical to the single-row kernel on row j.
+// Accumulation in double, like the scalar references (every product is exact in double, one
+// rounding per FMA), in a fixed order per row: four 4-lane double accumulators over steps of
+// 16 elements (element i goes to accumulator (i / 4) % 4), remaining steps of 4 into
+// accumulator 0, then (acc0 + acc1) + (acc2 + acc3), a 2-level lane tree, then the last
+// n % 4 elements, and one rounding to float. The bound this gives and the tests' bound:
+// docs/numerics.md, "Dot products". The multi-row variant runs the same per-row code on rows
+// 0,1 / 2,3, so each out[j] is bit-identical to the single-row kernel on row j.
 #include <bit>
 #include <cstdint>
 

@@ -1,13 +1,7 @@
 // F32 · F32, F16 · F16 and BF16 · BF16 with AVX-512F, one activation row or up to
-// kMaxDotRows. Like the scalar references they accumulate in double: halves, bfloat16s
-// and floats widen exactly to double, the product of two floats is exact in double
-// (24 + 24 ≤ 53 significant bits), so each FMA rounds once at 2^-53 and the result differs
-// from the scalar reference only where the two double sums round to different floats.
-// (An earlier variant accumulated in float lanes: it moved one MoE routing decision of the
-// qwen35moe-small-iq4_xs reference case, whose router weights are F32, across a tie, and
-// the prompt logits left their 1e-4 tolerance. The F32/F16/BF16 matmuls are small: routers
-// and a few projections.) The bound the kernels meet is derived in
-// tests/unit/dot_avx512_test.cpp.
+// kMaxDotRows. Like the scalar references they accumulate in double (every product is exact
+// in double, one rounding per FMA), so the result differs from the reference only where the
+// two double sums round to different floats (the bound: docs/numerics.md, "Dot products").
 //
 // Order of the arithmetic (identical for every row of a multi-row call, which is why the
 // multi-row results are bit-identical to the single-row ones): four accumulators of 8

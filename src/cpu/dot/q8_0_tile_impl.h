@@ -1,24 +1,14 @@
 // The Q8_0 · Q8_0 tile kernel (TileDotFn, cpu/dot.h), one source for the ISAs with a
 // 256-bit VPDPBUSD: included by q8_0_tile_avxvnni.cpp (AVX-VNNI, VEX) and
 // q8_0_tile_avx512.cpp (AVX512-VNNI + VL, EVEX), which define MOETIER_TILE_DPBUSD and
-// MOETIER_TILE_NAME first; and by q8_0_tile_avx2.cpp (plain AVX2, MOETIER_TILE_SIGNED_CODES,
-// with a MOETIER_TILE_DPBUSD on two signed operands: see below).
+// MOETIER_TILE_NAME first; and by q8_0_tile_avx2.cpp (plain AVX2, MOETIER_TILE_SIGNED_CODES:
+// signed codes and a MOETIER_TILE_DPBUSD on two signed operands).
 //
 // Packed weights, per 32-element block b of the kTileRows = 8 rows: 8 vectors k = 0..7 of
-// 8 int32 lanes; lane i of vector k holds row i's codes 4k..4k+3 plus 128 (as u8), so
-//   VPDPBUSD(acc, W_k, broadcast(q_a[4k..4k+3]))
-// adds Σ_{j<4} (w_i,4k+j + 128)·q_a,4k+j to lane i. Over k = 0..7, with acc started at
-// −128·Σ q_a (Q8_0ActBlock::offset), lane i is the block's exact Σ w·q_a (|sum| ≤ 32·128·127,
-// far inside int32; VPDPBUSD does not saturate). Then, per lane and in block order, the
-// scalar reference's float step: sum += float(isum) · (d_w · d_a), no contraction. So
-// every (row, token) is bit-identical to q8_0_q8_0_scalar.
-//
-// Plain AVX2 (q8_0_tile_avx2.cpp, MOETIER_TILE_SIGNED_CODES) has no VPDPBUSD, and its
-// emulation (VPMADDUBSW: u·s pairs summed in int16, saturating) would overflow on w + 128
-// (2·255·127 > 32767). There lane i holds row i's codes w as they are, and each step is
-// VPMADDUBSW(|w|, sign(q_a, w)) (avx2_util.h's dpbusd_signed): |w| ≤ 128 and |q_a| ≤ 127 (quantize_row_q8_0_activations
-// rounds x·127/max|x|), so a pair is at most 2·128·127 = 32512 and nothing saturates;
-// Σ |w|·sign(w)·q_a is Σ w·q_a exactly, so acc starts at 0 instead of the offset.
+// 8 int32 lanes, lane i of vector k = row i's codes 4k..4k+3 (plus 128, as u8, for VPDPBUSD),
+// so one step adds 4 products to each row's exact block sum; then the scalar reference's
+// float step per lane, in block order: every (row, token) is bit-identical to
+// q8_0_q8_0_scalar (the ranges: docs/numerics.md, "Tile kernels").
 //
 // Tokens go 4 at a time (the last group 1..3): per k one weight load serves 4 tokens; each
 // token keeps two int32 chains (even and odd k) so 8 VPDPBUSD are in flight, enough to hide

@@ -1,0 +1,535 @@
+// The drivers of the K-quant and IQ4_XS · Q8_K tile kernels (TileDotFn, cpu/dot.h): the loops
+// over rows, tokens and super-blocks of `tile` (rows from the file, packed per call) and
+// `tile_x8` (rows the loader interleaved, cpu/interleave.h), with the prefetch and the token
+// groups. Every (row, token) is bit-identical to the scalar reference: the integer sums are
+// exact and the float step is the reference's, per lane and in super-block order
+// (docs/numerics.md, "Tile kernels").
+//
+// Two template parameters: a weight family F (kquant_tile_q4_k_q5_k.h, kquant_tile_q6_k.h,
+// kquant_tile_iq4_xs.h: Block; unit(x, j) = the 32 code bytes u of elements 32j .. 32j+31;
+// kSub16 for 16-element sub-blocks; scales(rows, n_rows, b, P) and meta(run, P) fill P.sc,
+// P.m_pairs, P.d (and P.dmin); code(run, j, k) = step k of unit j of an interleaved run;
+// finish() = the reference's float step) and the unit's integer steps I (a struct of static
+// functions, one per kquant_tile_<tier>.cpp):
+//   dpwssd(acc, a, b)  acc + Σ of the 2 int16 products a·b per int32 lane (VPDPWSSD)
+//   dpbusd(acc, u, s)  acc + Σ of the 4 byte products u·s per int32 lane (VPDPBUSD)
+//   kI16Pairs          plain AVX2 instead of dpbusd: pairs(u, s) gives a step's products as
+//                      int16 pairs (VPMADDUBSW), add_i16(a, b) sums steps in int16 in order,
+//                      and one VPMADDWD by the scales widens and scales at once
+//   kWide512           the one-token x8 kernels with 512-bit VPDPBUSD (x8_one_token_512)
+// Everything has internal linkage: each ISA unit compiles its own copy.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/dot.h"
+#include "cpu/dot/kquant_tile_lanes.h"
+#include "tensor/blocks.h"
+
+namespace moetier::cpu::dot::kquant_tile {
+namespace {
+
+// The packed super-block of the unit: with int16 step sums it carries the scale pairs too.
+template <class I>
+using Packed = std::conditional_t<I::kI16Pairs, PackedSuperBlockPairs, PackedSuperBlock>;
+
+// With int16 step sums: P.sc as (sc, sc) int16 pairs, once per super-block, after the
+// family's scales / meta / scales_and_d filled P.sc. Otherwise nothing to do.
+template <class I, class F>
+inline void fill_sc_pairs([[maybe_unused]] Packed<I>& P) {
+  if constexpr (I::kI16Pairs) {
+    for (int s = 0; s < (F::kSub16 ? 16 : 8); ++s) P.sc_pairs[s] = int16_pairs(P.sc[s], P.sc[s]);
+  }
+}
+
+template <class I, class F>
+void pack_rows(const TileDotArgs& a, int64_t n_super, Packed<I>* packed) {
+  using Block = typename F::Block;
+  const Block* rows[kTileRows];
+  for (int i = 0; i < kTileRows; ++i) {
+    rows[i] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(a.weight_rows) +
+                                             (i < a.n_rows ? i : 0) * a.weight_stride);
+  }
+  for (int64_t b = 0; b < n_super; ++b) {
+    Packed<I>& P = packed[b];
+    F::scales(rows, a.n_rows, b, P);
+    fill_sc_pairs<I, F>(P);
+    for (int j = 0; j < 8; ++j) {
+      __m256i by_row[8];  // [row]: the row's 32 bytes of unit j
+      for (int i = 0; i < kTileRows; ++i) by_row[i] = i < a.n_rows ? F::unit(rows[i][b], j) : _mm256_setzero_si256();
+      transpose8(by_row, P.codes[j]);
+    }
+  }
+}
+
+// The four units 4·quad + q (q = 0..3) at step k: the family's codes4 where it has one (shared
+// loads), else code() per unit.
+template <class F>
+__attribute__((always_inline)) inline void codes_of_quad(const uint8_t* run, int quad, int k, __m256i (&c)[4]) {
+  if constexpr (requires { F::codes4(run, 0, 0, c); }) {
+    F::codes4(run, quad, k, c);
+  } else {
+    for (int q = 0; q < 4; ++q) c[q] = F::code(run, 4 * quad + q, k);
+  }
+}
+
+// ---- Int16 step sums (kI16Pairs: plain AVX2) ---------------------------------------------
+// Emulating each VPDPBUSD (pairs, VPMADDWD by 1, VPADDD) costs three instructions a step;
+// instead a chain adds kI16Steps steps' pairs in int16 (VPADDW), then one VPMADDWD against the
+// rows' scales as int16 pairs (sc, sc) gives sc·(those steps' sum) in each int32 lane: the
+// scale multiply (VPMULLD) is gone too. A step's pair is at most 2·kMaxAbsCode·127, so
+// kI16Steps of them stay within int16: Q4_K 8 (8·3810 = 30480), Q5_K 4 (4·7874), Q6_K 2
+// (2·16002), IQ4_XS's signed grid 1 (32258). sc·(pair sum) is then exact in int32 (|sc| ≤ 128),
+// and scaled is the same integer as with VPDPBUSD: bit-identical.
+// One core, 16 tokens, interleaved rows (throwaway microbenchmark): Q4_K 79 → 110 GMAC/s,
+// Q5_K 76 → 94, Q6_K 71 → 85, IQ4_XS 74 → 78 (AVX-VNNI's tile_x8: Q4_K 94, Q6_K 110,
+// IQ4_XS 122).
+
+// Steps per int16 sum: the largest power of two ≤ kSteps whose sum of pairs fits int16.
+template <class F, int kSteps>
+constexpr int i16_steps() {
+  int g = 1;
+  while (2 * g <= kSteps && 2 * g * (2 * F::kMaxAbsCode * 127) <= 32767) g *= 2;
+  return g;
+}
+
+// One token against an interleaved run (x8_one_token) with int16 step sums: four units at a
+// time, kI16Steps steps' pairs summed in int16 per unit (for Q6_K within a 16-element
+// sub-block), then one VPMADDWD by P.sc_pairs into that unit's int32 accumulator. scaled =
+// Σ_s sc_s · Σ u·q_a is the VPDPBUSD path's integer, so the result is bit-identical. No offset
+// is taken off the unit sums here: the one family that does so (IQ4_XS) has none with the
+// signed grid.
+template <class I, class F>
+__attribute__((always_inline)) inline __m256i one_token_pairs(const uint8_t* run, const BlockQ8_K& x,
+                                                              const Packed<I>& P) {
+  if constexpr (F::kOffsetInSum) static_assert(F::kCodeOffset == 0, "the offset would have to be scaled too");
+  constexpr int kSteps = F::kSub16 ? 4 : 8;  // steps per sub-block
+  constexpr int kI16Steps = i16_steps<F, kSteps>();
+  __m256i acc[4];
+  for (auto& v : acc) v = _mm256_setzero_si256();
+  for (int quad = 0; quad < 2; ++quad) {
+    #pragma GCC unroll 8  // constant step indices: the sums stay in registers
+    for (int k0 = 0; k0 < 8; k0 += kI16Steps) {
+      __m256i p[4];
+      #pragma GCC unroll 8
+      for (int k = k0; k < k0 + kI16Steps; ++k) {
+        __m256i c[4];
+        codes_of_quad<F>(run, quad, k, c);
+        for (int q = 0; q < 4; ++q) {
+          const __m256i pq = I::pairs(c[q], _mm256_set1_epi32(load_word(x.qs + 32 * (4 * quad + q) + 4 * k)));
+          p[q] = k == k0 ? pq : I::add_i16(p[q], pq);
+        }
+      }
+      for (int q = 0; q < 4; ++q) {
+        const int sub = F::kSub16 ? 8 * quad + 2 * q + k0 / 4 : 4 * quad + q;
+        acc[q] = I::dpwssd(acc[q], p[q], P.sc_pairs[sub]);
+      }
+    }
+  }
+  return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+}
+
+// ---- Packed super-blocks against token groups (tile, and tile_x8 for several tokens) --------
+
+// scaled[t] += Σ_s sc_s · Σ u·q_a over super-block b of packed rows P for T tokens, with
+// int16 step sums. Two chains per token: units j and j + 1 (8 steps each, scales sc_j,
+// sc_j+1), or for 16-element sub-blocks the two halves of unit j (4 steps each, scales sc_2j,
+// sc_2j+1).
+template <class I, class F, int T>
+__attribute__((always_inline)) inline void scaled_sums_pairs(const Packed<I>& P, const BlockQ8_K* const (&act)[T],
+                                                             int64_t b, __m256i (&scaled)[T]) {
+  constexpr int kUnitsPerStep = F::kSub16 ? 1 : 2;
+  constexpr int kSteps = F::kSub16 ? 4 : 8;
+  constexpr int kI16Steps = i16_steps<F, kSteps>();
+  static_assert(kSteps % kI16Steps == 0 && 2 * kI16Steps * F::kMaxAbsCode * 127 <= 32767);
+  for (int j = 0; j < 8; j += kUnitsPerStep) {
+    const int unit0 = j, unit1 = F::kSub16 ? j : j + 1;
+    const int k1 = F::kSub16 ? 4 : 0;  // first step of chain 1 in its unit
+    const int sub0 = F::kSub16 ? 2 * j : j;
+    // Step k's pairs into both chains' int16 sums (kFirst: the sums start there).
+    const auto step = [&]<bool kFirst>(int k, __m256i(&p0)[T], __m256i(&p1)[T]) __attribute__((always_inline)) {
+      const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
+      for (int t = 0; t < T; ++t) {
+        const __m256i q = I::pairs(w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
+        p0[t] = kFirst ? q : I::add_i16(p0[t], q);
+      }
+      const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
+      for (int t = 0; t < T; ++t) {
+        const __m256i q = I::pairs(w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
+        p1[t] = kFirst ? q : I::add_i16(p1[t], q);
+      }
+    };
+    for (int k0 = 0; k0 < kSteps; k0 += kI16Steps) {
+      __m256i p0[T], p1[T];
+      step.template operator()<true>(k0, p0, p1);
+      for (int k = k0 + 1; k < k0 + kI16Steps; ++k) step.template operator()<false>(k, p0, p1);
+      for (int t = 0; t < T; ++t) {
+        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(_mm256_madd_epi16(p0[t], P.sc_pairs[sub0]),
+                                                                 _mm256_madd_epi16(p1[t], P.sc_pairs[sub0 + 1])));
+      }
+    }
+  }
+}
+
+// The same with VPDPBUSD: each chain's exact step sums, then VPMULLD by the scale.
+template <class I, class F, int T>
+__attribute__((always_inline)) inline void scaled_sums_dpbusd(const Packed<I>& P, const BlockQ8_K* const (&act)[T],
+                                                              int64_t b, __m256i (&scaled)[T]) {
+  constexpr int kUnitsPerStep = F::kSub16 ? 1 : 2;
+  constexpr int kSteps = F::kSub16 ? 4 : 8;
+  for (int j = 0; j < 8; j += kUnitsPerStep) {
+    const int unit0 = j, unit1 = F::kSub16 ? j : j + 1;
+    const int k1 = F::kSub16 ? 4 : 0;  // first step of chain 1 in its unit
+    const int sub0 = F::kSub16 ? 2 * j : j;
+    __m256i s0[T], s1[T];
+    for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+    for (int k = 0; k < kSteps; ++k) {
+      const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
+      for (int t = 0; t < T; ++t) {
+        s0[t] = I::dpbusd(s0[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
+      }
+      const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
+      for (int t = 0; t < T; ++t) {
+        s1[t] = I::dpbusd(s1[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      scaled[t] = _mm256_add_epi32(scaled[t], _mm256_add_epi32(_mm256_mullo_epi32(s0[t], P.sc[sub0]),
+                                                               _mm256_mullo_epi32(s1[t], P.sc[sub0 + 1])));
+    }
+  }
+}
+
+// One super-block of packed rows against T tokens (act[t] = token t's Q8_K row), added to
+// sum[t] in super-block order.
+template <class I, class F, int T>
+__attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Packed<I>& P,
+                                                                       const BlockQ8_K* const (&act)[T], int64_t b,
+                                                                       __m256 (&sum)[T]) {
+  __m256i scaled[T];
+  for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
+  if constexpr (I::kI16Pairs) {
+    scaled_sums_pairs<I, F, T>(P, act, b, scaled);
+  } else {
+    scaled_sums_dpbusd<I, F, T>(P, act, b, scaled);
+  }
+  for (int t = 0; t < T; ++t) {
+    __m256i mins = _mm256_setzero_si256();
+    if constexpr (F::kMinPairs) {
+      for (int s = 0; s < 8; ++s) mins = I::dpwssd(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * s)));
+    }
+    sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
+  }
+}
+
+// Tokens j0 .. j0 + T − 1's Q8_K rows.
+template <int T>
+void act_rows(const TileDotArgs& a, int64_t j0, const BlockQ8_K* (&act)[T]) {
+  for (int t = 0; t < T; ++t) {
+    act[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a.activation_rows) + (j0 + t) * a.activation_stride);
+  }
+}
+
+template <class I, class F, int T>
+__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_super, const Packed<I>* packed, int64_t j0) {
+  const BlockQ8_K* act[T];
+  act_rows<T>(a, j0, act);
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) block_tokens<I, F, T>(packed[b], act, b, sum);
+  for (int t = 0; t < T; ++t) {
+    alignas(32) float lanes[kTileRows];
+    _mm256_store_ps(lanes, sum[t]);
+    float* out = a.out + (j0 + t) * a.out_stride;
+    for (int i = 0; i < a.n_rows; ++i) out[i] = lanes[i];
+  }
+}
+
+// Interleaved rows (cpu/interleave.h), T tokens at j0 for super-block b: the running sums
+// live in out between super-blocks (a float store and reload is exact).
+template <class I, class F, int T>
+__attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotArgs& a, const Packed<I>& P, int64_t b, int64_t j0) {
+  const BlockQ8_K* act[T];
+  act_rows<T>(a, j0, act);
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(a.out + (j0 + t) * a.out_stride);
+  block_tokens<I, F, T>(P, act, b, sum);
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+}
+
+// ---- One token against an interleaved group (decode) ---------------------------------------
+// Codes read straight from the group: four units at a time, with one VPDPBUSD chain per
+// 16-element sub-block (Q6_K: 8 chains) or per unit (the others: 4 chains, and the next four
+// units' chains overlap them out of order; decoding is a stream of weights, and two chains
+// would leave it latency-bound).
+// The prefetch runs this many super-block runs ahead: 4.3–6.7 KiB for the four families
+// (an 8-row run is 1088–1680 bytes). Two runs (2.2 KiB for IQ4_XS) arrived too late: on 2
+// threads streaming 8 random experts from DRAM (throwaway microbenchmark, AVX-VNNI) IQ4_XS
+// read 39–45 GB/s at 2 runs and 49–50 at 4, Q4_K 48–51 and 50–51; Q5_K and Q6_K the same
+// within the noise. At 8 runs Q4_K fell back to 48.
+inline constexpr int64_t kPrefetchRuns = 4;
+
+// The mins term Σ_j m_j · S_j of a 32-element-unit family (S_j = Σ q_a over unit j =
+// bsums[2j] + bsums[2j + 1]) in four VPDPWSSD steps of two units each, for the pairs
+// P.m_pairs[0..3] = (m0, m2), (m1, m3), (m4, m6), (m5, m7) of meta_one_token: the activation's
+// sums are paired the same way. The same integer as meta()'s eight steps of (m_j, m_j) ·
+// (bsums[2j], bsums[2j + 1]); |S_j| ≤ 32 · 127 fits int16.
+template <class I>
+inline __m256i paired_unit_mins(const PackedSuperBlock& P, const BlockQ8_K& x) {
+  // int32 lanes S0 .. S3 | S4 .. S7.
+  const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)), _mm256_set1_epi16(1));
+  // Lanes 0, 1 = (S0, S2), (S1, S3); lanes 4, 5 = (S4, S6), (S5, S7): each lane's high half
+  // from the lane two above.
+  const __m256i pairs = _mm256_blend_epi16(s, _mm256_slli_epi32(_mm256_bsrli_epi128(s, 8), 16), 0xAA);
+  constexpr int kLane[4] = {0, 1, 4, 5};
+  __m256i mins = _mm256_setzero_si256();
+  for (int p = 0; p < 4; ++p) {
+    mins = I::dpwssd(mins, P.m_pairs[p], _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(kLane[p])));
+  }
+  return mins;
+}
+
+// The frame of the one-token kernels: per super-block, the prefetch, the scales (and min
+// pairs), the activation's mins term and the float step, around scaled_sum(run, x, P), the
+// super-block's Σ_s sc_s · (unit sums) as int32 lanes (for kOffsetInSum families with the
+// code offset already taken off each unit's sum, and no mins term).
+template <class I, class F, class ScaledSum>
+__attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_token_frame(
+    const TileDotArgs& a, int64_t n_super, const uint8_t* group, const ScaledSum& scaled_sum) {
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  const auto* act = static_cast<const BlockQ8_K*>(a.activation_rows);
+  Packed<I> P;  // scales, mins and d only
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) {
+    const uint8_t* run = group + b * kRunBytes;
+    // Decoding streams the weights: ask for the run kPrefetchRuns ahead, which past the
+    // group's end is the next group of the same matrix, what the caller reads next (a
+    // prefetch past the tensor's end is harmless).
+    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    constexpr bool kPairedMins = requires { F::meta_one_token(run, P); };
+    if constexpr (kPairedMins) {
+      F::meta_one_token(run, P);
+    } else if constexpr (F::kOffsetInSum) {
+      F::scales_and_d(run, P);  // no min pairs: the offset comes off each unit's sum
+    } else {
+      F::meta(run, P);
+    }
+    fill_sc_pairs<I, F>(P);
+    const BlockQ8_K& x = act[b];
+    const __m256i scaled = scaled_sum(run, x, P);
+    __m256i mins = _mm256_setzero_si256();
+    if constexpr (kPairedMins) {
+      mins = paired_unit_mins<I>(P, x);
+    } else if constexpr (!F::kOffsetInSum) {
+      for (int s = 0; s < 8; ++s) mins = I::dpwssd(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
+    }
+    sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
+  }
+  _mm256_storeu_ps(a.out, sum);
+}
+
+// A unit's sum s (int32 lanes) less, for kOffsetInSum families, the code offset c·Σ q_a over
+// the unit (the same integer as the mins term, which then stays 0).
+template <class F>
+inline __m256i unit_sum(__m256i s, const BlockQ8_K& x, int j) {
+  if constexpr (F::kOffsetInSum) {
+    return _mm256_sub_epi32(s, _mm256_set1_epi32(F::kCodeOffset * (x.bsums[2 * j] + x.bsums[2 * j + 1])));
+  }
+  return s;
+}
+
+template <class I, class F>
+void x8_one_token(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
+  x8_one_token_frame<I, F>(a, n_super, group, [](const uint8_t* run, const BlockQ8_K& x, const Packed<I>& P)
+                                                  __attribute__((always_inline)) {
+    if constexpr (I::kI16Pairs) {
+      return one_token_pairs<I, F>(run, x, P);
+    } else {
+      __m256i scaled = _mm256_setzero_si256();
+      if constexpr (F::kSub16) {
+        // Per half (units 4h .. 4h + 3, sub-blocks 8h .. 8h + 7): one accumulator per sub-block.
+        for (int half = 0; half < 2; ++half) {
+          __m256i acc[8];
+          for (auto& v : acc) v = _mm256_setzero_si256();
+          #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
+          for (int k = 0; k < 8; ++k) {
+            __m256i c[4];
+            F::codes4(run, half, k, c);
+            for (int g = 0; g < 4; ++g) {
+              const int unit = 4 * half + g;
+              acc[2 * g + k / 4] = I::dpbusd(acc[2 * g + k / 4], c[g], _mm256_set1_epi32(load_word(x.qs + 32 * unit + 4 * k)));
+            }
+          }
+          for (int i = 0; i < 8; ++i) scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(acc[i], P.sc[8 * half + i]));
+        }
+      } else {
+        // Four units at a time, one chain each, steps in the order 0, 4, 1, 5, ... (IQ4_XS's
+        // steps k and k + 4 are one word's two nibbles, decoded together). The two quads are
+        // independent, so out-of-order execution keeps up to 8 chains in flight; two chains per
+        // unit (8 accumulators beside the codes, the activation word and the masks or grid in
+        // 16 ymm registers) spilled: one chain made IQ4_XS, whose kernel nothing else changed,
+        // 1.08–1.09× faster (AVX-VNNI, one core, in L2, paired in one process).
+        for (int j0 = 0; j0 < 8; j0 += 4) {
+          __m256i acc[4];
+          for (auto& v : acc) v = _mm256_setzero_si256();
+          #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
+          for (int i = 0; i < 8; ++i) {
+            const int k = i / 2 + 4 * (i % 2);
+            __m256i c[4];
+            codes_of_quad<F>(run, j0 / 4, k, c);
+            for (int q = 0; q < 4; ++q) {
+              acc[q] = I::dpbusd(acc[q], c[q], _mm256_set1_epi32(load_word(x.qs + 32 * (j0 + q) + 4 * k)));
+            }
+          }
+          for (int q = 0; q < 4; ++q) {
+            const __m256i s = unit_sum<F>(acc[q], x, j0 + q);
+            scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(s, P.sc[j0 + q]));
+          }
+        }
+      }
+      return scaled;
+    }
+  });
+}
+
+// x8_one_token with 512-bit vectors (kWide512: AVX512-VNNI): each load takes two consecutive
+// words of the group (steps k and k + 1 of a unit, group_word2), each VPDPBUSD does both steps
+// against the two activation words (act_pair), and the halves are added before the scales
+// (fold_halves). The integer sums are the same integers, so the result is x8_one_token's bit
+// for bit; half the loads, decode steps and VPDPBUSDs.
+template <class I, class F>
+void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* group) {
+  x8_one_token_frame<I, F>(a, n_super, group, [](const uint8_t* run, const BlockQ8_K& x, const Packed<I>& P)
+                                                  __attribute__((always_inline)) {
+    __m256i scaled = _mm256_setzero_si256();
+    if constexpr (F::kSub16) {
+      // Per half (units 4h .. 4h + 3): step pairs 0-1 and 2-3 are sub-block 2g, 4-5 and 6-7
+      // sub-block 2g + 1.
+      for (int half = 0; half < 2; ++half) {
+        __m512i acc[8];
+        for (auto& v : acc) v = _mm512_setzero_si512();
+        #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
+        for (int k = 0; k < 8; k += 2) {
+          __m512i c[4];
+          F::codes4_2(run, half, k, c);
+          for (int g = 0; g < 4; ++g) {
+            const int unit = 4 * half + g;
+            acc[2 * g + k / 4] = _mm512_dpbusd_epi32(acc[2 * g + k / 4], c[g], act_pair(x.qs + 32 * unit + 4 * k));
+          }
+        }
+        for (int i = 0; i < 8; ++i) {
+          scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(fold_halves(acc[i]), P.sc[8 * half + i]));
+        }
+      }
+    } else {
+      // Four units at a time, two chains each (step pairs 0-1, 4-5 and 2-3, 6-7).
+      for (int j0 = 0; j0 < 8; j0 += 4) {
+        __m512i acc[4][2];
+        for (auto& q : acc) q[0] = q[1] = _mm512_setzero_si512();
+        #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
+        for (int k = 0; k < 8; k += 2) {
+          for (int q = 0; q < 4; ++q) {
+            acc[q][(k / 2) & 1] = _mm512_dpbusd_epi32(acc[q][(k / 2) & 1], F::code2(run, j0 + q, k),
+                                                      act_pair(x.qs + 32 * (j0 + q) + 4 * k));
+          }
+        }
+        for (int q = 0; q < 4; ++q) {
+          const __m256i s = unit_sum<F>(fold_halves(_mm512_add_epi32(acc[q][0], acc[q][1])), x, j0 + q);
+          scaled = _mm256_add_epi32(scaled, _mm256_mullo_epi32(s, P.sc[j0 + q]));
+        }
+      }
+    }
+    return scaled;
+  });
+}
+
+// ---- The entry points ----------------------------------------------------------------------
+
+// Super-block run `run` of an interleaved group decoded into P: scales, min pairs, d and the
+// codes, as pack_rows gives them from the file's rows.
+template <class I, class F>
+inline void decode_run(const uint8_t* run, Packed<I>& P) {
+  F::meta(run, P);
+  fill_sc_pairs<I, F>(P);
+  for (int j = 0; j < 8; ++j) {
+    for (int k = 0; k < 8; ++k) P.codes[j][k] = F::code(run, j, k);
+  }
+}
+
+// body.template operator()<T>(j) for the token groups j .. j + T − 1 of n_act tokens: T = 4
+// while 4 remain, then one group of 3, 2 or 1.
+template <class Body>
+inline void token_groups(int64_t n_act, const Body& body) {
+  int64_t j = 0;
+  for (; j + 4 <= n_act; j += 4) body.template operator()<4>(j);
+  switch (n_act - j) {
+    case 3: body.template operator()<3>(j); break;
+    case 2: body.template operator()<2>(j); break;
+    case 1: body.template operator()<1>(j); break;
+    default: break;
+  }
+}
+
+// Every token against n_super packed super-blocks.
+template <class I, class F>
+void packed_tokens(const TileDotArgs& a, int64_t n_super, const Packed<I>* packed) {
+  token_groups(a.n_act, [&]<int T>(int64_t j) { tile_tokens<I, F, T>(a, n_super, packed, j); });
+}
+
+// From this many tokens on, tile_x8 decodes the whole group before the tokens (below). One
+// core, Q4_K (microbenchmark): with VNNI, all first against per super-block is 2% faster at
+// 64 tokens and 12% at 512 (119 → 134 GMAC/s), 3% slower at 32 and 20% at 8. With int16 step
+// sums (plain AVX2, a larger P) all first is slower at every count (16 tokens: 95 against
+// 118; 512: 119 against 126), so there it never is.
+template <class I>
+inline constexpr int64_t kDecodeAllTokens = I::kI16Pairs ? INT64_MAX : 64;
+
+// The tile kernel on an interleaved group of kTileRows rows (a.weight_rows; weight_stride
+// unused): per super-block the codes are decoded once into P (shifts and masks, no
+// transpose) and every token runs over them while they sit in L1; or, from
+// kDecodeAllTokens tokens on, all super-blocks first. One token: x8_one_token(_512).
+template <class I, class F>
+void tile_x8(const TileDotArgs& a) {
+  const int64_t n_super = a.n / kQK_K;
+  const auto* group = static_cast<const uint8_t*>(a.weight_rows);
+  if (a.n_act == 1) {
+    if constexpr (I::kWide512) {
+      x8_one_token_512<I, F>(a, n_super, group);
+    } else {
+      x8_one_token<I, F>(a, n_super, group);
+    }
+    return;
+  }
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  if (a.n_act >= kDecodeAllTokens<I>) {
+    // Many tokens: every super-block decoded first, then tile()'s token loop with each token
+    // group's sums in registers across the whole row.
+    std::vector<Packed<I>> packed(static_cast<size_t>(n_super));  // 2.9 KiB per super-block
+    for (int64_t b = 0; b < n_super; ++b) decode_run<I, F>(group + b * kRunBytes, packed[static_cast<size_t>(b)]);
+    packed_tokens<I, F>(a, n_super, packed.data());
+    return;
+  }
+  Packed<I> P;
+  for (int64_t b = 0; b < n_super; ++b) {
+    decode_run<I, F>(group + b * kRunBytes, P);
+    token_groups(a.n_act, [&]<int T>(int64_t j) { x8_block_tokens<I, F, T>(a, P, b, j); });
+  }
+}
+
+// The tile kernel on kTileRows rows of the file's layout: packed per call (a transpose of
+// the rows' unpacked codes), then every token group over them.
+template <class I, class F>
+void tile(const TileDotArgs& a) {
+  const int64_t n_super = a.n / kQK_K;
+  std::vector<Packed<I>> packed(static_cast<size_t>(n_super));  // 2.9 KiB per super-block
+  pack_rows<I, F>(a, n_super, packed.data());
+  packed_tokens<I, F>(a, n_super, packed.data());
+}
+
+}  // namespace
+}  // namespace moetier::cpu::dot::kquant_tile

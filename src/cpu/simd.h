@@ -1,0 +1,44 @@
+// The native vectors of the including unit's ISA, for kernel code written once with GCC
+// vector extensions and compiled per tier (flash_attention_impl.h, delta_rule_impl.h): the
+// width is 64 bytes with AVX-512, 32 with AVX, 16 (SSE2) in the base build. Internal
+// linkage: every unit keeps its own copy, compiled for its own ISA (no weak symbols in ISA
+// units, docs/adding-a-kernel.md).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+// 64-byte vectors only live inside inlined code (no ABI crossing); GCC reports -Wpsabi at the
+// end of the unit, so the warning stays off for the including unit (only the kernel units).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#define MOETIER_SIMD_INLINE inline __attribute__((always_inline))
+
+namespace moetier::cpu::simd {
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64;
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32;
+#else
+constexpr int kVecBytes = 16;
+#endif
+using VF = float __attribute__((vector_size(kVecBytes)));
+using VI = int32_t __attribute__((vector_size(kVecBytes)));
+constexpr int kF = kVecBytes / 4;  // float (and int32) lanes per native vector
+
+// Unaligned loads and stores of a native vector (or any vector type V).
+template <class V, class T>
+MOETIER_SIMD_INLINE V load(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <class V, class T>
+MOETIER_SIMD_INLINE void store(T* p, V v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+}  // namespace
+}  // namespace moetier::cpu::simd
