@@ -9,7 +9,7 @@
 // Bound: both paths see the same q, k, v (the projections are the same kernels), the same
 // cache rows and the same f32 values of them, so per attention output element
 //   |attn_flash − attn_exact| ≤ (B_flash + B_exact)·u·V
-// with B_flash, B_exact from tests/unit/flash_attention_test.cpp (per row: n keys, and S
+// with B_flash, B_exact from tests/kernel/flash_attention_test.cpp (per row: n keys, and S
 // bounded by Cauchy–Schwarz, ‖q‖·max‖k‖·scale; V = max |v| in the cache). The output
 // projection (F32 weights: double-lane dot products, one rounding) maps it to
 //   |out_flash − out_exact| ≤ max_o Σ_i |W_oi| · max|Δattn| + 2u·|out|.
