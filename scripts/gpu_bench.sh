@@ -69,7 +69,7 @@ bench() {  # name, flags...
   sed -n 's/.*"n_prompt": \([0-9]*\), "n_gen": \([0-9]*\),.*"avg_ts": \([0-9.e+-]*\),.*/  pp\1 tg\2: \3 t\/s/p' "$out/$name.jsonl"
 }
 bench all-gpu -ngl 99 -p 512 -n 128 -r 3
-bench seeds-6gb -ngl 99 -ncmoe 99 --vram-budget 6144 -p 512 -n 128 -r 3
+bench users-6gb -ngl 99 -ncmoe 99 --vram-budget 6144 -p 512 -n 128 -r 3
 bench all-gpu-exact -ngl 99 -p 0 -n 16 -r 1 --gpu-kernels exact
-bench seeds-6gb-exact -ngl 99 -ncmoe 99 --vram-budget 6144 -p 0 -n 16 -r 1 --gpu-kernels exact
+bench users-6gb-exact -ngl 99 -ncmoe 99 --vram-budget 6144 -p 0 -n 16 -r 1 --gpu-kernels exact
 stamp "done: results in $out"

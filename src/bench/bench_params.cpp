@@ -155,7 +155,7 @@ constexpr const char* kEpilog =
     "  gpu_device              the GPU the test ran on (null: CPU only)\n"
     "  gpu_weight_bytes, gpu_kv_bytes, gpu_state_bytes, gpu_scratch_bytes\n"
     "                          what moetier allocated on the GPU, by purpose (deterministic)\n"
-    "  vram_used_delta_bytes   device memory in use after the test minus before loading it (the seeds'\n"
+    "  vram_used_delta_bytes   device memory in use after the test minus before loading it (users'\n"
     "                          peak - idle method; needs VK_EXT_memory_budget, else null)\n"
     "  backends                Vulkan when the test ran layers on the GPU, else CPU (the table's backend)\n"
     "  gpu_backend             the GPU backend, kernel set and device (null: CPU only)\n"

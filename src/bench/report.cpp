@@ -70,7 +70,7 @@ std::string describe_comparison(const Comparison& c) {
   if (!c.ci) return text + "no interval (needs at least 2 repetitions)";
   text += fmt::format("t/s ratio {:.3f}, 95% CI [{:.3f}, {:.3f}]", c.ci->ratio, c.ci->low, c.ci->high);
   text += c.ci->includes_one() ? ": no difference" : c.ci->ratio > 1 ? ": faster" : ": slower";
-  // Drift between two separate runs is not in the interval (the seeds saw ~15% between sittings).
+  // Drift between two separate runs is not in the interval (users saw ~15% between sittings).
   return c.interleaved ? text : text + " (not interleaved: drift between the runs is not accounted for)";
 }
 
@@ -180,7 +180,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       // draft-mtp: the head's own time per drafted token (catch-up rows included).
       opt_real("spec_draft_ms_per_token", t.spec && t.spec_mtp ? std::optional<double>(r.spec_draft_ms_per_token)
                                                                : std::nullopt),
-      // Provenance (the seeds' "cite what was measured").
+      // Provenance ("cite what was measured").
       str("moetier_version", env.version),
       str("date", env.date),
       str("model_file", std::filesystem::path(r.model.filename).filename().string()),

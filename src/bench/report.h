@@ -19,7 +19,7 @@
 
 namespace moetier::bench {
 
-// A model file as cited in the records and the md header (the seeds' "cite what was measured").
+// A model file as cited in the records and the md header ("cite what was measured").
 struct ModelFile {
   std::string path;              // as given with -m
   int64_t file_bytes = 0;        // size of the file
@@ -119,7 +119,7 @@ struct TestResult {
   Summary ts_summary() const;  // mean, sd, min, max, cv of samples_ts()
   // Drift of t/s over the repetitions in the order they ran (stats.h); nullopt below 2.
   std::optional<double> drift_percent() const;
-  // peak_rss_bytes - the run's idle baseline (the seeds' footprint).
+  // peak_rss_bytes - the run's idle baseline (the footprint users compare).
   std::optional<int64_t> rss_peak_minus_idle_bytes(const Environment& env) const;
   // weight_bytes_per_token * avg_ts / 1e9 for tg tests (n_prompt == 0); nullopt otherwise.
   std::optional<double> achieved_gbps() const;

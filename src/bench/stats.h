@@ -1,4 +1,4 @@
-// Statistics of `moetier bench` (the seeds' measurement method): per-test summaries of the
+// Statistics of `moetier bench` (the users' measurement method): per-test summaries of the
 // repetitions' t/s, drift between the first and the second half of the rounds, and the
 // ratio of two tests' means with a 95% confidence interval. Pure functions, no I/O.
 #pragma once
@@ -17,7 +17,7 @@ struct Summary {
 };
 Summary summarize(std::span<const double> samples);
 
-// The seeds' noise threshold: a coefficient of variation above 5% makes a test's mean
+// The users' noise threshold: a coefficient of variation above 5% makes a test's mean
 // too uncertain for the ~5% differences they compare.
 inline constexpr double kNoisyCv = 0.05;
 
@@ -41,7 +41,7 @@ double student_t_975(double df);
 // On the log scale because a ratio of speeds is positive and its error multiplicative: the
 // interval never reaches 0 or below however noisy the runs (the linear form did), and a
 // ratio and its inverse get mirrored intervals. Chosen over a bootstrap because with the
-// seeds' 5 repetitions a percentile bootstrap is known to be too narrow, and this has a
+// users' 5 repetitions a percentile bootstrap is known to be too narrow, and this has a
 // closed form. nullopt when either side has fewer than 2 samples or a mean of 0. With both
 // sds 0 the interval is [R, R].
 struct RatioCi {

@@ -2,23 +2,20 @@
 // moetier's own figures (weight bytes per token, achieved GB/s, peak RSS, profile).
 // Results go to stdout in the chosen format; progress and the profile go to stderr.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <span>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "bench/bench_params.h"
+#include "bench/bench_run.h"
 #include "bench/chart.h"
 #include "bench/configs.h"
 #include "bench/cpu_load.h"
 #include "bench/e2e.h"
 #include "bench/html_report.h"
 #include "bench/report.h"
-#include "bench/runner.h"
 #include "bench/stats.h"
 #include "cli/commands.h"
 #include "core/thread_pool.h"
@@ -130,25 +127,28 @@ void print_summary(const bench::TestResult& result, const bench::Environment& en
   }
 }
 
-// File size and SHA-256 of every model, the digest from the cache when the file is unchanged.
-Result<std::vector<bench::ModelFile>> describe_model_files(const std::vector<std::string>& paths) {
-  std::vector<bench::ModelFile> files;
-  const std::string cache_dir = default_cache_dir();
-  for (const std::string& path : paths) {
-    if (std::any_of(files.begin(), files.end(), [&](const bench::ModelFile& f) { return f.path == path; })) continue;
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    if (ec) return Status::bad_input(fmt::format("{}: {}", path, ec.message()));
-    ASSIGN_OR_RETURN(CachedSha256 digest, cached_file_sha256(path, {.cache_dir = cache_dir, .log = stderr}));
-    files.push_back({.path = path, .file_bytes = static_cast<int64_t>(size), .sha256 = digest.sha256});
+// Progress lines and each test's summary (and profile) on stderr.
+class StderrBenchEvents : public bench::BenchEvents {
+ public:
+  StderrBenchEvents(const bench::Environment& env, bool profile) : env_(env), profile_(profile) {}
+  void note(const std::string& line) override { std::fprintf(stderr, "moetier bench: %s\n", line.c_str()); }
+  void result(const bench::TestResult& result, const std::string& prefix, int64_t model_n_layer) override {
+    print_summary(result, env_, prefix, model_n_layer);
+    if (profile_ && model_n_layer > 0) {
+      print_profile(result);
+      print_census(result);
+    }
   }
-  return files;
-}
+
+ private:
+  const bench::Environment& env_;
+  bool profile_;
+};
 
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  // The idle baseline of the seeds' memory method: after start-up, before any model is read.
+  // The idle baseline of the memory figure (peak - idle RSS): after start-up, before any model is read.
   const std::optional<uint64_t> idle_rss = platform::process_memory().resident;
   bool help = false;
   std::string help_text;
@@ -182,7 +182,7 @@ int cmd_bench(int argc, char** argv) {
     std::fprintf(stderr, "moetier bench: --url %s serves '%s'\n", server->url.c_str(), server->model_id.c_str());
   }
   {
-    auto files = describe_model_files(params.models);
+    auto files = bench::describe_model_files(params.models, {.cache_dir = default_cache_dir(), .log = stderr});
     if (!files) return report_error(files.status());
     env.model_files = std::move(files).value();
   }
@@ -199,134 +199,22 @@ int cmd_bench(int argc, char** argv) {
 
   auto printer = bench::make_printer(params, env, stdout);
   printer->header();
-  std::vector<bench::TestResult> results;
-  std::optional<bench::LoadedModel> loaded;
-  // Tests are ordered so that each model loads once per mode: one load serves a group of
-  // consecutive tests, whose repetitions are interleaved (or not) among themselves.
-  for (size_t begin = 0; begin < tests.size();) {
-    const bench::TestSpec& first = tests[begin];
-    size_t end = begin;
-    while (end < tests.size() && tests[end].model == first.model && tests[end].use_mmap == first.use_mmap) ++end;
-    if (!first.e2e_url.empty()) {
-      // The server's turns: no model load here; each test's repetitions in a row.
-      loaded.reset();
-      for (size_t i = begin; i < end; ++i) {
-        const std::string prefix = fmt::format("[{}/{}] {} via {}", i + 1, tests.size(), bench::test_name(tests[i]),
-                                               server->url);
-        std::fprintf(stderr, "moetier bench: %s\n", prefix.c_str());
-        auto r = bench::run_http_e2e_test(*server, tests[i],
-                                          {.repetitions = params.repetitions, .warmup = !params.no_warmup,
-                                           .seed = params.seed + static_cast<uint32_t>(i)});
-        if (!r) {
-          printer->footer();
-          return report_error(r.status());
-        }
-        print_summary(*r, env, prefix, 0);
-        printer->test(*r);
-        results.push_back(std::move(r).value());
-      }
-      begin = end;
-      continue;
-    }
-    loaded.reset();  // free the previous model first: two big models may not fit together
-    std::fprintf(stderr, "moetier bench: loading %s (%s)\n", first.model.c_str(), first.use_mmap ? "mmap" : "read into RAM");
-    const bench::RunOptions placement_options{.device = params.device,
-                                              .vram_budget_mib = params.vram_budget_mib,
-                                              .exact_kernels = params.exact_kernels};
-    auto m = bench::load_bench_model(first.model,
-                                     {.use_mmap = first.use_mmap,
-                                      .verbose = params.verbose,
-                                      .expert_pages = params.expert_pages,
-                                      .repack = !params.no_repack,
-                                      .tests = std::span<const bench::TestSpec>(tests.data() + begin, end - begin),
-                                      .run = &placement_options});
-    if (!m) {
-      printer->footer();
-      return report_error(m.status());
-    }
-    loaded = std::move(m).value();
-    for (const bench::ModelFile& f : env.model_files) {
-      if (f.path == first.model) {
-        loaded->info.file_bytes = f.file_bytes;
-        loaded->info.sha256 = f.sha256;
-      }
-    }
-
-    std::vector<bench::TestRun> runs;
-    std::vector<std::string> prefixes;
-    for (size_t i = begin; i < end; ++i) {
-      const bench::TestSpec& test = tests[i];
-      prefixes.push_back(fmt::format("[{}/{}] {} t={}", i + 1, tests.size(), bench::test_name(test), test.n_threads));
-      runs.emplace_back(test,
-                        bench::RunOptions{
-                            .repetitions = params.repetitions,
-                            .warmup = !params.no_warmup,
-                            .profile = params.profile,
-                            .scale_layers = params.scale_layers,
-                            .verbose = params.verbose,
-                            .seed = params.seed + static_cast<uint32_t>(i),
-                            .progress_prefix = prefixes.back(),
-                            .device = params.device,
-                            .vram_budget_mib = params.vram_budget_mib,
-                            .exact_kernels = params.exact_kernels,
-                        },
-                        loaded->info);
-    }
-    const bool interleave = env.interleaved && runs.size() > 1;
-    // Warm-ups first (untimed), then the timed repetitions in the schedule's order; a test's
-    // record is printed as soon as it and every test before it are complete.
-    std::vector<int64_t> done(runs.size(), 0);
-    size_t next_to_print = 0;
-    Status failed = Status::ok();
-    for (size_t k = 0; k < runs.size() && failed.is_ok(); ++k) {
-      if (interleave || k == 0) {
-        if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
-        failed = runs[k].prepare(*loaded);
-      }
-    }
-    for (const bench::Slot& slot : bench::repetition_order(runs.size(), params.repetitions, interleave)) {
-      if (!failed.is_ok()) break;
-      bench::TestRun& run = runs[slot.test];
-      if (!interleave && slot.repetition == 0 && slot.test > 0) {  // in a row: each test's warm-up just before it
-        if (params.delay_seconds > 0) std::this_thread::sleep_for(std::chrono::seconds(params.delay_seconds));
-        failed = run.prepare(*loaded);
-        if (!failed.is_ok()) break;
-      }
-      failed = run.repetition(*loaded, slot.repetition);
-      if (!failed.is_ok()) break;
-      ++done[slot.test];
-      while (next_to_print < runs.size() && done[next_to_print] == params.repetitions) {
-        bench::TestResult result = runs[next_to_print].finish(*loaded);
-        result.machine_read_gbps = machine_gbps;
-        result.interleaved = interleave;
-        print_summary(result, env, prefixes[next_to_print], loaded->model->hparams().n_layer);
-        if (params.profile) {
-          print_profile(result);
-          print_census(result);
-        }
-        printer->test(result);
-        results.push_back(std::move(result));
-        ++next_to_print;
-      }
-    }
-    if (!failed.is_ok()) {
-      printer->footer();
-      return report_error(failed);
-    }
-    begin = end;
+  StderrBenchEvents events(env, params.profile);
+  auto run = bench::run_bench({.params = params,
+                               .tests = tests,
+                               .env = env,
+                               .machine_gbps = machine_gbps,
+                               .server = server ? &*server : nullptr,
+                               .printer = *printer,
+                               .events = events});
+  if (!run) {
+    printer->footer();
+    return report_error(run.status());
   }
-  loaded.reset();
-
-  std::vector<bench::Comparison> comparisons;
-  for (const bench::ComparisonPair& pair : bench::plan_comparisons(tests, params.compare)) {
-    comparisons.push_back({.a_name = bench::test_name(tests[pair.a]),
-                           .b_name = bench::test_name(tests[pair.b]),
-                           .what = pair.what,
-                           .ci = bench::ratio_ci(results[pair.a].ts_summary(), results[pair.b].ts_summary()),
-                           .interleaved = results[pair.a].interleaved && results[pair.b].interleaved &&
-                                          tests[pair.a].model == tests[pair.b].model &&
-                                          tests[pair.a].use_mmap == tests[pair.b].use_mmap});
-    std::fprintf(stderr, "moetier bench: compare %s\n", bench::describe_comparison(comparisons.back()).c_str());
+  const std::vector<bench::TestResult> results = std::move(run).value();
+  const std::vector<bench::Comparison> comparisons = bench::compare_results(tests, results, params.compare);
+  for (const bench::Comparison& c : comparisons) {
+    std::fprintf(stderr, "moetier bench: compare %s\n", bench::describe_comparison(c).c_str());
   }
   printer->comparisons(comparisons);
   printer->footer();

@@ -59,7 +59,7 @@ void add_engine_flags(ArgParser& p, EngineOptions& f) {
            "-ngl all -cmoe keeps every expert on the CPU), else the CPU (default auto: when a hardware GPU is "
            "present and no -ngl/-ncmoe/-cmoe/-ot is given)",
            &f.fit);
-  p.option({"--fit-margin"}, "MiB", "GPU memory --fit keeps free (default 1536, the headroom the seeds needed)",
+  p.option({"--fit-margin"}, "MiB", "GPU memory --fit keeps free (default 1536, the headroom users' laptops needed)",
            &f.fit_margin_mib);
   p.option({"--vram-budget"}, "MiB", "plan for a GPU of this size (a big GPU behaves like a small one)",
            &f.vram_budget_mib);

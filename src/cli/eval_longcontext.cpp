@@ -1,32 +1,21 @@
 // moetier eval longcontext: the longcontext-v1 retrieval suite against moetier (started as
 // a `moetier serve` child) or any OpenAI-compatible server (--url).
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <httplib.h>
-#include <openssl/evp.h>
 
 #include "cli/commands.h"
 #include "cli/eval_commands.h"
 #include "console/progress.h"
 #include "core/args.h"
-#include "core/build_info.h"
-#include "core/format.h"
-#include "core/utc_time.h"
 #include "engine/session.h"
 #include "eval/longcontext_items.h"
-#include "eval/longcontext_report.h"
-#include "eval/longcontext_score.h"
+#include "eval/longcontext_run.h"
 #include "eval/openai_client.h"
 #include "eval/server_child.h"
 #include "gguf/sha256_cache.h"
-#include "platform/file.h"
 #include "platform/process.h"
 
 namespace moetier {
@@ -35,15 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 Result<std::vector<int64_t>> parse_int_list(const std::string& text, const char* what) {
   std::vector<int64_t> out;
@@ -63,26 +43,6 @@ Result<std::vector<int64_t>> parse_int_list(const std::string& text, const char*
     start = comma + 1;
   }
   return out;
-}
-
-Status write_file(const fs::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  if (!f) return Status::runtime(fmt::format("cannot write {}", path.string()));
-  return Status::ok();
-}
-
-std::string item_json_line(const eval::LongContextItem& it) {
-  return json{{"id", it.id},
-              {"lang", it.lang},
-              {"length", it.target_tokens},
-              {"depth", it.depth_percent},
-              {"needle", it.needle},
-              {"prompt_tokens", it.prompt_tokens},
-              {"needle_depth", it.needle_depth},
-              {"prompt_sha256", sha256_hex(it.prompt)},
-              {"prompt", it.prompt}}
-      .dump();
 }
 
 struct Options {
@@ -199,21 +159,9 @@ int cmd_eval_longcontext(int argc, char** argv) {
     count = [tok](std::string_view text) { return static_cast<int64_t>(tok->encode(text, {.parse_special = false}).size()); };
     tokenizer_source = vocab_path;
   } else if (server_url) {
-    const eval::ServerUrl su = *server_url;
-    count = [su](std::string_view text) -> int64_t {
-      httplib::Client cli(su.host, su.port);
-      cli.set_read_timeout(120, 0);
-      auto res = cli.Post(su.base + "/tokenize", json{{"content", std::string(text)}}.dump(), "application/json");
-      if (!res || res->status != 200) return -1;
-      try {
-        return static_cast<int64_t>(json::parse(res->body).at("tokens").size());
-      } catch (const std::exception&) {
-        return -1;
-      }
-    };
-    if (count("probe") < 0) {
-      return report_error(Status::bad_input("the server has no usable /tokenize endpoint: give --vocab MODEL.gguf so moetier can measure lengths"));
-    }
+    auto c = eval::server_token_counter(*server_url);
+    if (!c) return report_error(c.status());
+    count = std::move(c).value();
     tokenizer_source = o.url + "/tokenize";
   } else {
     return report_error(Status::bad_input("--list needs -m MODEL or --vocab FILE to measure lengths"));
@@ -237,19 +185,11 @@ int cmd_eval_longcontext(int argc, char** argv) {
     items = std::move(*r);
     bar.finish();
   }
-  std::string items_text, all_prompts;
-  int64_t longest = 0, total_tokens = 0;
-  for (const auto& it : items) {
-    items_text += item_json_line(it) + "\n";
-    all_prompts += it.prompt;
-    all_prompts += '\0';
-    longest = std::max(longest, it.prompt_tokens);
-    total_tokens += it.prompt_tokens;
-  }
-  const std::string item_set_sha256 = sha256_hex(all_prompts);
-  if (auto st = write_file(out / "items.jsonl", items_text); !st) return report_error(st);
+  auto item_set = eval::write_item_set(out, items);
+  if (!item_set) return report_error(item_set.status());
   std::fprintf(stderr, "moetier: %zu items (%zu cells), %lld prompt tokens in all, longest %lld; item set %s\n", items.size(),
-               cells->size(), static_cast<long long>(total_tokens), static_cast<long long>(longest), item_set_sha256.substr(0, 16).c_str());
+               cells->size(), static_cast<long long>(item_set->total_tokens), static_cast<long long>(item_set->longest_tokens),
+               item_set->sha256.substr(0, 16).c_str());
   if (o.list_only) {
     for (const auto& it : items) {
       std::printf("%-16s %6lld tokens (target %lld)  needle %s at %.1f%%\n", it.id.c_str(), static_cast<long long>(it.prompt_tokens),
@@ -258,42 +198,21 @@ int cmd_eval_longcontext(int argc, char** argv) {
     return 0;
   }
 
-  // Earlier results in DIR (resume), checked against these items.
-  const fs::path results_path = out / "results.jsonl";
-  std::map<std::string, json> done;
-  if (o.fresh) {
-    fs::remove(results_path, ec);
-  } else if (std::ifstream f(results_path); f) {
-    std::map<std::string, std::string> want;
-    for (const auto& it : items) want[it.id] = sha256_hex(it.prompt);
-    std::string line;
-    while (std::getline(f, line)) {
-      if (line.empty()) continue;
-      json r;
-      try {
-        r = json::parse(line);
-      } catch (const std::exception&) {
-        return report_error(Status::bad_input(fmt::format("{} has a line that is not JSON; use --fresh to start over", results_path.string())));
-      }
-      const std::string id = r.value("id", std::string());
-      if (want.count(id) && want[id] != r.value("prompt_sha256", std::string())) {
-        return report_error(Status::bad_input(fmt::format(
-            "{} holds results for different items (item {} differs: another seed or tokenizer); use --fresh or another --out",
-            results_path.string(), id)));
-      }
-      if (want.count(id)) done[id] = r;
-    }
-    if (!done.empty()) std::fprintf(stderr, "moetier: resuming: %zu of %zu items already done in %s\n", done.size(), items.size(), o.out.c_str());
+  // Earlier results in DIR (resume), checked against these items before a server starts.
+  auto done = eval::resume_results(out / "results.jsonl", items, o.fresh);
+  if (!done) return report_error(done.status());
+  if (!done->empty()) {
+    std::fprintf(stderr, "moetier: resuming: %zu of %zu items already done in %s\n", done->size(), items.size(), o.out.c_str());
   }
 
   // The server.
   std::optional<eval::ServerChild> child;
-  json server_info = json::object();
+  json started;
   if (!o.model.empty()) {
     std::vector<std::string> args = {"-m", o.model};
     bool has_ctx = false;
     for (const std::string& a : o.server_args) has_ctx = has_ctx || a == "-c" || a == "--ctx-size" || a.rfind("--ctx-size=", 0) == 0;
-    const int64_t ctx = o.ctx > 0 ? o.ctx : longest + o.max_tokens + 256;
+    const int64_t ctx = o.ctx > 0 ? o.ctx : item_set->longest_tokens + o.max_tokens + 256;
     if (!has_ctx) args.insert(args.end(), {"-c", std::to_string(ctx)});
     args.insert(args.end(), o.server_args.begin(), o.server_args.end());
     const Result<fs::path> self = platform::executable_path();
@@ -307,121 +226,49 @@ int cmd_eval_longcontext(int argc, char** argv) {
     child.emplace(std::move(*c));
     auto u = eval::parse_server_url(child->url());
     server_url = *u;
-    server_info["started"] = json{{"command", "moetier serve"}, {"args", args}, {"idle_rss_bytes", child->rss_bytes()}};
+    started = json{{"command", "moetier serve"}, {"args", args}, {"idle_rss_bytes", child->rss_bytes()}};
   }
-  if (auto props = eval::get_json(*server_url, "/props")) {
-    json p2 = json::object();
-    for (const char* k : {"build_info", "model_path", "total_slots", "chat_template"}) {
-      if (props->contains(k)) p2[k] = (*props)[k];
-    }
-    if (props->contains("default_generation_settings") && (*props)["default_generation_settings"].contains("n_ctx")) {
-      p2["n_ctx"] = (*props)["default_generation_settings"]["n_ctx"];
-    }
-    server_info["props"] = p2;
-  }
-  if (auto models = eval::get_json(*server_url, "/v1/models")) server_info["models"] = *models;
-  server_info["url"] = fmt::format("http://{}:{}{}", server_url->host, server_url->port, server_url->base);
+  const json server_info = eval::describe_server(*server_url, std::move(started));
 
   // Provenance, written before the run so an interrupted run still has it.
-  json prov = {{"suite", "longcontext-v1"},
-               {"date", utc_now_iso8601()},
-               {"engine", {{"moetier_version", MOETIER_VERSION}}},
-               {"seed", o.seed},
-               {"cells", cells->size()},
-               {"items", items.size()},
-               {"item_set_sha256", item_set_sha256},
-               {"tokenizer", tokenizer_source},
-               {"max_tokens", o.max_tokens},
-               {"temperature", o.temperature},
-               {"server", server_info}};
-  if (const std::string commit = build_git_commit(); !commit.empty()) prov["engine"]["moetier_commit"] = commit;
-  if (!o.model.empty()) {
-    json m = {{"file", fs::path(o.model).filename().string()}, {"path", o.model}};
-    if (const auto info = platform::file_info(o.model)) m["size_bytes"] = static_cast<int64_t>(info->size);
-    if (!o.no_sha256) {
-      // Cached by path, size and mtime (bench shares the cache): a 20 GB file is hashed once.
-      auto sha = cached_file_sha256(o.model, {.cache_dir = default_cache_dir(), .log = stderr});
-      if (sha) m["sha256"] = sha->sha256;
-    }
-    prov["model"] = m;
-  }
-  if (auto st = write_file(out / "provenance.json", prov.dump(2) + "\n"); !st) return report_error(st);
+  const json prov = eval::longcontext_provenance({.seed = o.seed,
+                                                  .n_cells = cells->size(),
+                                                  .n_items = items.size(),
+                                                  .item_set_sha256 = item_set->sha256,
+                                                  .tokenizer = tokenizer_source,
+                                                  .max_tokens = o.max_tokens,
+                                                  .temperature = o.temperature,
+                                                  .server = server_info,
+                                                  .model_path = o.model,
+                                                  .hash_model = !o.no_sha256,
+                                                  .cache_dir = default_cache_dir()});
+  if (auto st = eval::write_text(out / "provenance.json", prov.dump(2) + "\n"); !st) return report_error(st);
 
   // The run.
-  std::ofstream results(results_path, std::ios::app);
-  if (!results) return report_error(Status::runtime(fmt::format("cannot write {}", results_path.string())));
-  int64_t tokens_todo = 0;
-  for (const auto& it : items) {
-    if (!done.count(it.id)) tokens_todo += it.prompt_tokens + o.max_tokens;
-  }
-  ProgressBar bar({.label = "longcontext-v1 (prompt+answer tokens)", .total = static_cast<uint64_t>(tokens_todo), .bytes = false});
-  uint64_t progress_done = 0;
-  int failures = 0;
-  for (const auto& it : items) {
-    if (done.count(it.id)) continue;
-    auto reply = eval::chat(*server_url, {.user_message = it.prompt,
-                                          .model = o.model_name,
-                                          .max_tokens = o.max_tokens,
-                                          .temperature = o.temperature,
-                                          .timeout_s = o.timeout_s});
-    json r = {{"id", it.id},         {"lang", it.lang},
-              {"length", it.target_tokens}, {"depth", it.depth_percent},
-              {"prompt_tokens", it.prompt_tokens}, {"needle_depth", it.needle_depth},
-              {"needle", it.needle},  {"prompt_sha256", sha256_hex(it.prompt)}};
-    if (!reply) {
-      // A failed request is recorded (and not resumed past): the server may have run out of
-      // context or memory at this length, which the report should show.
-      ++failures;
-      r["verdict"] = "error";
-      r["reason"] = reply.status().message();
-      std::fprintf(stderr, "\nmoetier: %s: %s\n", it.id.c_str(), reply.status().message().c_str());
-    } else {
-      const eval::Classification c = eval::classify_answer(reply->content, reply->finish_reason, it.needle, it.prompt);
-      r["verdict"] = eval::verdict_name(c.verdict);
-      r["reason"] = c.reason;
-      r["needle_present"] = c.needle_present;
-      r["haystack_copy"] = c.haystack_copy;
-      r["list_items"] = c.list_items;
-      r["finish_reason"] = reply->finish_reason;
-      r["response"] = reply->content;
-      r["reasoning_chars"] = reply->reasoning_content.size();
-      r["usage"] = {{"prompt_tokens", reply->prompt_tokens}, {"completion_tokens", reply->completion_tokens}};
-      r["timings"] = reply->timings;
-      r["wall_s"] = reply->wall_s;
-    }
-    if (child) {
-      r["server_peak_rss_bytes"] = child->peak_rss_bytes();
-      r["server_rss_bytes"] = child->rss_bytes();
-    }
-    results << r.dump() << "\n";
-    results.flush();
-    done[it.id] = r;
-    progress_done += static_cast<uint64_t>(it.prompt_tokens + o.max_tokens);
-    bar.update(progress_done);
-  }
-  bar.finish();
-
-  // Reports over every item of this set (resumed ones included), errors left out of the
-  // table but counted.
-  std::vector<json> scored;
-  for (const auto& it : items) {
-    if (done.count(it.id) && done[it.id].value("verdict", std::string()) != "error") scored.push_back(done[it.id]);
-  }
-  const std::vector<eval::CellScore> cell_scores = eval::score_cells(scored);
-  std::string md = fmt::format("# longcontext-v1 — {}\n\n", o.model.empty() ? o.url : fs::path(o.model).filename().string());
-  md += eval::table_markdown(cell_scores);
-  if (failures) md += fmt::format("{} item(s) failed with a server error (see results.jsonl); they are not in the table.\n", failures);
-  if (child) md += fmt::format("Server peak resident memory: {}.\n", format_bytes(static_cast<uint64_t>(std::max<int64_t>(0, child->peak_rss_bytes()))));
-  if (auto st = write_file(out / "table.md", md); !st) return report_error(st);
-  if (auto st = write_file(out / "table.json", json{{"cells", eval::table_json(cell_scores)}, {"errors", failures}}.dump(2) + "\n"); !st) {
-    return report_error(st);
-  }
-  if (auto st = write_file(out / "heatmap.svg", eval::heatmap_svg(cell_scores, "longcontext-v1: correct / items per cell")); !st) {
-    return report_error(st);
-  }
-  std::fputs(md.c_str(), stdout);
+  std::optional<ProgressBar> bar;  // made at the first progress call, which brings the total
+  auto outcome = eval::run_longcontext(
+      {.out_dir = out,
+       .items = std::move(items),
+       .done = std::move(done).value(),
+       .server = *server_url,
+       .child = child ? &*child : nullptr,
+       .title = o.model.empty() ? o.url : fs::path(o.model).filename().string(),
+       .model_name = o.model_name,
+       .max_tokens = o.max_tokens,
+       .temperature = o.temperature,
+       .timeout_s = o.timeout_s,
+       .on_progress = [&bar](uint64_t done_tokens, uint64_t total) {
+         if (!bar) bar.emplace(ProgressOptions{.label = "longcontext-v1 (prompt+answer tokens)", .total = total, .bytes = false});
+         bar->update(done_tokens);
+       },
+       .on_error = [](const std::string& id, const std::string& error) {
+         std::fprintf(stderr, "\nmoetier: %s: %s\n", id.c_str(), error.c_str());
+       }});
+  if (bar) bar->finish();
+  if (!outcome) return report_error(outcome.status());
+  std::fputs(outcome->table_markdown.c_str(), stdout);
   std::fprintf(stderr, "moetier: wrote %s/{results.jsonl,table.md,table.json,heatmap.svg,provenance.json}\n", o.out.c_str());
-  return failures ? 1 : 0;
+  return outcome->failures ? 1 : 0;
 }
 
 }  // namespace moetier

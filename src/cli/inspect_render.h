@@ -1,5 +1,5 @@
 // Presentation of `moetier inspect`: the human-readable report and the JSON object that
-// scripts depend on (field names in docs: ../shared/docs/design.md and issue 6).
+// scripts depend on (field names in docs/architecture.md, "inspect --json").
 #pragma once
 
 #include <optional>

@@ -1,7 +1,7 @@
 // `moetier inspect --json`: one object. Stable fields scripts rely on (design.md): arch,
 // file_type_declared, file_type_name, census [{type, n_tensors, n_params, n_bytes}],
 // n_params_total, n_params_active, expert_bytes_total, expert_bytes_per_token, sha256
-// (with --sha256) and plan (with --plan; issue 6). Counts the file's architecture is needed
+// (with --sha256) and plan (with --plan). Counts the file's architecture is needed
 // for are null when it is not supported.
 #include "cli/inspect_render.h"
 

@@ -105,7 +105,7 @@ int cmd_run(int argc, char** argv) {
                    static_cast<double>(b) / (1 << 20));
     }
   }
-  // The seeds' "background load cuts speed 3×": say so when it happened to this run.
+  // Users' "background load cuts speed 3×": say so when it happened to this run.
   if (cpu_before && cpu_after) {
     const int n_cpus = static_cast<int>(cpus.size());
     const double wall = cpu_after->wall_seconds - cpu_before->wall_seconds;

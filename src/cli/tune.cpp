@@ -6,21 +6,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "bench/bench_params.h"
+#include "bench/bench_run.h"
 #include "cli/commands.h"
-#include "cli/inspect_render.h"
 #include "console/progress.h"
 #include "core/args.h"
-#include "engine/placement.h"
-#include "engine/plan.h"
-#include "engine/summary.h"
-#include "gguf/gguf.h"
+#include "engine/session.h"
 #include "gguf/sha256_cache.h"
-#include "model/arch.h"
 #include "platform/cpu.h"
 #include "platform/memory.h"
 #include "platform/terminal.h"
@@ -28,6 +23,7 @@
 #include "tune/candidates.h"
 #include "tune/report.h"
 #include "tune/search.h"
+#include "tune/space_plan.h"
 
 namespace moetier {
 
@@ -182,62 +178,18 @@ int cmd_tune(int argc, char** argv) {
   const TuneParams params = std::move(parsed).value();
 
   // The plan, from the header alone: --fit's choice is the starting point.
-  auto header = gguf::read_header(params.model);
-  if (!header) return report_error(header.status());
-  auto hp = read_hparams(*header);
-  if (!hp) return report_error(hp.status().with_context(params.model));
-  auto decision = decide_placement(*header, *hp,
-                                   {.device = params.device,
-                                    .fit = "on",
-                                    .fit_margin_mib = params.fit_margin_mib,
-                                    .vram_budget_mib = params.vram_budget_mib,
-                                    .n_ctx = params.n_ctx,
-                                    .type_k = params.kv_types.front(),
-                                    .type_v = params.kv_types.front(),
-                                    .progress = false});
-  if (!decision) return report_error(decision.status());
-  const int64_t n_layer_all = hp->n_layer + hp->n_layer_mtp;
-  tune::SpaceParams space{.purpose = params.purpose,
-                          .n_layer_all = n_layer_all,
-                          .physical_cores = platform::cpu_topology().physical,
-                          .threads = params.threads,
-                          .kv_types = params.kv_types};
-  std::string placement_note;
-  std::string fit_flags;
-  const ArchInfo* arch = find_arch(hp->arch);
-  CHECK(arch != nullptr);
-  const std::vector<PlanTensor> tensors = inspect::plan_tensors(*header, inspect::summarize(*header));
-  const int64_t gpu_budget = decision->params.vram_budget_bytes;  // free − margin
-  if (decision->gpu_part) {
-    // fit_plan again for its numbers (-ngl / -ncmoe as counts); the same inputs give the same choice.
-    auto fr = fit_plan(*hp, *arch, tensors, decision->params, gpu_budget + params.fit_margin_mib * kMiB,
-                       params.fit_margin_mib * kMiB);
-    if (!fr) return report_error(fr.status());
-    space.gpu = true;
-    space.fit_n_gpu_layers = fr->n_gpu_layers;
-    space.fit_n_cpu_moe = fr->n_cpu_moe;
-    fit_flags = fr->flags;
-    placement_note = fmt::format("--fit chose {} ({}); tune measures it against its neighbours", fr->flags, fr->choice);
-    const PlanParams base = decision->params;
-    space.fits = [&, base](const tune::Candidate& c) {
-      PlanParams pp = base;
-      pp.n_gpu_layers = c.n_gpu_layers;
-      pp.n_cpu_moe = c.n_cpu_moe;
-      pp.cpu_moe = false;
-      pp.n_ubatch = c.n_ubatch;
-      pp.type_k = c.type_kv;
-      pp.type_v = c.type_kv;
-      pp.vram_budget_bytes = gpu_budget;
-      auto plan = make_plan(*hp, *arch, tensors, pp);
-      return plan.is_ok() && plan->fits.value_or(true);
-    };
-  } else {
-    placement_note = decision->note.empty() ? std::string("no GPU: everything runs on the CPU")
-                                            : decision->note;
-    placement_note += "; the GPU knobs (-ngl, -ncmoe, -cmoe) collapse to CPU only (-ngl 0)";
-  }
-  std::fprintf(stderr, "moetier tune: %s\n", placement_note.c_str());
-  const std::vector<tune::Candidate> candidates = tune::build_candidates(space);
+  auto plan = tune::plan_search_space({.model_path = params.model,
+                                       .purpose = params.purpose,
+                                       .device = params.device,
+                                       .vram_budget_mib = params.vram_budget_mib,
+                                       .fit_margin_mib = params.fit_margin_mib,
+                                       .n_ctx = params.n_ctx,
+                                       .physical_cores = platform::cpu_topology().physical,
+                                       .threads = params.threads,
+                                       .kv_types = params.kv_types});
+  if (!plan) return report_error(plan.status());
+  std::fprintf(stderr, "moetier tune: %s\n", plan->placement_note.c_str());
+  const std::vector<tune::Candidate> candidates = tune::build_candidates(plan->space);
 
   bench::Environment env = bench::detect_environment();
   env.idle_rss_bytes = idle_rss;
@@ -247,17 +199,14 @@ int cmd_tune(int argc, char** argv) {
     if (std::find(env.n_threads.begin(), env.n_threads.end(), c.n_threads) == env.n_threads.end()) env.n_threads.push_back(c.n_threads);
   }
   {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(params.model, ec);
-    if (ec) return report_error(Status::bad_input(fmt::format("{}: {}", params.model, ec.message())));
-    auto digest = cached_file_sha256(params.model, {.cache_dir = default_cache_dir(), .log = stderr});
-    if (!digest) return report_error(digest.status());
-    env.model_files.push_back({.path = params.model, .file_bytes = static_cast<int64_t>(size), .sha256 = digest->sha256});
+    auto files = bench::describe_model_files({params.model}, {.cache_dir = default_cache_dir(), .log = stderr});
+    if (!files) return report_error(files.status());
+    env.model_files = std::move(files).value();
   }
 
   tune::BenchMeasurer measurer({.model_path = params.model,
                                 .device = params.device,
-                                .vram_budget_mib = gpu_budget > 0 ? gpu_budget / kMiB : params.vram_budget_mib,
+                                .vram_budget_mib = plan->gpu_budget_bytes > 0 ? plan->gpu_budget_bytes / kMiB : params.vram_budget_mib,
                                 .seed = params.seed,
                                 .env = env});
   TuneProgress progress;
@@ -282,10 +231,10 @@ int cmd_tune(int argc, char** argv) {
                           .model_type = measurer.model_info() ? measurer.model_info()->type : "",
                           .purpose = params.purpose,
                           .n_ctx = params.n_ctx,
-                          .n_layer_all = n_layer_all,
+                          .n_layer_all = plan->n_layer_all,
                           .time_budget_s = params.time_budget_s,
-                          .placement_note = placement_note,
-                          .fit_flags = fit_flags,
+                          .placement_note = plan->placement_note,
+                          .fit_flags = plan->fit_flags,
                           .search = search,
                           .result = std::move(result).value()};
   const std::string text = params.json ? tune::render_json(report) : tune::render_markdown(report);

@@ -36,7 +36,7 @@ Result<int64_t> kv_row_bytes(DType type, int64_t n, std::string_view flag) {
 //   + n_vocab (logits) on the device holding the output layer.
 // Attention is assumed fused (no n_ctx x n_head score matrix is materialised), and the
 // activation-quantization copies (~1 byte/element) are not counted: the headroom margin of
-// a fit (issue 6's --fit-margin) covers them.
+// a fit (--fit-margin) covers them.
 int64_t estimate_scratch_bytes(const HParams& hp, int64_t n_ubatch, bool holds_output) {
   const int64_t attention = 2 * hp.n_head * hp.head_dim_k + 2 * hp.n_head_kv * hp.head_dim_k + hp.n_head * hp.head_dim_v;
   const int64_t key_dim = hp.ssm_n_group * hp.ssm_d_state;

@@ -126,18 +126,18 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
 PlanParams cpu_only(PlanParams p);
 
 // --fit: the best plan for `free_bytes` of GPU memory, keeping `margin_bytes` of it free
-// (the headroom the seeds needed: a driver that runs out spills to system RAM silently).
-// Candidates, in order, as the seeds measured them (../shared/docs/mission.md):
+// (the headroom users needed: a driver that runs out spills to system RAM silently).
+// Candidates, in order, as users measured them (README, "Using a GPU"):
 //   1. everything on the GPU;
 //   2. every dense part and the LM head on the GPU (-ngl all), and then the routed experts
 //      of as many whole blocks as the budget still holds, the LAST blocks first: the
 //      smallest -ncmoe N whose GPU part (weights, KV cache, state, scratch) fits, up to
 //      -ncmoe n_layer_all (= -cmoe, every routed expert on the CPU);
 //   3. nothing on the GPU (partial dense offload was slower than none).
-// Why experts go to the GPU in candidate 2: seed 000's "partial expert offload was no
+// Why experts go to the GPU in candidate 2: one user's "partial expert offload was no
 // better" was measured by spilling experts past a 6 GB card (PCIe traffic every token).
 // Experts that fit the budget cost no transfer and take their blocks' share of the CPU's
-// expert reads away (the bottleneck, finding 7); seed 004 measured -ncmoe 34 (six blocks'
+// expert reads away (the bottleneck, the CPU is the bottleneck); another user measured -ncmoe 34 (six blocks'
 // experts on the GPU) as its best setting on 8 GB, which is what this picks there at -c 65536
 // (with Q5_K expert downs; a Q4_K_M file whose last blocks have Q6_K downs gets -ncmoe 35),
 // and users report -ncmoe 35 beating -ncmoe 41 on 6 GB cards. Whole blocks, counted from the

@@ -1,4 +1,4 @@
-// longcontext-v1 scoring: exact match of the needle, and the failure classes the seed report
+// longcontext-v1 scoring: exact match of the needle, and the failure classes users' reports
 // saw, each defined precisely so that the same answer always gets the same class.
 #pragma once
 

@@ -16,6 +16,13 @@ namespace {
 struct DigestFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
+
+std::string to_hex(const unsigned char* digest, unsigned int len) {
+  std::string hex;
+  hex.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
 }  // namespace
 
 Result<std::string> file_sha256(const std::string& path, const Sha256Options& options) {
@@ -40,10 +47,15 @@ Result<std::string> file_sha256(const std::string& path, const Sha256Options& op
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (EVP_DigestFinal_ex(ctx.get(), digest, &len) != 1) return Status::runtime("SHA-256: digest finalisation failed");
-  std::string hex;
-  hex.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
+  return to_hex(digest, len);
+}
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  // One-shot digest of memory: fails only if OpenSSL cannot allocate, an internal error.
+  CHECK(EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr) == 1);
+  return to_hex(digest, len);
 }
 
 }  // namespace moetier

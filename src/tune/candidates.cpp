@@ -50,8 +50,8 @@ std::vector<Candidate> build_candidates(const SpaceParams& p) {
     out.push_back(std::move(c));
   };
   // Placement neighbours, nearest first: -ncmoe N±1, N±2 (whole blocks' experts moved on or
-  // off the GPU), then -cmoe (every expert on the CPU, the seeds' deployment), then the CPU
-  // alone (the seeds' "offload all or nothing" for the dense part).
+  // off the GPU), then -cmoe (every expert on the CPU, the users' deployment), then the CPU
+  // alone (the users' "offload all or nothing" for the dense part).
   if (p.gpu && p.fit_n_gpu_layers > 0) {
     for (int64_t d : {-1, +1, -2, +2}) {
       const int64_t n = p.fit_n_cpu_moe + d;

@@ -1,5 +1,5 @@
 // `moetier tune`'s search space: the configurations worth measuring, built from the memory
-// plan without loading any weights. One knob at a time around a starting point (the seeds'
+// plan without loading any weights. One knob at a time around a starting point (the users'
 // rule "sweep one knob with the others fixed"): --fit's placement, all physical cores,
 // -ub 512, mmap, f16 KV; then its -ncmoe neighbours that fit the budget, -cmoe, CPU only,
 // fewer threads, smaller -ub (serve only: -ub changes prompt speed, never generation), no

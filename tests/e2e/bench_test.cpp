@@ -414,7 +414,7 @@ TEST(CliBench, InterleavedRecordsCarryStatisticsProvenanceAndMemory) {
   }
 }
 
-// The seeds' "memory is deterministic": two identical runs give the same peak - idle RSS up
+// Users' "memory is deterministic": two identical runs give the same peak - idle RSS up
 // to what differs between two processes doing the same work. That is page-granular state
 // placed by address-space randomisation and thread timing: the lazily touched pages of the
 // main and worker threads' stacks and of glibc's per-thread malloc arenas (tcache and arena

@@ -132,7 +132,9 @@ TEST_P(MtpEquivalence, DraftMtpOutputsEqualPlainDecoding) {
           ASSERT_EQ(plain.next_logits.size(), fast.next_logits.size());
           EXPECT_EQ(std::memcmp(plain.next_logits.data(), fast.next_logits.data(), plain.next_logits.size() * 4), 0)
               << what;
-          if (p_min == 0.0) EXPECT_GT(fast.spec.n_drafted, 0) << what;  // p_min 0: every step drafts
+          if (p_min == 0.0) {
+            EXPECT_GT(fast.spec.n_drafted, 0) << what;  // p_min 0: every step drafts
+          }
         }
       }
     }

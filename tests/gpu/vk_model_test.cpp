@@ -1,6 +1,6 @@
 // Whole models on the GPU (lavapipe in CI) against llama.cpp's reference logits and against
 // moetier's own CPU path, for the placements users run:
-//   all on GPU;  -ngl all -cmoe (dense on GPU, every routed expert on the CPU: the seed's);
+//   all on GPU;  -ngl all -cmoe (dense on GPU, every routed expert on the CPU: the users');
 //   -ngl all -ncmoe 2 (the experts of layers 0-1 on the CPU);  the output layer alone (-ngl 1).
 //
 // Tolerances, from ../shared/ref/README.md section 6 (as tests/e2e/reference_logits_test.cpp):
@@ -225,7 +225,7 @@ INSTANTIATE_TEST_SUITE_P(Ref, GpuLayer,
                                            "qwen3moe-small-q4_k_m"),
                          [](const auto& info) { return testing::param_name(info.param); });
 
-// The command line a user runs: `moetier run` with the seed's placement on the first Vulkan
+// The command line a user runs: `moetier run` with the users' placement on the first Vulkan
 // device prints the plan, uploads, and generates llama.cpp's greedy text (F32 model: all 32
 // tokens match, README section 6), the same as the CPU path.
 TEST(GpuCli, RunWithDenseOnGpuExpertsOnCpuGeneratesTheCpuText) {

@@ -6,7 +6,7 @@
 // ~128+ tokens gave logits ~10 off while the tiny test models (d_state 32) were fine.
 //
 // Prompts of 1, 109, 298, 662 and 1113 tokens at the default -ub (512: the longer prompts
-// span micro-batches), and -ub 1 / -ub 7, in the seeds' placement (-ngl all -cmoe: dense
+// span micro-batches), and -ub 1 / -ub 7, in the users' placement (-ngl all -cmoe: dense
 // layers on the GPU, routed experts on the CPU) and all on the GPU, with the fast kernels
 // (the default) and the exact ones; every result against llama.cpp's logits within the same
 // bound as the CPU path (real_shape.h: 1.5 × llama.cpp's own -ub 1 vs default noise).
@@ -52,7 +52,7 @@ void run_case(const testing::RealShapeData& data, const Run& r) {
   }
 }
 
-TEST(RealShapeGpu, SeedPlacementAtTheDefaultMicroBatch) {
+TEST(RealShapeGpu, UsersPlacementAtTheDefaultMicroBatch) {
   GPU_OR_SKIP(probe);
   probe.reset();
   const auto data = testing::load_real_shape();

@@ -494,7 +494,7 @@ TEST(ServerAuth, ApiKeyIsRequiredExceptForHealth) {
 }
 
 TEST(ServerCli, SeedCommandLineIsAcceptedAndBadFlagsFail) {
-  // The seed's command line. Without a hardware GPU (CI has only lavapipe, a software Vulkan
+  // A user's command line. Without a hardware GPU (CI has only lavapipe, a software Vulkan
   // device) the GPU flags are accepted and the log says everything runs on the CPU; with one,
   // the plan table is printed and the dense layers go to the GPU.
   ServerProcess server({"-m", model_path("qwen35moe-tiny-f32"), "-c", "4096", "-ngl", "99", "-ncmoe", "40", "-ctk", "f16",

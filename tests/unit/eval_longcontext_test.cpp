@@ -4,11 +4,10 @@
 
 #include <regex>
 
-#include <openssl/evp.h>
-
 #include "eval/longcontext_items.h"
 #include "eval/longcontext_report.h"
 #include "eval/longcontext_score.h"
+#include "gguf/file_sha256.h"
 #include "gguf/gguf.h"
 #include "support/ref_data.h"
 #include "text/tokenizer.h"
@@ -30,18 +29,7 @@ const text::Tokenizer& qwen3() {
 
 int64_t count(std::string_view s) { return static_cast<int64_t>(qwen3().encode(s, {.parse_special = false}).size()); }
 
-std::string sha256(const std::string& s) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(s.data(), s.size(), d, &n, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < n; ++i) {
-    static const char* k = "0123456789abcdef";
-    hex += k[d[i] >> 4];
-    hex += k[d[i] & 15];
-  }
-  return hex;
-}
+std::string sha256(const std::string& s) { return sha256_hex(s); }
 
 TEST(LongContextItems, DefaultGridIs26ItemsIn13Cells) {
   auto cells = longcontext_cells({});

@@ -1,6 +1,6 @@
 // Memory plan on the Qwen3.6-35B-A3B shape, against figures computed by hand (no file).
 //
-// Shape (issue 2, synth preset qwen3.6-35b-a3b): 40 blocks, every 4th full attention
+// Shape (synth preset qwen3.6-35b-a3b): 40 blocks, every 4th full attention
 // (10 attention, 30 Gated DeltaNet); n_embd 2048; 16 Q / 2 KV heads x 256; GDN 16 K /
 // 32 V heads x 128, conv 4; 256 experts, 8 used, expert FFN 512, shared FFN 512;
 // vocab 248,320.
@@ -273,7 +273,7 @@ TEST_F(PlanQwen36, AllLayersOnGpuWithAllExpertsOnCpu) {
 }
 
 TEST_F(PlanQwen36, SixGigabyteBudgetFitsDenseOnGpuExpertsOnCpu) {
-  // The seeds' setup: 6 GiB GPU, 65,536 context, -ngl all -cmoe.
+  // The users' setup: 6 GiB GPU, 65,536 context, -ngl all -cmoe.
   //   GPU total = 2,014,669,312 weights + 1,342,177,280 KV + 65,863,680 state
   //             + 583,532,544 scratch = 4,006,242,816 B
   //   free      = 6,442,450,944 - 4,006,242,816 = 2,436,208,128 B (~2323 MiB)
@@ -358,7 +358,7 @@ TEST_F(PlanQwen36, BadParametersAreBadInput) {
   EXPECT_NE(r.status().message().find("-ctk"), std::string::npos) << r.status().message();
 }
 
-// --fit on the Qwen3.6-35B-A3B shape (header only), 65,536 context, the seeds' cards.
+// --fit on the Qwen3.6-35B-A3B shape (header only), 65,536 context, the users' cards.
 // GPU part of -ngl all -cmoe (SixGigabyteBudgetFitsDenseOnGpuExpertsOnCpu): 4,006,242,816 B;
 // each block's routed experts add kExpertBytesPerLayer = 486,539,264 B (464 MiB).
 constexpr int64_t kDenseGpuTotal = 4006242816;
@@ -374,7 +374,7 @@ void expect_experts_from(const Plan& p, int64_t n_cpu_moe, const std::string& wh
 TEST_F(PlanQwen36, FitPutsTheLastLayersExpertsOnTheGpuWhileTheyFit) {
   constexpr int64_t kMargin = 1536 * kMiB;
   // 8 GiB: budget 8192 - 1536 = 6656 MiB = 6,979,321,856 B; after the dense part
-  // 2,973,079,040 B are left = 6.11 blocks' experts: 6 blocks (34-39), -ncmoe 34 (seed 004's
+  // 2,973,079,040 B are left = 6.11 blocks' experts: 6 blocks (34-39), -ncmoe 34 (a user's
   // best measured setting on 8 GB), 2,973,079,040 - 6 * 486,539,264 = 53,843,456 B left.
   // 6 GiB: budget 4608 MiB = 4,831,838,208 B; 825,595,392 B left = 1.7 blocks: 1 block (39),
   // -ncmoe 39, 825,595,392 - 486,539,264 = 339,056,128 B left.
@@ -485,7 +485,7 @@ TEST_F(PlanQwen36, FitUsesTheWholeGpuWhenEverythingFitsAndTheCpuWhenNothingDoes)
   EXPECT_NE(big->choice.find("everything on the GPU"), std::string::npos);
   EXPECT_EQ(big->n_cpu_moe, 0);
   EXPECT_EQ(big->expert_layers_on_gpu, 40);
-  // 3 GiB minus the margin holds not even the 4 GB dense part: no partial offload (the seeds
+  // 3 GiB minus the margin holds not even the 4 GB dense part: no partial offload (the users
   // found partial dense offload slower than none).
   auto small = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 3072 * kMiB, 1536 * kMiB);
   ASSERT_TRUE(small.is_ok());

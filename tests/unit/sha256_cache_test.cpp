@@ -1,5 +1,6 @@
 // The SHA-256 cache of `moetier bench`'s provenance (gguf/sha256_cache.h): where it lives,
-// a digest computed once and then read back, and recomputed when the file changes.
+// a digest computed once and then read back, and recomputed when the file changes; the
+// digests themselves against known vectors.
 #include <gtest/gtest.h>
 
 #include <sys/time.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "gguf/file_sha256.h"
 #include "gguf/sha256_cache.h"
 #include "support/cli.h"
 
@@ -43,6 +45,23 @@ TEST(Sha256Cache, ComputedOnceThenTakenFromTheCacheUntilTheFileChanges) {
   EXPECT_NE(third->sha256, abc);
   EXPECT_FALSE(cached_file_sha256((dir / "missing").string(), options).is_ok());
   std::filesystem::remove_all(dir);
+}
+
+// FIPS 180-2's test vectors: the in-memory digest and the file digest agree with them.
+TEST(Sha256, KnownDigestsOfBytesAndOfAFile) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const std::string million_a(1000000, 'a');
+  EXPECT_EQ(sha256_hex(million_a), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "moetier_sha256_known.bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << million_a;
+  }
+  auto digest = file_sha256(path.string(), {.progress = false});
+  ASSERT_TRUE(digest.is_ok()) << digest.status().message();
+  EXPECT_EQ(*digest, sha256_hex(million_a));
+  std::filesystem::remove(path);
 }
 
 }  // namespace
