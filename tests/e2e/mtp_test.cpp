@@ -42,6 +42,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The files mtp_model made, removed when the test binary exits.
+struct MadeFiles {
+  std::vector<std::string> paths;
+  ~MadeFiles() {
+    for (const std::string& p : paths) {
+      std::error_code ec;
+      fs::remove(p, ec);
+    }
+  }
+};
+MadeFiles& made_files() {
+  static MadeFiles files;
+  return files;
+}
+
 // A synth file with an MTP block (or only the MTP draft, or without MTP), made once per test
 // binary run.
 enum class MtpPart { kWithMtp, kMtpOnly, kNoMtp };
@@ -57,6 +72,7 @@ std::string mtp_model(const std::string& preset, synth::QuantMix mix, MtpPart pa
                                    .out_path = path,
                                    .progress = false});
     EXPECT_TRUE(made.is_ok()) << made.status().message();
+    made_files().paths.push_back(path);
   }
   return path;
 }

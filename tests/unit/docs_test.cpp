@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -193,6 +194,38 @@ TEST(Docs, ArchitectureLayerTableIsTheBuilds) {
     }
   }
   EXPECT_EQ(doc_table, build_table) << "docs/architecture.md's layer table differs from CMakeLists.txt's moetier_layer lines";
+}
+
+// The drawing "The layers by rank": each layer on the line of its rank, where a layer without
+// dependencies has rank 0 and any other 1 + the highest rank among its dependencies.
+TEST(Docs, ArchitectureRanksFollowTheBuild) {
+  const auto build_table = parse_layer_lines(read_text(fs::path(MOETIER_BUILD_DIR) / "generated" / "layers.txt"));
+  ASSERT_FALSE(build_table.empty());
+  std::map<std::string, int> rank;
+  const std::function<int(const std::string&)> rank_of = [&](const std::string& layer) -> int {
+    if (auto it = rank.find(layer); it != rank.end()) return it->second;
+    int r = 0;
+    for (const std::string& d : build_table.at(layer)) r = std::max(r, 1 + rank_of(d));
+    return rank[layer] = r;
+  };
+  for (const auto& [layer, deps] : build_table) rank_of(layer);
+
+  const std::string doc = read_text(kRoot / "docs" / "architecture.md");
+  const size_t start = doc.find("The layers by rank");
+  ASSERT_NE(start, std::string::npos) << "docs/architecture.md has no drawing of the layers by rank";
+  const size_t open = doc.find("```\n", start);
+  const size_t close = doc.find("```\n", open + 4);
+  ASSERT_TRUE(open != std::string::npos && close != std::string::npos);
+  std::map<std::string, int> drawn;
+  std::istringstream lines(doc.substr(open + 4, close - open - 4));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    int r = -1;
+    if (!(words >> r)) continue;
+    // The layer names come first; the description after them names no layer.
+    for (std::string w; words >> w && build_table.count(w);) drawn[w] = r;
+  }
+  EXPECT_EQ(drawn, rank) << "docs/architecture.md's drawing of the layers by rank differs from the build's layers";
 }
 
 }  // namespace
