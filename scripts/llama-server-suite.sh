@@ -7,8 +7,7 @@
 # The suite starts `llama-server` with flags that download small llama models from Hugging
 # Face (--hf-repo/--hf-file/--model-url). A wrapper maps those to a local moetier model
 # (MOETIER_SUITE_MODEL, default the tiny qwen3moe reference model) and passes every other
-# flag through unchanged (but --no-jinja, the suite's default: moetier always uses the
-# model's Jinja template), so flags moetier does not know still fail as they would for a user.
+# flag through unchanged, so flags moetier does not know still fail as they would for a user.
 # Python: Debian's python3-pytest, -requests, -aiohttp, -prometheus-client, -numpy, -wget.
 # Debian 12 has no `openai` Python package; without one, a stub is put on the path so the
 # files that import it can be collected, and the tests that use it fail as "not runnable".
@@ -38,7 +37,6 @@ while [ \$# -gt 0 ]; do
     --offline) shift ;;  # a download flag: there is nothing to download
     --embedding|--embeddings|--reranking|--rerank) shift ;;  # no such endpoints: their tests fail on the API
     --pooling) shift 2 ;;
-    --no-jinja) shift ;;  # the suite's default; moetier always renders the model's template
     --model-draft|-md) args+=("\$1" "$model"); shift 2 ;;
     -m|--model) have_model=1; args+=("\$1" "\$2"); shift 2 ;;
     *) args+=("\$1"); shift ;;

@@ -63,7 +63,9 @@ int cmd_serve(int argc, char** argv) {
            &config.shutdown_grace_s);
   p.flag({"-cb", "--cont-batching"}, &ignored, "accepted for compatibility: slots are always batched together");
   p.flag({"--jinja"}, &ignored, "accepted for compatibility: chat templates are always rendered as Jinja");
-  p.flag({"--no-jinja"}, &no_jinja, "not available: moetier always renders the chat template with its Jinja engine");
+  p.flag({"--no-jinja"}, &no_jinja,
+         "render chats with the built-in format the model's template writes (chatml, llama3, ...; ChatML when none "
+         "matches) instead of the model's Jinja template; requests with tools are refused");
   p.flag({"--offline"}, &ignored, "accepted for compatibility: moetier never downloads anything");
   p.flag({"--slots"}, &slots_on, "serve the /slots endpoint (the default)");
   p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore (off without it)",
@@ -128,11 +130,6 @@ int cmd_serve(int argc, char** argv) {
   if (config.http_threads < 0) return report_error(Status::bad_input("--threads-http must not be negative"));
   config.max_body_bytes = static_cast<size_t>(max_body);
   config.slots_endpoint = !no_slots || slots_on;
-  if (no_jinja) {
-    return report_error(Status::bad_input(
-        "--no-jinja: moetier always renders the chat template with its own Jinja engine (it has no other template "
-        "path); drop the flag, or give --chat-template-file FILE for another template"));
-  }
   if (cache_ram >= 0) {
     std::fprintf(stderr, "moetier: note: --cache-ram %lld: moetier keeps prompt caches in the slots only, so no RAM "
                          "cache is used\n", static_cast<long long>(cache_ram));
@@ -175,7 +172,7 @@ int cmd_serve(int argc, char** argv) {
                     n_ctx_slot)));
   }
   auto chat_prompt = ChatPrompt::load(session->file->header(), *session->tokenizer,
-                                      {.file = template_file, .name_or_source = template_name});
+                                      {.file = template_file, .name_or_source = template_name, .builtin_only = no_jinja});
   if (!chat_prompt) return report_error(chat_prompt.status());
 
   KvCacheOptions kv = session->kv;

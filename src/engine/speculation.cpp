@@ -77,7 +77,10 @@ Status check_spec_options(SpecOptions& f) {
     f.params.n_min = f.params.ngram_mod_n_min;
   }
   if (f.draft_gpu_layers != 0 && *type != SpecType::kDraftSimple) {
-    return Status::bad_input("-ngld places a draft model (--spec-type draft-simple with -md); it has nothing to place here");
+    // llama.cpp ignores -ngld without a draft model (its presets pass it anyway).
+    f.notes.push_back(fmt::format("-ngld {}: no draft model to place (--spec-type {}), so it has nothing to act on",
+                                  f.draft_gpu_layers, f.type));
+    f.draft_gpu_layers = 0;
   }
   if (*type == SpecType::kDraftSimple && f.draft_model.empty()) {
     return Status::bad_input("--spec-type draft-simple needs a draft model: -md FILE");
@@ -115,10 +118,15 @@ Result<HParams> open_draft(SpecOptions& f, Session& session) {
 }
 
 // -ngld N: the draft's last N of its n_layer + 1 layers (the LM head counted first, as -ngl
-// does) on the model's GPU, experts included; an error when the model has no GPU part.
+// does) on the model's GPU, experts included. Without a GPU part the draft stays on the CPU
+// with the model, said in one line (as -ngl says it).
 Status place_draft_on_gpu(SpecOptions& f, Session& session) {
   if (session.gpu_device < 0) {
-    return Status::bad_input("-ngld: the model runs on the CPU here (no GPU part), so the draft cannot go to a GPU");
+    if (session.reporter) {
+      session.reporter->note(fmt::format("-ngld {}: the model runs on the CPU here (no GPU part), so the draft model "
+                                         "runs on the CPU too", f.draft_gpu_layers));
+    }
+    return Status::ok();
   }
   const int64_t n_layer = f.draft->hparams().n_layer;
   const int64_t n_gpu = f.draft_gpu_layers < 0 ? n_layer + 1 : std::min<int64_t>(f.draft_gpu_layers, n_layer + 1);
@@ -161,6 +169,10 @@ Result<std::unique_ptr<Speculator>> make_speculator(SpecOptions& f, Session& ses
 
 Result<std::unique_ptr<Speculator>> make_speculator(SpecOptions& f, Session& session, const KvCacheOptions& cache) {
   RETURN_IF_ERROR(check_spec_options(f));
+  if (session.reporter) {
+    for (const std::string& note : f.notes) session.reporter->note(note);
+  }
+  f.notes.clear();  // said once, not once per slot
   Model& model = *session.model;
   ThreadPool& pool = *session.pool;
   switch (f.params.type) {

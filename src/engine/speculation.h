@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/session.h"
@@ -23,6 +24,9 @@ struct SpecOptions {
   int32_t draft_gpu_layers = 0;  // -ngld: the draft model's last N layers (and its LM head) on the model's GPU; -1: all
   bool checked = false;          // check_spec_options succeeded (it resolves the type once)
   bool p_min_given = false;      // --spec-draft-p-min / --draft-p-min (value in params.p_min)
+  // What the options ask for that has nothing to act on here (llama.cpp ignores it; moetier
+  // says so once, through the session's LoadReporter, when the first speculator is made).
+  std::vector<std::string> notes;
 };
 
 // Validates the options before anything is loaded (sets params.type; opens -md's header);

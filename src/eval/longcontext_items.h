@@ -20,7 +20,7 @@
 
 namespace moetier::eval {
 
-inline constexpr uint64_t kLongContextDefaultSeed = 20260922;  // the seed report's revision date
+inline constexpr uint64_t kLongContextDefaultSeed = 20260922;  // the date of the report the suite reproduces
 
 struct LongContextItem {
   std::string id;             // "en-16384-d50"

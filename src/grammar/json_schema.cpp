@@ -92,7 +92,7 @@ std::string repeat(size_t lo, std::optional<size_t> hi) {
 }  // namespace
 
 std::string SchemaConverter::ws() {
-  return out_.add_named("ws", fmt::format("[ \\t\\n]{{0,{}}}", options_.max_whitespace));
+  return out_.add_named("ws", fmt::format("(\" \" | \"\\n\" [ \\t]{{0,{}}})?", options_.max_indent));
 }
 
 std::string SchemaConverter::string_char(StringForm form) {

@@ -36,7 +36,10 @@
 namespace moetier::grammar {
 
 struct JsonSchemaOptions {
-  int max_whitespace = 20;                  // characters of [ \t\n] allowed between tokens
+  // Whitespace between JSON tokens: nothing, one space, or one newline and an indent of at
+  // most this many spaces or tabs. Tight on purpose: a sampler left free to emit whitespace
+  // can spend a whole token budget on it and never close the value.
+  int max_indent = 20;
   bool extra_properties_by_default = true;  // objects without additionalProperties
 };
 

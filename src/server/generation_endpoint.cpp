@@ -414,6 +414,11 @@ ordered_json generation_settings_json(const ServerState& st, const GenerationReq
 }  // namespace
 
 std::optional<ApiError> render_chat_prompt(const ServerState& st, const GenerationRequest& r, std::string& prompt) {
+  // A built-in format (--no-jinja) has no place for tools: refused, as llama-server does.
+  if (st.chat_prompt.builtin_only() && r.tools.is_array() && !r.tools.empty() && r.tool_choice != "none") {
+    return ApiError::bad_request("tools need the model's Jinja chat template: the server was started with --no-jinja",
+                                 "tools");
+  }
   ChatRenderParams params{.messages = r.messages, .tools = r.tool_choice == "none" ? ordered_json(nullptr) : r.tools};
   params.add_generation_prompt = r.add_generation_prompt;
   // --reasoning auto: as llama-server, enable_thinking is set when the template knows it

@@ -279,7 +279,7 @@ void HttpServer::routes() {
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
       res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
       res.set_header("Access-Control-Max-Age", "86400");
-      res.status = 204;
+      res.status = 200;  // as llama-server answers a preflight
       return httplib::Server::HandlerResponse::Handled;
     }
     if (st.config.api_key.empty() || public_path(req.path) || is_webui_request(req)) return httplib::Server::HandlerResponse::Unhandled;
@@ -373,11 +373,13 @@ void HttpServer::routes() {
   h.Post("/v1/chat/completions", chat);
   h.Post("/chat/completions", chat);
   h.Post("/v1/completions", completion);
-  h.Post("/completions", completion);
-  // llama-server's native API.
-  h.Post("/completion", [&st](const httplib::Request& req, httplib::Response& res) {
+  // llama-server's native API, on both of its paths (/completions without /v1/ is native
+  // there, not OpenAI's).
+  auto native = [&st](const httplib::Request& req, httplib::Response& res) {
     handle_generation(st, Endpoint::kNative, req, res);
-  });
+  };
+  h.Post("/completion", native);
+  h.Post("/completions", native);
   h.Post("/infill", [&st](const httplib::Request& req, httplib::Response& res) {
     handle_generation(st, Endpoint::kInfill, req, res);
   });
@@ -487,6 +489,8 @@ void HttpServer::routes() {
                         {"model_alias", st.config.model_name},
                         {"chat_template", st.chat_prompt.source()},
                         {"chat_template_origin", st.chat_prompt.origin()},
+                        {"bos_token", st.chat_prompt.bos_token()},
+                        {"eos_token", st.chat_prompt.eos_token()},
                         {"reasoning", st.config.reasoning},
                         {"reasoning_budget", st.config.reasoning_budget},
                         {"modalities", {{"vision", false}, {"audio", false}}},

@@ -110,7 +110,6 @@ Result<std::optional<std::string>> build_tool_call_grammar(const ToolGrammarPara
   // a forced call holds the declared arguments only.
   grammar::SchemaConverter conv(out, {.extra_properties_by_default = false});
   tool_format::GrammarContext ctx{.out = out, .conv = conv};
-  const std::string ws = conv.ws();
   std::vector<std::string> calls;
   for (const ToolSpec& tool : *params.tools) {
     if (params.choice.mode == ToolChoiceMode::kFunction && tool.name != params.choice.function) continue;
@@ -122,11 +121,16 @@ Result<std::optional<std::string>> build_tool_call_grammar(const ToolGrammarPara
   for (const std::string& c : calls) call_alts += (call_alts.empty() ? "" : " | ") + c;
   const std::string call = calls.size() == 1 ? calls[0] : out.add_rule("call", call_alts);
   std::string root;
+  // Templates close a thought with "</think>\n\n": up to two newlines there (or a space),
+  // and no longer runs of whitespace.
+  const std::string after_think = out.add_named("after-think", "(\" \" | \"\\n\"{1,2})?");
   if (params.inside_think) {
-    root += fmt::format("{} {} {} ", out.add_text_without("think-text", "</think>"), grammar::gbnf_literal("</think>"), ws);
+    root += fmt::format("{} {} {} ", out.add_text_without("think-text", "</think>"), grammar::gbnf_literal("</think>"),
+                        after_think);
   } else if (params.allow_think_block) {
     const std::string thought = out.add_text_without("think-text", "</think>");
-    root += fmt::format("({} {} {} {})? ", grammar::gbnf_literal("<think>"), thought, grammar::gbnf_literal("</think>"), ws);
+    root += fmt::format("({} {} {} {})? ", grammar::gbnf_literal("<think>"), thought, grammar::gbnf_literal("</think>"),
+                        after_think);
   }
   if (params.allow_leading_text) {
     if (format.leading_text_stop.empty()) {

@@ -59,7 +59,35 @@ constexpr std::array kTemplates = {
           "{%- if add_generation_prompt %}{{- '<｜Assistant｜>' }}{%- endif %}"},
 };
 
+// Markers that identify a format, the more specific first (phi3 and zephyr share
+// <|assistant|>; llama2 and mistral share [INST]).
+struct Marker {
+  const char* name;
+  std::array<const char*, 2> all_of;  // every non-null marker must appear
+};
+constexpr std::array kMarkers = {
+    Marker{"chatml", {"<|im_start|>", nullptr}},
+    Marker{"llama3", {"<|start_header_id|>", "<|eot_id|>"}},
+    Marker{"mistral-v7", {"[SYSTEM_PROMPT]", nullptr}},
+    Marker{"llama2", {"[INST]", nullptr}},
+    Marker{"gemma", {"<start_of_turn>", nullptr}},
+    Marker{"phi3", {"<|assistant|>", "<|end|>"}},
+    Marker{"zephyr", {"<|assistant|>", "</s>"}},
+    Marker{"command-r", {"<|START_OF_TURN_TOKEN|>", nullptr}},
+    Marker{"deepseek3", {"<｜Assistant｜>", nullptr}},
+    Marker{"vicuna", {"ASSISTANT:", nullptr}},
+};
+
 }  // namespace
+
+std::string detect_builtin_chat_template(std::string_view source) {
+  for (const Marker& m : kMarkers) {
+    bool all = true;
+    for (const char* s : m.all_of) all = all && (s == nullptr || source.find(s) != std::string_view::npos);
+    if (all) return m.name;
+  }
+  return "";
+}
 
 const char* find_builtin_chat_template(std::string_view name) {
   for (const Named& t : kTemplates) {

@@ -16,4 +16,9 @@ std::vector<std::string> builtin_chat_template_names();
 // The names, comma-separated (for --help).
 std::string builtin_chat_template_list();
 
+// The built-in whose format a model's Jinja template writes, told by the special markers
+// the template prints (<|im_start|> → chatml, <|start_header_id|> → llama3, ...); empty when
+// none matches. What `--no-jinja` renders with, as llama-server picks its formatter.
+std::string detect_builtin_chat_template(std::string_view source);
+
 }  // namespace moetier

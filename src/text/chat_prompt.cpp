@@ -42,6 +42,17 @@ Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::To
       source = choice.name_or_source;
       origin = "--chat-template (Jinja source)";
     }
+  } else if (choice.builtin_only) {
+    const std::string model_template = header.get_string_or("tokenizer.chat_template", "");
+    std::string name = detect_builtin_chat_template(model_template);
+    if (name.empty()) {
+      name = "chatml";
+      origin = model_template.empty() ? "built-in chatml (--no-jinja; the model has no chat template)"
+                                      : "built-in chatml (--no-jinja; the model's template matches no built-in format)";
+    } else {
+      origin = "built-in " + name + " (--no-jinja; the format of the model's template)";
+    }
+    source = find_builtin_chat_template(name);
   } else {
     source = header.get_string_or("tokenizer.chat_template", "");
     origin = "model";
@@ -59,6 +70,7 @@ Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::To
   }
   ChatPrompt p(std::move(tmpl).value(), std::move(source), std::move(origin));
   p.fallback_ = fallback;
+  p.builtin_only_ = choice.builtin_only && template_file.empty() && choice.name_or_source.empty();
   auto text_of = [&](int32_t id) -> std::optional<std::string> {
     if (id < 0) return std::nullopt;
     return std::string(tok.token_text(id));

@@ -35,9 +35,12 @@ class ChatPrompt {
   // Where the template comes from, first match wins: `file` (--chat-template-file), then
   // `name_or_source` (--chat-template: a built-in's name such as llama3, or, as in
   // llama-server, the Jinja source itself), else the model's own (ChatML when it has none).
+  // `builtin_only` (--no-jinja): no Jinja of the model's; the built-in whose format the
+  // model's template writes (detect_builtin_chat_template), ChatML when none matches.
   struct Choice {
     std::string file;
     std::string name_or_source;
+    bool builtin_only = false;
   };
   static Result<ChatPrompt> load(const gguf::GgufFile& header, const text::Tokenizer& tokenizer, const Choice& choice);
 
@@ -48,6 +51,13 @@ class ChatPrompt {
   const std::string& origin() const { return origin_; }
   // True when neither a file nor the model gave a template (ChatML is used).
   bool is_fallback() const { return fallback_; }
+  // The vocabulary's BOS and EOS token texts as templates see them (empty when the
+  // vocabulary has none); llama-server's /props reports them.
+  std::string bos_token() const { return bos_.value_or(""); }
+  std::string eos_token() const { return eos_.value_or(""); }
+  // A built-in format rendered in place of the model's template (--no-jinja): it has no
+  // place for tools, as llama-server's formatters have none.
+  bool builtin_only() const { return builtin_only_; }
   // The template reads `enable_thinking` (Qwen3's and Qwen3.5/3.6's do): llama-server then
   // always defines it, so the thinking switch works in either direction.
   bool supports_thinking() const { return source_.find("enable_thinking") != std::string::npos; }
@@ -58,6 +68,7 @@ class ChatPrompt {
   text::ChatTemplate template_;
   std::string source_, origin_;
   bool fallback_ = false;
+  bool builtin_only_ = false;
   std::optional<std::string> bos_, eos_, pad_;
 };
 

@@ -61,7 +61,12 @@ TEST_F(LlamaServerApi, NativeCompletionHasLlamaServerFields) {
   auto c = server_->client();
   const json req = {{"prompt", "Once upon"}, {"n_predict", 6}, {"temperature", 0}, {"return_tokens", true},
                     {"n_probs", 3}, {"ignore_eos", true}};
+  // /completions (no /v1/) is the native API too, as in llama-server.
+  auto plural = post_json(c, "/completions", req);
+  ASSERT_EQ(plural.status, 200) << plural.body;
+  EXPECT_TRUE(plural.json.contains("content") && !plural.json.contains("choices")) << plural.body;
   auto r = post_json(c, "/completion", req);
+  EXPECT_EQ(plural.json["content"], r.json["content"]);
   ASSERT_EQ(r.status, 200) << r.body;
   const json& j = r.json;
   for (const char* k : {"index", "content", "tokens", "id_slot", "stop", "model", "tokens_predicted", "tokens_evaluated",
@@ -344,6 +349,12 @@ TEST_F(LlamaServerApi, InfillNeedsFimTokensAndCorsFollowsTheAllowlist) {
   EXPECT_EQ(ok.headers.count("Access-Control-Allow-Origin"), 1u);
   auto evil = get(c, "/v1/models", {{"Origin", "http://evil.example"}});
   EXPECT_EQ(evil.headers.count("Access-Control-Allow-Origin"), 0u);
+  // A preflight from an allowed origin: 200 with the grant, as llama-server answers it.
+  auto preflight = testing::to_reply(c.Options("/v1/chat/completions", {{"Origin", "http://localhost:5173"},
+                                                               {"Access-Control-Request-Method", "POST"}}));
+  EXPECT_EQ(preflight.status, 200);
+  EXPECT_EQ(preflight.headers.count("Access-Control-Allow-Origin"), 1u);
+  EXPECT_EQ(preflight.headers.count("Access-Control-Allow-Methods"), 1u);
 }
 
 TEST_F(LlamaServerApi, GenerationSettingsShowTheBiasesApplied) {
@@ -416,11 +427,26 @@ TEST(CorsOrigins, AllowlistForms) {
   EXPECT_FALSE(cors_origin_allowed("https://a.com", "https://a.com.evil"));
 }
 
-TEST(ServerFlags, NoJinjaIsAClearError) {
+// --no-jinja (llama.cpp's test presets pass it on every start): the built-in format the
+// model's template writes, here ChatML for Qwen3's template, said in the start-up line;
+// requests with tools are refused (a built-in format has no place for them).
+TEST(ServerFlags, NoJinjaRendersTheBuiltInFormatOfTheModelsTemplate) {
   ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "--no-jinja"});
-  EXPECT_FALSE(server.ready());
-  EXPECT_NE(server.log().find("always renders the chat template"), std::string::npos) << server.log();
-  EXPECT_NE(server.exit_status(), 0);
+  ASSERT_TRUE(server.ready()) << server.log();
+  EXPECT_NE(server.log().find("built-in chatml (--no-jinja"), std::string::npos) << server.log();
+  auto c = server.client();
+  const json messages = json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
+  auto applied = post_json(c, "/apply-template", {{"messages", messages}});
+  ASSERT_EQ(applied.status, 200) << applied.body;
+  EXPECT_EQ(applied.json.value("prompt", ""),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  auto chat = post_json(c, "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 4}, {"temperature", 0}});
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  const json tools = json::array({{{"type", "function"},
+                                   {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}});
+  auto with_tools = post_json(c, "/v1/chat/completions", {{"messages", messages}, {"tools", tools}, {"max_tokens", 4}});
+  EXPECT_EQ(with_tools.status, 400) << with_tools.body;
+  EXPECT_NE(with_tools.body.find("--no-jinja"), std::string::npos) << with_tools.body;
 }
 
 TEST(ServerFlags, ContextShiftIsAClearErrorOnRecurrentModels) {
@@ -641,6 +667,47 @@ TEST(ServerConstrained, GrammarSchemaAndForcedToolCalls) {
   json wrong = req;
   wrong["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
   EXPECT_EQ(post_json(c, "/v1/chat/completions", wrong).status, 400);
+}
+
+// A required tool call completes on a random-weight model, greedy and sampled, and its raw
+// output has no runs of whitespace: the grammar allows one space, or one newline and an
+// indent of at most 20, between JSON tokens. (A random-weight model spells the call's fixed
+// text one character per token, about 70 tokens for this one; the budget leaves room for
+// that, not for blank lines.)
+TEST(ServerConstrained, RequiredToolCallHasNoRunsOfWhitespace) {
+  ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "1024", "--chat-template-file",
+                        kRef + "/chat/qwen3-chat-template.jinja"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  const json tools = {{{"type", "function"},
+                       {"function", {{"name", "get_weather"},
+                                     {"parameters", {{"type", "object"},
+                                                     {"properties", {{"city", {{"type", "string"}, {"maxLength", 8}}}}},
+                                                     {"required", {"city"}}}}}}}};
+  const json user = json::array({{{"role", "user"}, {"content", "What is the weather in Paris?"}}});
+  for (const auto& [temperature, seed] : {std::pair{0.0, 1}, std::pair{1.0, 1}, std::pair{1.0, 2}, std::pair{1.0, 3}}) {
+    SCOPED_TRACE(fmt::format("temperature {} seed {}", temperature, seed));
+    const json req = {{"messages", user}, {"max_tokens", 160}, {"temperature", temperature}, {"seed", seed},
+                      {"logprobs", true}, {"tools", tools}, {"tool_choice", "required"}, {"parallel_tool_calls", false}};
+    auto t = post_json(c, "/v1/chat/completions", req);
+    ASSERT_EQ(t.status, 200) << t.body;
+    EXPECT_EQ(t.json["choices"][0]["finish_reason"], "tool_calls") << t.body;
+    const json& msg = t.json["choices"][0]["message"];
+    ASSERT_TRUE(msg.contains("tool_calls")) << t.body;
+    const json args = json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>(), nullptr, false);
+    EXPECT_TRUE(args.is_object() && args["city"].is_string()) << t.body;
+    // The raw text, token by token: no blank line, no run of more than one newline and 20
+    // spaces or tabs.
+    std::string raw;
+    for (const json& token : t.json["choices"][0]["logprobs"]["content"]) raw += token["token"].get<std::string>();
+    EXPECT_EQ(raw.find("\n\n"), std::string::npos) << raw;
+    size_t run = 0, longest = 0;
+    for (char ch : raw) {
+      run = (ch == ' ' || ch == '\t' || ch == '\n') ? run + 1 : 0;
+      longest = std::max(longest, run);
+    }
+    EXPECT_LE(longest, 21u) << raw;
+  }
 }
 
 // Forced calls in formats other than Qwen's, end to end: a Llama 3.x-style template (bare

@@ -78,6 +78,9 @@ TEST_F(ServerApi, HealthModelsPropsSlots) {
   ASSERT_EQ(p.status, 200);
   EXPECT_EQ(p.json["total_slots"], 2);
   EXPECT_EQ(p.json["default_generation_settings"]["n_ctx"], 512);
+  // llama-server's clients read the special tokens' texts from /props.
+  ASSERT_TRUE(p.json["bos_token"].is_string() && p.json["eos_token"].is_string()) << p.body;
+  EXPECT_FALSE(p.json["eos_token"].get<std::string>().empty()) << p.body;
   auto s = get(c, "/slots");
   ASSERT_EQ(s.status, 200);
   ASSERT_EQ(s.json.size(), 2u);
@@ -493,7 +496,7 @@ TEST(ServerAuth, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_EQ(get(c, "/health").status, 200);
 }
 
-TEST(ServerCli, SeedCommandLineIsAcceptedAndBadFlagsFail) {
+TEST(ServerCli, UsersCommandLineIsAcceptedAndBadFlagsFail) {
   // A user's command line. Without a hardware GPU (CI has only lavapipe, a software Vulkan
   // device) the GPU flags are accepted and the log says everything runs on the CPU; with one,
   // the plan table is printed and the dense layers go to the GPU.

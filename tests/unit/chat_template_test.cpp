@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "text/builtin_chat_templates.h"
 #include "text/template/chat_template.h"
 
 namespace moetier::text {
@@ -415,3 +416,24 @@ TEST(ChatTemplateContext, EnableThinkingDefinedOnlyWhenGiven) {
 
 }  // namespace
 }  // namespace moetier::text
+
+namespace moetier {
+namespace {
+
+// --no-jinja's choice: each built-in is recognised as itself, the Qwen3 template (ChatML
+// markers) as chatml, and a template with no known markers as none.
+TEST(BuiltinChatTemplates, DetectsTheFormatATemplateWrites) {
+  for (const std::string& name : builtin_chat_template_names()) {
+    EXPECT_EQ(detect_builtin_chat_template(find_builtin_chat_template(name)), name);
+  }
+  std::ifstream in(std::filesystem::path(MOETIER_REF_DIR) / "chat" / "qwen3-chat-template.jinja", std::ios::binary);
+  std::stringstream qwen3;
+  qwen3 << in.rdbuf();
+  ASSERT_FALSE(qwen3.str().empty());
+  EXPECT_EQ(detect_builtin_chat_template(qwen3.str()), "chatml");
+  EXPECT_EQ(detect_builtin_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}"), "");
+  EXPECT_EQ(detect_builtin_chat_template(""), "");
+}
+
+}  // namespace
+}  // namespace moetier

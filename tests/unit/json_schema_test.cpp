@@ -63,7 +63,7 @@ TEST(JsonSchema, ObjectWithRequiredOptionalAndNoExtras) {
   EXPECT_EQ(rule_of(g, "name-kv"), R"("\"name\"" ws ":" ws string ws)");
   EXPECT_EQ(rule_of(g, "age"), R"(([0-9] | [1-9] [0-9] | "1" ([0-4] [0-9] | "5" "0")))");
   EXPECT_EQ(rule_of(g, "tags"), R"("[" ws (string ws ("," ws string ws){0,2})? "]")");
-  EXPECT_EQ(rule_of(g, "ws"), R"([ \t\n]{0,20})");
+  EXPECT_EQ(rule_of(g, "ws"), R"((" " | "\n" [ \t]{0,20})?)");
   EXPECT_EQ(g.substr(0, 5), "root ");  // root comes first
 }
 
@@ -260,6 +260,32 @@ TEST(JsonSchema, TheEngineRunsWhatTheConverterWrites) {
     };
     EXPECT_TRUE(accepts(c.valid)) << c.schema << " should accept " << c.valid << "\n" << *gbnf;
     EXPECT_FALSE(accepts(c.invalid)) << c.schema << " should refuse " << c.invalid << "\n" << *gbnf;
+  }
+}
+
+// Whitespace between tokens is tight (llama.cpp bounds it for the same reason): nothing, one
+// space, or one newline and an indent of at most 20 spaces or tabs, in schema grammars and in
+// json_object's alike. A sampler cannot spend a reply's token budget on blank lines.
+TEST(JsonSchema, WhitespaceIsOneSpaceOrOneNewlineAndABoundedIndent) {
+  const std::string schema_gbnf = convert(R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
+  for (const std::string& gbnf : {schema_gbnf, json_any_gbnf()}) {
+    auto g = Grammar::parse(gbnf);
+    ASSERT_TRUE(g.is_ok()) << g.status().message() << "\n" << gbnf;
+    auto shared = std::make_shared<const Grammar>(std::move(g).value());
+    auto accepts = [&](const std::string& text) {
+      auto m = GrammarMatcher::create(shared);
+      return m->accept_bytes(text) && m->can_end();
+    };
+    EXPECT_TRUE(accepts(R"({"city":"Paris"})"));
+    EXPECT_TRUE(accepts(R"({ "city": "Paris" })"));
+    EXPECT_TRUE(accepts("{\n  \"city\": \"Paris\"\n}"));
+    EXPECT_TRUE(accepts("{\n\t\t\"city\": \"Paris\"\n}")) << "an indent of tabs";
+    EXPECT_FALSE(accepts("{\"city\":\t\"Paris\"}")) << "a tab alone";
+    EXPECT_TRUE(accepts("{\n" + std::string(20, ' ') + "\"city\": \"Paris\"}"));
+    EXPECT_FALSE(accepts("{\n" + std::string(21, ' ') + "\"city\": \"Paris\"}")) << "indent above 20";
+    EXPECT_FALSE(accepts("{\"city\"\n         \t\t\t  \n\n\t\t\t:\"Paris\"}")) << "several newlines";
+    EXPECT_FALSE(accepts("{\"city\":  \"Paris\"}")) << "two spaces";
+    EXPECT_FALSE(accepts("{\"city\": \n\"Paris\"}")) << "a space, then a newline";
   }
 }
 

@@ -232,7 +232,7 @@ TEST(ToolCallGrammar, RequiredNamedAndParallel) {
 
   g = grammar({.format = ToolCallFormat::kQwen35Xml, .tools = &specs, .choice = {.mode = ToolChoiceMode::kRequired},
                .allow_think_block = true, .allow_leading_text = true});
-  EXPECT_EQ(rule_of(g, "root"), R"(("<think>" think-text "</think>" ws)? leading-text call ("\n" call)*)");
+  EXPECT_EQ(rule_of(g, "root"), R"(("<think>" think-text "</think>" after-think)? leading-text call ("\n" call)*)");
   EXPECT_EQ(rule_of(g, "call-get-weather"),
             R"("<tool_call>\n<function=get_weather>\n" get-weather-city-param get-weather-days-param? get-weather-metric-param? get-weather-opts-param? "</function>\n</tool_call>")");
   EXPECT_EQ(rule_of(g, "get-weather-city-param"), R"("<parameter=city>\n" param-text "\n</parameter>\n")");
