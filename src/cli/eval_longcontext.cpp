@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <httplib.h>
-#include <openssl/evp.h>
 
 #include "cli/commands.h"
 #include "cli/eval_commands.h"
@@ -28,6 +27,7 @@
 #include "gguf/sha256_cache.h"
 #include "platform/file.h"
 #include "platform/process.h"
+#include "platform/sha256.h"
 
 namespace moetier {
 
@@ -36,13 +36,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// "" when the system's SHA-256 fails (never seen: it needs no resources beyond memory).
 std::string sha256_hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
+  Result<std::string> hex = platform::sha256_hex(data);
+  return hex.is_ok() ? std::move(*hex) : std::string();
 }
 
 Result<std::vector<int64_t>> parse_int_list(const std::string& text, const char* what) {

@@ -4,12 +4,11 @@
 
 #include <regex>
 
-#include <openssl/evp.h>
-
 #include "eval/longcontext_items.h"
 #include "eval/longcontext_report.h"
 #include "eval/longcontext_score.h"
 #include "gguf/gguf.h"
+#include "platform/sha256.h"
 #include "support/ref_data.h"
 #include "text/tokenizer.h"
 
@@ -31,16 +30,9 @@ const text::Tokenizer& qwen3() {
 int64_t count(std::string_view s) { return static_cast<int64_t>(qwen3().encode(s, {.parse_special = false}).size()); }
 
 std::string sha256(const std::string& s) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(s.data(), s.size(), d, &n, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < n; ++i) {
-    static const char* k = "0123456789abcdef";
-    hex += k[d[i] >> 4];
-    hex += k[d[i] & 15];
-  }
-  return hex;
+  auto hex = platform::sha256_hex(s);
+  EXPECT_TRUE(hex.is_ok());
+  return hex.is_ok() ? *hex : std::string();
 }
 
 TEST(LongContextItems, DefaultGridIs26ItemsIn13Cells) {
