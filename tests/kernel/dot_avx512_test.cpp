@@ -9,8 +9,12 @@
 // Float families accumulate in double lanes; the bound they must meet is derived below
 // (FloatBound) from their documented order of operations, not tuned.
 #include <gtest/gtest.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
 #include <sys/mman.h>
 #include <unistd.h>
+#endif
 
 #include <bit>
 #include <cmath>
@@ -256,6 +260,26 @@ TEST(DotKernelsAvx512, IntegerFamiliesBitIdenticalOnExtremeRows) {
 // the row (ScaleLoads in avx512_util.h).
 class GuardedBytes {
  public:
+#ifdef _WIN32
+  explicit GuardedBytes(size_t size) {
+    SYSTEM_INFO si{};
+    GetSystemInfo(&si);
+    page_ = si.dwPageSize;
+    data_pages_ = (size + page_ - 1) / page_;
+    const size_t total = (data_pages_ + 2) * page_;
+    void* p = VirtualAlloc(nullptr, total, MEM_RESERVE | MEM_COMMIT, PAGE_NOACCESS);
+    if (p == nullptr) return;
+    base_ = static_cast<uint8_t*>(p);
+    DWORD old = 0;
+    if (!VirtualProtect(base_ + page_, data_pages_ * page_, PAGE_READWRITE, &old)) {
+      VirtualFree(base_, 0, MEM_RELEASE);
+      base_ = nullptr;
+    }
+  }
+  ~GuardedBytes() {
+    if (base_) VirtualFree(base_, 0, MEM_RELEASE);
+  }
+#else
   explicit GuardedBytes(size_t size) {
     page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     data_pages_ = (size + page_ - 1) / page_;
@@ -271,6 +295,7 @@ class GuardedBytes {
   ~GuardedBytes() {
     if (base_) munmap(base_, (data_pages_ + 2) * page_);
   }
+#endif
   GuardedBytes(const GuardedBytes&) = delete;
   GuardedBytes& operator=(const GuardedBytes&) = delete;
   bool ok() const { return base_ != nullptr; }

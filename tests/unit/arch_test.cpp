@@ -7,11 +7,10 @@
 #include <map>
 #include <string>
 
-#include <unistd.h>
-
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
 #include "model/arch.h"
+#include "platform/process.h"
 #include "support/ref_data.h"
 
 namespace moetier {
@@ -332,7 +331,7 @@ TEST(ArchWrite, HParamsRoundTripThroughAFile) {
     ASSERT_TRUE(hp.is_ok()) << hp.status().message();
 
     const std::string path = (std::filesystem::temp_directory_path() /
-                              ("moetier_arch_test_" + std::to_string(::getpid()) + ".gguf")).string();
+                              ("moetier_arch_test_" + std::to_string(platform::process_id()) + ".gguf")).string();
     auto writer = gguf::Writer::create(path);
     ASSERT_TRUE(writer.is_ok()) << writer.status().message();
     (*writer)->set("general.architecture", gguf::Value::make_string(hp->arch));

@@ -86,9 +86,15 @@ TEST(BenchChart, PngNeedsTheConverterAndOtherNamesAreRefused) {
   EXPECT_TRUE(check_chart_output("a.svg").is_ok());
   const char* old_path = std::getenv("PATH");
   const std::string saved = old_path ? old_path : "";
+#ifdef _WIN32
+  _putenv_s("PATH", "/nonexistent");
+  const Status st = check_chart_output("a.png");
+  _putenv_s("PATH", saved.c_str());
+#else
   setenv("PATH", "/nonexistent", 1);
   const Status st = check_chart_output("a.png");
   setenv("PATH", saved.c_str(), 1);
+#endif
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("librsvg2-bin"), std::string::npos) << st.message();
 }

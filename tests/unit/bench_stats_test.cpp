@@ -5,6 +5,7 @@
 #include "support/bench_args.h"
 
 #include <cmath>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ TEST(BenchStats, DriftComparesTheHalvesInOrder) {
 
 TEST(BenchStats, StudentTQuantiles) {
   // Closed forms: df = 1 is Cauchy, t = tan(0.475 pi); df = 2: t = (2p - 1) / sqrt(2 p (1 - p)).
-  EXPECT_NEAR(student_t_975(1), std::tan(0.475 * M_PI), 1e-8);
+  EXPECT_NEAR(student_t_975(1), std::tan(0.475 * std::numbers::pi), 1e-8);
   EXPECT_NEAR(student_t_975(2), 0.95 / std::sqrt(2 * 0.975 * 0.025), 1e-8);
   // Table values (any statistics book, 6 decimals).
   EXPECT_NEAR(student_t_975(4), 2.776445, 1e-6);

@@ -2,8 +2,6 @@
 // line names a byte offset (or, for a harmless bit flip, parse into a header whose every
 // tensor lies inside the file) — never a crash, a hang or a huge allocation.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -13,6 +11,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/writer.h"
+#include "platform/process.h"
 
 namespace moetier::gguf {
 namespace {
@@ -24,12 +23,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// Peak resident memory of this process in bytes (Linux reports KiB).
-uint64_t max_rss_bytes() {
-  struct rusage ru {};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-}
+// Peak resident memory of this process in bytes.
+uint64_t max_rss_bytes() { return platform::process_memory().peak_resident.value_or(0); }
 
 // splitmix64: a tiny PRNG whose sequence is fixed by its definition (same on every
 // platform and standard library), so the corpus is reproducible.
@@ -118,7 +113,7 @@ void expect_bad_or_consistent(const Result<GgufFile>& r, const std::string& ctx)
 // A small but complete valid file written with the Writer: strings, arrays, nested arrays,
 // several tensor types, custom alignment.
 std::vector<uint8_t> small_valid_file() {
-  const std::string path = ::testing::TempDir() + "moetier_gguf_robust_" + std::to_string(::getpid()) + ".gguf";
+  const std::string path = ::testing::TempDir() + "moetier_gguf_robust_" + std::to_string(platform::process_id()) + ".gguf";
   auto w = Writer::create(path, 64);
   EXPECT_TRUE(w.is_ok());
   (*w)->set("general.architecture", Value::make_string("qwen35moe"));
@@ -402,7 +397,7 @@ TEST(GgufRobustnessTensors, OffsetsOverlapsAndDuplicates) {
 TEST(GgufRobustnessFiles, ReadHeaderOnDamagedFiles) {
   // The same checks through the buffered file reader (not only parse_header).
   const auto file = small_valid_file();
-  const std::string path = ::testing::TempDir() + "moetier_gguf_damaged_" + std::to_string(::getpid()) + ".gguf";
+  const std::string path = ::testing::TempDir() + "moetier_gguf_damaged_" + std::to_string(platform::process_id()) + ".gguf";
   SplitMix64 rng{7};
   for (int k = 0; k < 200; ++k) {
     auto damaged = file;

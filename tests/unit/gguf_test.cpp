@@ -3,8 +3,10 @@
 #include "gguf/gguf.h"
 
 #include <gtest/gtest.h>
+#ifndef _WIN32
 #include <sys/resource.h>
 #include <unistd.h>
+#endif
 
 #include <cmath>
 #include <cstring>
@@ -16,6 +18,7 @@
 
 #include "gguf/model_file.h"
 #include "gguf/writer.h"
+#include "platform/process.h"
 
 namespace moetier::gguf {
 namespace {
@@ -25,7 +28,7 @@ const std::string kRefDir = MOETIER_REF_DIR;
 std::string temp_path(const std::string& tag) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   return ::testing::TempDir() + "moetier_gguf_" + info->test_suite_name() + "_" + info->name() + "_" + tag + "_" +
-         std::to_string(::getpid()) + ".gguf";
+         std::to_string(platform::process_id()) + ".gguf";
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -468,6 +471,7 @@ TEST(GgufModelFile, CorruptFileIsBadInput) {
   std::remove(path.c_str());
 }
 
+#ifndef _WIN32
 // --mlock under a locked-memory limit too small for the data: a clear kRuntime error
 // pointing at ulimit -l. (Root with CAP_IPC_LOCK ignores the limit: then it must succeed.)
 TEST(GgufModelFile, MlockFailureSuggestsUlimit) {
@@ -486,6 +490,7 @@ TEST(GgufModelFile, MlockFailureSuggestsUlimit) {
   }
   ASSERT_EQ(::setrlimit(RLIMIT_MEMLOCK, &saved), 0);
 }
+#endif  // Linux's locked-memory limit
 
 }  // namespace
 }  // namespace moetier::gguf
