@@ -4,7 +4,7 @@
 // Why: decoding reads a few scattered expert rows from every layer per token, so it is
 // bound by memory latency and TLB reach. Page-cache pages of a mapped file are 4 KiB each
 // (a 17 GiB expert set is 4.5 million pages, far past any TLB), while anonymous memory with
-// madvise(MADV_HUGEPAGE) gets 2 MiB pages: --no-mmap was much faster than mmap for exactly
+// asking the OS for huge pages (Linux: MADV_HUGEPAGE) gets 2 MiB pages: --no-mmap was much faster than mmap for exactly
 // this reason. The routed experts are ~95% of a MoE file and the only part read at random,
 // so moving just them gives mmap --no-mmap's speed; the dense tensors stay mapped.
 //

@@ -1,4 +1,4 @@
-// Making a GGUF file's tensor data addressable: mmap (pages fault in on first use, shared
+// Making a GGUF file's tensor data addressable: a file mapping (pages fault in on first use, shared
 // with the page cache) or read into private anonymous memory (--no-mmap: pays the read up
 // front at disk speed, immune to page-cache eviction). Either way, optionally mlock'ed.
 #include "gguf/model_file.h"

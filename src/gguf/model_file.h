@@ -1,4 +1,4 @@
-// A GGUF file opened for its tensor data: mmap (default), or read into RAM (--no-mmap)
+// A GGUF file opened for its tensor data: mapped (default), or read into RAM (--no-mmap)
 // with large sequential reads, a progress bar and the achieved GB/s; optional mlock.
 // With mmap, the routed experts can be moved out of the mapping into anonymous huge-page
 // memory at open (--expert-pages, gguf/expert_pages.h); tensor_data() then returns the
