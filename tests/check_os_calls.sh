@@ -75,6 +75,9 @@ trap 'rm -f "$tmp" "$stripped"' EXIT
 find "$root" -path "$root/platform" -prune -o -type f \
      \( -name '*.cpp' -o -name '*.cc' -o -name '*.c' -o -name '*.h' -o -name '*.hpp' -o -name '*.inc' \) -print |
   LC_ALL=C sort |
+  # Only files whose raw text matches a pattern can match once comments are blanked: scan
+  # those (one grep over all files instead of the scanner on each).
+  tr '\n' '\0' | xargs -0 -r grep -lE "(${headers})|(${calls})|(${paths})" |
   while IFS= read -r file; do
     # Comments blanked out (string and character literals kept), line numbers kept.
     awk "$strip_comments" "$file" >"$stripped"
