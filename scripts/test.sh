@@ -2,9 +2,9 @@
 # Sets up, builds and runs every test, as CI does:
 #   1. the unit, kernel and end-to-end tests (ctest) on a Release build;
 #   2. the GGUF robustness corpus and parser tests again under AddressSanitizer +
-#      UndefinedBehaviorSanitizer;
-#   3. the libFuzzer targets for the GGUF parser and the server's HTTP/JSON request layer
-#      (clang), each for a bounded time (MOETIER_FUZZ_SECONDS, default 60).
+#      UndefinedBehaviorSanitizer, and the libFuzzer targets for the GGUF parser and the
+#      server's HTTP/JSON request layer, each for a bounded time (MOETIER_FUZZ_SECONDS,
+#      default 60), from one clang build;
 # The server tests include one with the official `openai` npm package (tests/node), which
 # this script installs with npm ci, and one of the web UI in headless Chromium (puppeteer-core;
 # a missing browser fails it); so do the capability-v1 suite's tests (tools/eval/capability).
@@ -32,17 +32,14 @@ cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure | tee build/ctest.log
 n_ctest=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' build/ctest.log | tail -n 1)
 
-echo "== 2/3 GGUF parser, damaged-file corpus and tensor formats under ASan+UBSan"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOETIER_SANITIZE=ON -DMOETIER_REF_DIR="$ref_dir" >/dev/null
-cmake --build build-asan -j"$jobs" --target moetier_sanitized_tests
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ./build-asan/tests/moetier_sanitized_tests | tee build-asan/gtest.log
-n_asan=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' build-asan/gtest.log | tail -n 1)
-
-echo "== 3/3 libFuzzer on the GGUF parser (${MOETIER_FUZZ_SECONDS:-60} s)"
+echo "== 2/3 GGUF parser, damaged-file corpus and tensor formats under ASan+UBSan; libFuzzer (${MOETIER_FUZZ_SECONDS:-60} s each)"
+# One clang build with the sanitizers serves both the sanitized tests and the fuzz targets.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOETIER_FUZZ=ON \
   -DMOETIER_SANITIZE=ON -DMOETIER_TESTS=ON -DMOETIER_REF_DIR="$ref_dir" >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_openai_request
+cmake --build build-fuzz -j"$jobs" --target moetier_sanitized_tests fuzz_gguf fuzz_openai_request
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ./build-fuzz/tests/moetier_sanitized_tests | tee build-fuzz/gtest.log
+n_asan=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' build-fuzz/gtest.log | tail -n 1)
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 mkdir -p "$corpus"/gguf "$corpus"/http
