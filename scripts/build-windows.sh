@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-builds moetier for 64-bit Windows on Debian 12 with MinGW-w64 into build-win/:
 # moetier.exe (static: no DLLs beyond Windows' own) and the test binaries, which run here
-# under Wine. CPU only for now (the Vulkan backend is not built for Windows yet).
+# under Wine, and build-win/moetier-windows-x64.zip (moetier.exe + packaging/windows/README.txt).
 #
 #   scripts/build-windows.sh [TARGET...]    default targets: moetier moetier_unit_tests moetier_kernel_tests
 #
@@ -98,3 +98,11 @@ $nice_cmd cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD
   -DCMAKE_FIND_ROOT_PATH="$prefix" -DMOETIER_VULKAN=OFF -DMOETIER_REF_DIR="$ref_dir" \
   "${emulator[@]}" "${launcher[@]}" >/dev/null
 $nice_cmd cmake --build "$out" -j"$jobs" --target "${targets[@]}"
+
+# The zip a Windows user downloads: moetier.exe and a short README (packaging/windows/).
+if [ -f "$out/moetier.exe" ]; then
+  rm -rf "$out/package" && mkdir -p "$out/package/moetier"
+  cp "$out/moetier.exe" "$root/packaging/windows/README.txt" "$out/package/moetier/"
+  (cd "$out/package" && cmake -E tar cf "$out/moetier-windows-x64.zip" --format=zip moetier)
+  echo "build-windows: $out/moetier-windows-x64.zip ($(du -h "$out/moetier-windows-x64.zip" | cut -f1))"
+fi

@@ -66,6 +66,14 @@ gtest() {
   fi
 }
 
+echo "== windows: moetier.exe needs no DLL beyond Windows' own"
+objdump=$(command -v x86_64-w64-mingw32-objdump || command -v objdump)
+dlls=$("$objdump" -p "$win/moetier.exe" | sed -n 's/^[[:space:]]*DLL Name: //p' | tr 'A-Z' 'a-z' | sort -u)
+echo "imports:" $dlls
+foreign=$(echo "$dlls" | grep -vxE 'kernel32\.dll|advapi32\.dll|ws2_32\.dll|bcrypt\.dll|msvcrt\.dll|ntdll\.dll|user32\.dll|shell32\.dll|ole32\.dll|oleaut32\.dll|dxgi\.dll|api-ms-win-[a-z0-9-]*\.dll' || true)
+if [ -n "$foreign" ]; then echo "windows-tests: moetier.exe imports DLLs Windows does not have:" $foreign; fi
+count "no DLLs beyond Windows' own" "$([ -z "$foreign" ] && echo 0 || echo 1)"
+
 gtest unit tests/moetier_unit_tests.exe
 gtest kernel tests/moetier_kernel_tests.exe
 
