@@ -50,24 +50,45 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)), rang
 ThreadPool::~ThreadPool() {
   stop_.store(true);
   generation_.fetch_add(1);
-  generation_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+  }
+  wake_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+uint64_t ThreadPool::wait_for_generation(uint64_t seen) {
+  // Spin briefly for the next job (decode issues them back to back), then sleep.
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t gen = generation_.load(std::memory_order_acquire);
+  for (int i = 0; gen == seen; ++i) {
+    MOETIER_CPU_RELAX();
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(kSpinNanoseconds)) {
+      std::unique_lock<std::mutex> lock(sleep_mutex_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    gen = generation_.load(std::memory_order_acquire);
+  }
+  return gen;
+}
+
+void ThreadPool::wake_sleepers() {
+  // After the seq_cst bump of generation_: a worker not counted here has yet to check
+  // generation_ and will see the bump. One counted holds sleep_mutex_ from its check until
+  // it sleeps, so taking the mutex first means the notification finds it asleep.
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+  }
+  wake_.notify_all();
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin briefly for the next job (decode issues them back to back), then sleep.
-    const auto start = std::chrono::steady_clock::now();
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int i = 0; gen == seen; ++i) {
-      MOETIER_CPU_RELAX();
-      if ((i & 63) == 0 && std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(kSpinNanoseconds)) {
-        generation_.wait(seen, std::memory_order_acquire);
-      }
-      gen = generation_.load(std::memory_order_acquire);
-    }
-    seen = gen;
+    seen = wait_for_generation(seen);
     if (stop_.load()) return;
     (*job_)(index);
     pending_.fetch_sub(1, std::memory_order_release);
@@ -82,8 +103,8 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
   CHECK(pending_.load() == 0);
   job_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  wake_sleepers();
   fn(0);
   spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   job_ = nullptr;

@@ -4,14 +4,17 @@
 //
 // Decoding one token issues hundreds of parallel regions of a few microseconds each, so
 // hand-off must cost far less than a futex round trip: idle workers spin for a short while
-// (kSpinNanoseconds) before sleeping on an atomic wait, and the caller spins for the
-// workers to finish. Never give a pool more threads than cores: spinning threads would then
+// (kSpinNanoseconds) before sleeping on a condition variable, and the caller spins for the
+// workers to finish. (Not std::atomic::wait: libstdc++ 12 without futexes, MinGW's, can
+// lose its wake-ups, and a worker then sleeps through a job.) Never give a pool more threads than cores: spinning threads would then
 // steal time from working ones.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -53,10 +56,19 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  uint64_t wait_for_generation(uint64_t seen);
+  void wake_sleepers();
   int n_threads_;
   std::vector<std::thread> workers_;
   const std::function<void(int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};  // bumped once per run(); workers wait for a change
+  // A worker that spun for kSpinNanoseconds without a new generation counts itself in
+  // sleepers_ (seq_cst), then checks generation_ again and sleeps on wake_ under sleep_mutex_;
+  // run() bumps generation_ (seq_cst) and reads sleepers_: one of the two sees the other's
+  // write, so a sleeping worker is always woken.
+  std::atomic<int> sleepers_{0};
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
   std::atomic<int> pending_{0};          // workers still inside the current job
   std::atomic<bool> stop_{false};
   // parallel_for_balanced: thread t's range left, front in the low 32 bits and back in the

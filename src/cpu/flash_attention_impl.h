@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/math.h"
 #include "cpu/flash_attention.h"
 #include "cpu/ops.h"
 #include "cpu/simd.h"
@@ -94,9 +95,9 @@ MOETIER_FA_INLINE VF load_q8(const BlockQ8_0* row, int64_t col) {
 // emits a plain broadcast; VF{} + x would have to keep an add, since −0 + 0 = +0.)
 MOETIER_FA_INLINE VF splat(float x) { return x - VF{}; }
 
-// a·b + c rounded once, lane-wise: the FMA unit in the AVX2 and AVX-512 builds, fmaf (also
-// one rounding; glibc picks the FMA instruction where the CPU has it) in the base build, so
-// every build gives the same bits.
+// a·b + c rounded once, lane-wise: the FMA unit in the AVX2 and AVX-512 builds, math::fma_f32
+// (also one rounding, in code: C libraries' fmaf are not all correctly rounded) in the base
+// build, so every build on every OS gives the same bits.
 MOETIER_FA_INLINE VF fmadd(VF a, VF b, VF c) {
 #if defined(__FMA__) && defined(__AVX512F__)
   return _mm512_fmadd_ps(a, b, c);
@@ -104,28 +105,25 @@ MOETIER_FA_INLINE VF fmadd(VF a, VF b, VF c) {
   return _mm256_fmadd_ps(a, b, c);
 #else
   VF r;
-  for (int i = 0; i < kF; ++i) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+  for (int i = 0; i < kF; ++i) r[i] = math::fma_f32(a[i], b[i], c[i]);
   return r;
 #endif
 }
 
-// e^x lane-wise for x ≤ 0: x = n·ln2 + r (Cody–Waite, |r| ≤ ln2/2), Cephes's degree-6
-// polynomial for e^r (≤ 2 ulp from e^x), 2^n from the exponent bits. Lanes below −87 (and
-// −inf) give 0: e^−87 < 2^−125, below float resolution next to the row max's weight 1.
-// e^0 is exactly 1.
+// e^x lane-wise for x ≤ 0: math::exp_f32's arithmetic (x = n·ln2 + r, |r| ≤ ln2/2, its
+// polynomial for e^r, 2^n from the exponent bits), so a lane's value is
+// exp_f32(x) for x ≥ −87. Lanes below −87 (and −inf) give 0: e^−87 < 2^−125, below float
+// resolution next to the row max's weight 1. e^0 is exactly 1.
 MOETIER_FA_INLINE VF exp_nonpositive(VF x) {
-  const VF fx = x * 1.44269504088896341f + 0.5f;
+  const VF fx = x * math::kExpF32Log2e + 0.5f;
   VF n = __builtin_convertvector(__builtin_convertvector(fx, VI), VF);  // trunc
   n = n > fx ? n - 1.0f : n;                                             // floor
-  VF r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  VF r = x - n * math::kExpF32Ln2Hi;
+  r = r - n * math::kExpF32Ln2Lo;
   const VF r2 = r * r;
-  VF y = splat(1.9875691500e-4f);
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
+  VF y = splat(math::kExpF32Poly[0]);
+#pragma GCC unroll 8
+  for (int i = 1; i < 6; ++i) y = y * r + math::kExpF32Poly[i];
   y = y * r2 + r + 1.0f;
   const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;
   VF pow2;

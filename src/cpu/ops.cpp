@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/math.h"
+
 namespace moetier::cpu {
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
@@ -21,9 +23,11 @@ void l2_norm(float* x, int64_t n, float eps) {
 
 void rope_angles(int64_t n_rot, int64_t pos, float base, float* cos_sin) {
   for (int64_t i = 0; i < n_rot / 2; ++i) {
-    const double theta = static_cast<double>(pos) * std::pow(static_cast<double>(base), -2.0 * i / n_rot);
-    cos_sin[2 * i] = static_cast<float>(std::cos(theta));
-    cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+    const double theta = static_cast<double>(pos) * math::pow_f64(static_cast<double>(base), -2.0 * i / n_rot);
+    double c = 0, s = 0;
+    math::cos_sin_f64(theta, &c, &s);
+    cos_sin[2 * i] = static_cast<float>(c);
+    cos_sin[2 * i + 1] = static_cast<float>(s);
   }
 }
 
@@ -43,7 +47,7 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
+    x[i] = math::exp_f32(x[i] - mx);
     sum += x[i];
   }
   const float inv = static_cast<float>(1.0 / sum);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/math.h"
+
 namespace moetier::cpu {
 
 // out[i] = x[i] / sqrt(mean(x²) + eps) * w[i]   (one row of n; out may alias x)
@@ -19,10 +21,15 @@ void rope_neox_with(float* head, int64_t n_rot, const float* cos_sin);
 // Softmax over n values in place (max-subtracted, accumulated in double).
 void softmax(float* x, int64_t n);
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
-inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
-// log(1 + e^x), with ggml's overflow guard (x > 20 returns x).
-inline float softplus(float x) { return x > 20.0f ? x : __builtin_log1pf(__builtin_expf(x)); }
+// e^x is math::exp_f32 here and in softmax, not the C library's: its bits are the same on
+// every OS (core/math.h).
+inline float sigmoid(float x) { return 1.0f / (1.0f + math::exp_f32(-x)); }
+inline float silu(float x) { return x / (1.0f + math::exp_f32(-x)); }
+// log(1 + e^x), with ggml's overflow guard (x > 20 returns x); evaluated in double and
+// rounded once.
+inline float softplus(float x) {
+  return x > 20.0f ? x : static_cast<float>(math::log1p_f64(math::exp_f64(static_cast<double>(x))));
+}
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/math.h"
 #include "core/status.h"
 
 namespace moetier {
@@ -32,9 +33,9 @@ void compute_logprobs(std::span<const float> logits, int32_t chosen, int n_top,
   for (float l : logits) max_logit = std::max(max_logit, clean(l));
   double sum = 0.0;
   if (std::isfinite(max_logit)) {
-    for (float l : logits) sum += std::exp(static_cast<double>(clean(l)) - max_logit);
+    for (float l : logits) sum += math::exp_f64(static_cast<double>(clean(l)) - max_logit);
   }
-  const double log_z = std::isfinite(max_logit) ? max_logit + std::log(sum) : max_logit;
+  const double log_z = std::isfinite(max_logit) ? max_logit + math::log_f64(sum) : max_logit;
   const auto logprob_of = [&](float logit) {
     return static_cast<float>(static_cast<double>(clean(logit)) - log_z);
   };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/math.h"
 #include "core/status.h"
 
 namespace moetier {
@@ -29,7 +30,7 @@ void softmax_in_place(CandidateList* list) {
   const float m = max_logit(*list);
   float sum = 0.0f;
   for (Candidate& c : list->live()) {
-    c.prob = std::exp(c.logit - m);
+    c.prob = math::exp_f32(c.logit - m);
     sum += c.prob;
   }
   for (Candidate& c : list->live()) c.prob /= sum;
@@ -202,7 +203,7 @@ void keep_top_p(float p, size_t min_keep, CandidateList* list) {
 
 void keep_min_p(float p, size_t min_keep, CandidateList* list) {
   if (p <= 0.0f || list->size == 0) return;
-  const float log_p = std::log(p);
+  const float log_p = static_cast<float>(math::log_f64(p));
 
   if (!list->sorted) {
     // Unsorted fast path: one threshold pass, order preserved, no sort.
@@ -270,7 +271,7 @@ size_t draw_from_softmax(CandidateList* list, std::mt19937* rng) {
   const float m = max_logit(*list);
   double total = 0.0;
   for (Candidate& c : list->live()) {
-    c.prob = std::exp(c.logit - m);
+    c.prob = math::exp_f32(c.logit - m);
     total += c.prob;
   }
   const double u = draw_uniform(rng);

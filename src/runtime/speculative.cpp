@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/math.h"
+
 namespace moetier {
 
 std::string_view spec_type_name(SpecType type) {
@@ -60,7 +62,7 @@ GreedyPick greedy_pick(std::span<const float> logits, double p_min) {
   GreedyPick pick{.token = static_cast<int32_t>(best - logits.begin())};
   if (p_min > 0) {
     double sum = 0;
-    for (float l : logits) sum += std::exp(static_cast<double>(l - *best));
+    for (float l : logits) sum += math::exp_f64(static_cast<double>(l - *best));
     pick.p = 1.0 / sum;
   }
   return pick;
@@ -161,7 +163,7 @@ int64_t Speculator::best_length(double alpha, std::span<const double> t, int32_t
   int64_t best = 0;
   double best_rate = 1 / t1;
   for (int64_t k = std::max<int64_t>(1, n_min); k <= n_max; ++k) {
-    const double expected_tokens = (1 - std::pow(alpha, static_cast<double>(k + 1))) / (1 - alpha);
+    const double expected_tokens = (1 - math::pow_f64(alpha, static_cast<double>(k + 1))) / (1 - alpha);
     const double rate = expected_tokens / (cost(k + 1) + static_cast<double>(k) * draft_seconds);
     if (rate > best_rate) best = k, best_rate = rate;
   }

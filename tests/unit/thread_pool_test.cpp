@@ -20,6 +20,21 @@ TEST(ThreadPool, RunCallsEveryThreadOncePerJob) {
   for (auto& c : calls) EXPECT_EQ(c.load(), 2000);
 }
 
+// Jobs spaced around the time workers spin before they sleep, so that jobs arrive while
+// workers are falling asleep, asleep, or just waking: every job must still reach every
+// thread (a lost wake-up hangs here).
+TEST(ThreadPool, WakesWorkersThatWentToSleep) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> calls(3);
+  constexpr int kJobs = 300;
+  for (int job = 0; job < kJobs; ++job) {
+    const int64_t gap_ns = ThreadPool::kSpinNanoseconds - 20'000 + (job % 7) * 10'000;
+    std::this_thread::sleep_for(std::chrono::nanoseconds(gap_ns));
+    pool.run([&](int t) { calls[static_cast<size_t>(t)].fetch_add(1); });
+  }
+  for (auto& c : calls) EXPECT_EQ(c.load(), kJobs);
+}
+
 TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
   ThreadPool pool(2);
   for (int64_t n : {1, 2, 3, 17, 1000}) {

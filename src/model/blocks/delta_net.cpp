@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/math.h"
 #include "cpu/delta_rule.h"
 #include "cpu/ops.h"
 
@@ -110,7 +111,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const int64_t at = (sr.row_begin + t) * s.n_v_heads + j;
         beta[t] = cpu::sigmoid(scratch.beta[at]);
         const float g = cpu::softplus(scratch.alpha[at] + w.dt_bias[j]) * w.a[j];
-        decay[t] = std::exp(g);
+        decay[t] = math::exp_f32(g);
       }
       if (sr.seq->journal_active()) {
         for (int64_t t = 0; t < m; ++t) {
