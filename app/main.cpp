@@ -1,10 +1,13 @@
 // The `moetier` binary: one executable, one subcommand per job.
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/cpu_features.h"
+#include "platform/process.h"
 #include "platform/terminal.h"
 
 namespace {
@@ -72,8 +75,16 @@ int apply_cpu_isa(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** os_argv) {
   moetier::platform::prepare_console();  // before any output
+  // The arguments as UTF-8 on every OS (Windows gives main() its ANSI code page): every
+  // command and path below sees the text the user typed.
+  std::vector<std::string> args = moetier::platform::utf8_arguments(argc, os_argv);
+  std::vector<char*> arg_pointers;
+  for (std::string& a : args) arg_pointers.push_back(a.data());
+  arg_pointers.push_back(nullptr);
+  char** argv = arg_pointers.data();
+  argc = static_cast<int>(args.size());
   if (argc < 2) {
     print_usage(stderr);
     return 2;

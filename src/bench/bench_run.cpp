@@ -10,6 +10,7 @@
 
 #include "bench/configs.h"
 #include "bench/stats.h"
+#include "core/utf8_path.h"
 #include "gguf/sha256_cache.h"
 
 namespace moetier::bench {
@@ -139,7 +140,7 @@ Result<std::vector<ModelFile>> describe_model_files(const std::vector<std::strin
   for (const std::string& path : paths) {
     if (std::any_of(files.begin(), files.end(), [&](const ModelFile& f) { return f.path == path; })) continue;
     std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
+    const auto size = std::filesystem::file_size(utf8_path(path), ec);
     if (ec) return Status::bad_input(fmt::format("{}: {}", path, ec.message()));
     ASSIGN_OR_RETURN(CachedSha256 digest, cached_file_sha256(path, {.cache_dir = options.cache_dir, .log = options.log}));
     files.push_back({.path = path, .file_bytes = static_cast<int64_t>(size), .sha256 = digest.sha256});

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "bench/configs.h"
+#include "core/utf8_path.h"
 #include "platform/process.h"
 
 namespace moetier::bench {
@@ -66,7 +67,7 @@ ChartData chart_from_results(const std::vector<TestResult>& results, const Envir
     std::string name = test_kind(r.spec);
     for (const Knob& k : test_knobs(r.spec)) {
       // A model is shown by its file name (the records and the header have the path).
-      const std::string text = k.name == "model" ? std::filesystem::path(k.text).filename().string() : k.text;
+      const std::string text = k.name == "model" ? path_utf8(utf8_path(k.text).filename()) : k.text;
       if (k.name == x_knob) {
         if (numeric) {
           x = *k.numeric;
@@ -253,7 +254,7 @@ Status check_chart_output(const std::string& path) {
 }
 
 Status write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  std::ofstream out(utf8_path(path), std::ios::binary | std::ios::trunc);
   if (!out) return Status::bad_input(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
   out << text;
   if (!out.flush()) return Status::runtime(fmt::format("{}: write failed", path));
@@ -268,7 +269,7 @@ Status write_chart(const ChartData& chart, const std::string& path) {
   RETURN_IF_ERROR(write_text_file(tmp, svg));
   const Result<platform::ProcessExit> exit = platform::run_process({kConverter, "-f", "png", "-o", path, tmp});
   std::error_code ec;
-  std::filesystem::remove(tmp, ec);
+  std::filesystem::remove(utf8_path(tmp), ec);
   if (!exit) return exit.status().with_context("--chart " + path);
   if (!exit->success()) {
     return Status::runtime(fmt::format("--chart {}: {} failed (exit status {})", path, kConverter, exit->code));

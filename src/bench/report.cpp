@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/cpu_load.h"
+#include "core/utf8_path.h"
 
 namespace moetier::bench {
 
@@ -183,7 +184,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       // Provenance ("cite what was measured").
       str("moetier_version", env.version),
       str("date", env.date),
-      str("model_file", std::filesystem::path(r.model.filename).filename().string()),
+      str("model_file", path_utf8(utf8_path(r.model.filename).filename())),
       num("model_file_bytes", r.model.file_bytes),
       r.model.sha256.empty() ? Field{"model_sha256", Kind::kNull, ""} : str("model_sha256", r.model.sha256),
       // Statistics of the repetitions' t/s (stats.h).

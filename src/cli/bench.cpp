@@ -19,6 +19,7 @@
 #include "bench/stats.h"
 #include "cli/commands.h"
 #include "core/thread_pool.h"
+#include "core/utf8_path.h"
 #include "cpu/membw.h"
 #include "gguf/sha256_cache.h"
 #include "platform/cpu.h"
@@ -170,7 +171,7 @@ int cmd_bench(int argc, char** argv) {
   if (auto st = bench::check_chart_output(params.chart_path); !st.is_ok()) return report_error(st);
   if (!params.report_dir.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(params.report_dir, ec);
+    std::filesystem::create_directories(utf8_path(params.report_dir), ec);
     if (ec) return report_error(Status::bad_input(fmt::format("--report {}: {}", params.report_dir, ec.message())));
   }
   // A server for --url answers before anything is measured (a wrong URL fails at once).

@@ -2,7 +2,6 @@
 // the current reply (not the program); Ctrl-D or /exit ends the chat.
 #include <atomic>
 #include <cstdio>
-#include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -90,7 +89,7 @@ int cmd_chat(int argc, char** argv) {
     if (interactive) std::fputs("\n> ", stdout);
     std::fflush(stdout);
     std::string line;
-    if (!std::getline(std::cin, line)) break;
+    if (!platform::read_input_line(&line)) break;
     if (line == "/exit" || line == "/quit") break;
     if (line.empty()) continue;
     messages.push_back({{"role", "user"}, {"content", line}});

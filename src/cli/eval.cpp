@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/eval_commands.h"
 #include "core/status.h"
+#include "core/utf8_path.h"
 #include "platform/process.h"
 
 namespace moetier {
@@ -113,13 +114,13 @@ int cmd_eval(int argc, char** argv) {
   if (node.empty()) {
     return report_error(Status::runtime(
         "Node.js (18 or newer) is not installed: scripts/setup.sh installs it with Chromium (Debian: apt-get "
-        "install nodejs npm chromium), then run `npm ci` in " + dir.string()));
+        "install nodejs npm chromium), then run `npm ci` in " + path_utf8(dir)));
   }
   if (!fs::exists(dir / "node_modules" / "puppeteer-core" / "package.json", ec)) {
     return report_error(Status::runtime("the npm package puppeteer-core is not installed for this suite: run `cd " +
-                                        dir.string() + " && npm ci` (scripts/setup.sh installs Node.js, npm and Chromium)"));
+                                        path_utf8(dir) + " && npm ci` (scripts/setup.sh installs Node.js, npm and Chromium)"));
   }
-  std::vector<std::string> args = {node.string(), script.string(), "--moetier", exe.string(), "--engine-version",
+  std::vector<std::string> args = {path_utf8(node), path_utf8(script), "--moetier", path_utf8(exe), "--engine-version",
                                    std::string("moetier ") + MOETIER_VERSION};
   for (int i = 2; i < argc; ++i) args.emplace_back(argv[i]);
   // Node takes this process's place (its exit status is the command's); back here only when

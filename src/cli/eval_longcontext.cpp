@@ -10,6 +10,7 @@
 #include "cli/eval_commands.h"
 #include "console/progress.h"
 #include "core/args.h"
+#include "core/utf8_path.h"
 #include "engine/session.h"
 #include "eval/longcontext_items.h"
 #include "eval/longcontext_run.h"
@@ -168,9 +169,9 @@ int cmd_eval_longcontext(int argc, char** argv) {
   }
 
   std::error_code ec;
-  fs::create_directories(o.out, ec);
+  fs::create_directories(utf8_path(o.out), ec);
   if (ec) return report_error(Status::bad_input(fmt::format("cannot create --out {}: {}", o.out, ec.message())));
-  const fs::path out(o.out);
+  const fs::path out = utf8_path(o.out);
 
   // Items (deterministic: the same seed and tokenizer give the same bytes).
   std::vector<eval::LongContextItem> items;
@@ -221,7 +222,7 @@ int cmd_eval_longcontext(int argc, char** argv) {
     for (const auto& a : args) std::fprintf(stderr, " %s", a.c_str());
     std::fprintf(stderr, " (log: %s)\n", (out / "server.log").c_str());
     auto c = eval::ServerChild::start(
-        {.executable = self->string(), .args = args, .log_path = (out / "server.log").string()});
+        {.executable = path_utf8(*self), .args = args, .log_path = path_utf8(out / "server.log")});
     if (!c) return report_error(c.status());
     child.emplace(std::move(*c));
     auto u = eval::parse_server_url(child->url());
@@ -252,7 +253,7 @@ int cmd_eval_longcontext(int argc, char** argv) {
        .done = std::move(done).value(),
        .server = *server_url,
        .child = child ? &*child : nullptr,
-       .title = o.model.empty() ? o.url : fs::path(o.model).filename().string(),
+       .title = o.model.empty() ? o.url : path_utf8(utf8_path(o.model).filename()),
        .model_name = o.model_name,
        .max_tokens = o.max_tokens,
        .temperature = o.temperature,

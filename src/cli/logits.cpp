@@ -9,6 +9,7 @@
 #include "cli/load_report.h"
 #include "cli/prompt_input.h"
 #include "engine/session.h"
+#include "platform/file.h"
 
 namespace moetier {
 
@@ -56,7 +57,7 @@ int cmd_logits(int argc, char** argv) {
   std::vector<float> logits;
   auto st = session->model->forward(tokens, *session->sequence, {.all_logits = all}, logits, *session->pool);
   if (!st) return report_error(st);
-  std::FILE* out = std::fopen(out_path.c_str(), "wb");
+  std::FILE* out = platform::open_stdio_file(out_path, "wb");
   if (!out) return report_error(Status::runtime(fmt::format("cannot create '{}'", out_path)));
   const bool ok = std::fwrite(logits.data(), sizeof(float), logits.size(), out) == logits.size();
   if (std::fclose(out) != 0 || !ok) return report_error(Status::runtime(fmt::format("cannot write '{}'", out_path)));

@@ -6,11 +6,12 @@
 #include <fmt/format.h>
 
 #include "core/args.h"
+#include "core/utf8_path.h"
 
 namespace moetier {
 
 Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(utf8_path(path), std::ios::binary);
   if (!in) return Status::bad_input(fmt::format("cannot open '{}'", path));
   std::ostringstream ss;
   ss << in.rdbuf();

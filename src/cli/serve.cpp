@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/load_report.h"
+#include "core/utf8_path.h"
 #include "engine/session.h"
 #include "engine/summary.h"
 #include "platform/signals.h"
@@ -136,8 +137,8 @@ int cmd_serve(int argc, char** argv) {
   }
   if (!config.slot_save_path.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(config.slot_save_path, ec);
-    if (ec || !std::filesystem::is_directory(config.slot_save_path)) {
+    std::filesystem::create_directories(utf8_path(config.slot_save_path), ec);
+    if (ec || !std::filesystem::is_directory(utf8_path(config.slot_save_path))) {
       return report_error(Status::bad_input(
           fmt::format("--slot-save-path {}: not a directory moetier can create ({})", config.slot_save_path, ec.message())));
     }
@@ -202,7 +203,7 @@ int cmd_serve(int argc, char** argv) {
   std::sort(config.model_aliases.begin(), config.model_aliases.end());
   config.model_aliases.erase(std::unique(config.model_aliases.begin(), config.model_aliases.end()),
                              config.model_aliases.end());
-  config.model_name = config.model_aliases.empty() ? std::filesystem::path(flags.model_path).filename().string()
+  config.model_name = config.model_aliases.empty() ? path_utf8(utf8_path(flags.model_path).filename())
                                                    : config.model_aliases.front();
   config.defaults.sampling = sampling;
   config.defaults.n_predict = n_predict;

@@ -9,6 +9,7 @@
 #include "core/build_info.h"
 #include "core/format.h"
 #include "core/utc_time.h"
+#include "core/utf8_path.h"
 #include "eval/longcontext_report.h"
 #include "eval/longcontext_score.h"
 #include "gguf/file_sha256.h"
@@ -90,7 +91,7 @@ Result<TokenCounter> server_token_counter(const ServerUrl& server) {
 Status write_text(const fs::path& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
-  if (!f) return Status::runtime(fmt::format("cannot write {}", path.string()));
+  if (!f) return Status::runtime(fmt::format("cannot write {}", path_utf8(path)));
   return Status::ok();
 }
 
@@ -128,7 +129,7 @@ Result<std::map<std::string, json>> resume_results(const fs::path& results_path,
     try {
       r = json::parse(line);
     } catch (const std::exception&) {
-      return Status::bad_input(fmt::format("{} has a line that is not JSON; use --fresh to start over", results_path.string()));
+      return Status::bad_input(fmt::format("{} has a line that is not JSON; use --fresh to start over", path_utf8(results_path)));
     }
     const std::string id = r.value("id", std::string());
     const auto wanted = want.find(id);
@@ -136,7 +137,7 @@ Result<std::map<std::string, json>> resume_results(const fs::path& results_path,
     if (wanted->second != r.value("prompt_sha256", std::string())) {
       return Status::bad_input(fmt::format(
           "{} holds results for different items (item {} differs: another seed or tokenizer); use --fresh or another --out",
-          results_path.string(), id));
+          path_utf8(results_path), id));
     }
     done[id] = r;
   }
@@ -175,7 +176,7 @@ json longcontext_provenance(const ProvenanceParams& params) {
                {"server", params.server}};
   if (const std::string commit = build_git_commit(); !commit.empty()) prov["engine"]["moetier_commit"] = commit;
   if (!params.model_path.empty()) {
-    json m = {{"file", fs::path(params.model_path).filename().string()}, {"path", params.model_path}};
+    json m = {{"file", path_utf8(utf8_path(params.model_path).filename())}, {"path", params.model_path}};
     if (const auto info = platform::file_info(params.model_path)) m["size_bytes"] = static_cast<int64_t>(info->size);
     if (params.hash_model) {
       // Cached by path, size and mtime: a 20 GB file is hashed once.
@@ -190,7 +191,7 @@ json longcontext_provenance(const ProvenanceParams& params) {
 Result<LongContextOutcome> run_longcontext(LongContextRunParams params) {
   const fs::path results_path = params.out_dir / "results.jsonl";
   std::ofstream results(results_path, std::ios::app);
-  if (!results) return Status::runtime(fmt::format("cannot write {}", results_path.string()));
+  if (!results) return Status::runtime(fmt::format("cannot write {}", path_utf8(results_path)));
   uint64_t tokens_todo = 0;
   for (const auto& it : params.items) {
     if (!params.done.count(it.id)) tokens_todo += static_cast<uint64_t>(it.prompt_tokens + params.max_tokens);

@@ -1,4 +1,5 @@
 #include "eval/server_child.h"
+#include "core/utf8_path.h"
 
 #include <chrono>
 #include <fstream>
@@ -18,7 +19,7 @@ namespace {
 int64_t bytes_or_minus_one(const std::optional<uint64_t>& bytes) { return bytes ? static_cast<int64_t>(*bytes) : -1; }
 
 std::string log_tail(const std::string& path, size_t max_lines) {
-  std::ifstream f(path);
+  std::ifstream f(utf8_path(path));
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(f, line)) lines.push_back(line);
@@ -46,7 +47,7 @@ Result<ServerChild> ServerChild::start(const ServerChildParams& params) {
                                          params.log_path, log_tail(params.log_path, 12)));
     }
     if (child.port_ == 0) {
-      std::ifstream f(params.log_path);
+      std::ifstream f(utf8_path(params.log_path));
       const std::string log((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
       std::smatch m;
       if (std::regex_search(log, m, listening)) child.port_ = std::stoi(m[1]);

@@ -55,9 +55,9 @@ ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
     case ExpertPages::kHuge:
       if (q.mem.available && q.expert_bytes > *q.mem.available) {
         d.error = Status::runtime(fmt::format(
-            "--expert-pages huge: the CPU's weights need {} of memory but only {} is available (MemAvailable); "
+            "--expert-pages huge: the CPU's weights need {} of memory but only {} is available ({}); "
             "free RAM, or use --expert-pages auto to keep them in the file mapping",
-            experts, format_bytes(*q.mem.available)));
+            experts, format_bytes(*q.mem.available), q.help.available));
         return d;
       }
       d.move = true;
@@ -67,17 +67,16 @@ ExpertPagesDecision decide_expert_pages(const ExpertPagesQuery& q) {
   }
   if (!thp_on) {
     d.reason = fmt::format(
-        "the CPU's weights ({}) stay in the file mapping: transparent huge pages are {} ({}), so a copy would get "
-        "4 KiB pages as well",
-        experts, q.thp == HugePageMode::kNever ? "disabled system-wide (never)" : "unavailable",
-        platform::huge_page_setting_location());
-    d.advice = "set THP to madvise to get huge pages";
+        "the CPU's weights ({}) stay in the file mapping: {} are {} ({}), so a copy would get 4 KiB pages as well",
+        experts, q.help.name, q.thp == HugePageMode::kNever ? "disabled system-wide (never)" : "unavailable",
+        q.help.setting);
+    d.advice = std::string(q.help.enable);
     return d;
   }
   if (!q.mem.available) {
     d.reason = fmt::format(
         "the CPU's weights ({}) stay in the file mapping: available memory is unknown (no {})", experts,
-        platform::available_memory_source());
+        q.help.available);
     d.advice = "--expert-pages huge moves them anyway";
     return d;
   }
@@ -111,20 +110,28 @@ std::string kept_message(const ExpertPagesDecision& d, std::optional<double> fil
 }
 
 std::string moved_message(uint64_t bytes, double seconds, HugePageMode thp, std::optional<uint64_t> huge_page_bytes,
-                          bool locked) {
+                          bool locked, const platform::HugePageHelp& help) {
   const double gbps = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
   std::string pages;
   if (thp == HugePageMode::kNever || thp == HugePageMode::kUnavailable) {
-    pages = fmt::format("THP {}: 4 KiB pages", thp == HugePageMode::kNever ? "is disabled system-wide" : "is unavailable");
+    pages = fmt::format("{} {}: 4 KiB pages", help.short_name,
+                        thp == HugePageMode::kNever ? "disabled system-wide" : "unavailable");
   } else if (huge_page_bytes && bytes > 0) {
     const double pct = 100.0 * static_cast<double>(std::min(*huge_page_bytes, bytes)) / static_cast<double>(bytes);
-    pages = fmt::format("THP: {:.0f}% in 2 MiB pages", pct);
+    pages = fmt::format("{}: {:.0f}% in 2 MiB pages", help.short_name, pct);
   } else {
-    pages = "THP coverage unknown";
+    pages = fmt::format("{} coverage unknown", help.short_name);
   }
   const bool huge = thp == HugePageMode::kAlways || thp == HugePageMode::kMadvise;
   return fmt::format("moved {} of the CPU's weights into {} memory in {:.1f} s ({:.1f} GB/s; {}{})", format_bytes(bytes),
                      huge ? "huge-page" : "anonymous", seconds, gbps, pages, locked ? "; locked" : "");
+}
+
+std::string read_without_huge_pages_message(HugePageMode thp, const platform::HugePageHelp& help) {
+  if (thp == HugePageMode::kAlways || thp == HugePageMode::kMadvise) return "";
+  return fmt::format("--no-mmap: the weights are in 4 KiB pages: {} are {} ({}); {}; {}", help.name,
+                     thp == HugePageMode::kNever ? "disabled system-wide (never)" : "unavailable", help.setting,
+                     kCost, help.enable);
 }
 
 }  // namespace moetier::gguf

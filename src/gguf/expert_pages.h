@@ -41,6 +41,9 @@ struct ExpertPagesQuery {
   uint64_t working_bytes = 0;  // KV cache, recurrent state and compute scratch the CPU will allocate
   platform::MemoryInfo mem;
   platform::HugePageMode thp = platform::HugePageMode::kMadvise;
+  // The OS's words for huge pages and how to get them, for the messages (tests pass another
+  // OS's to check its text).
+  platform::HugePageHelp help = platform::huge_page_help();
 };
 
 struct ExpertPagesDecision {
@@ -85,6 +88,12 @@ std::string kept_message(const ExpertPagesDecision& d, std::optional<double> fil
 // memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)". huge_page_bytes: AnonHugePages of
 // the region (nullopt: unknown, not shown).
 std::string moved_message(uint64_t bytes, double seconds, platform::HugePageMode thp,
-                          std::optional<uint64_t> huge_page_bytes, bool locked);
+                          std::optional<uint64_t> huge_page_bytes, bool locked,
+                          const platform::HugePageHelp& help = platform::huge_page_help());
+
+// The line printed when --no-mmap reads the weights into memory that gets no huge pages
+// (thp is never or unavailable): what that costs and how to get them; "" when thp gives them.
+std::string read_without_huge_pages_message(platform::HugePageMode thp,
+                                            const platform::HugePageHelp& help = platform::huge_page_help());
 
 }  // namespace moetier::gguf

@@ -156,6 +156,11 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
     auto buffer = platform::AnonymousMemory::allocate({.bytes = data_bytes, .huge_pages = options.huge_pages});
     if (!buffer) return buffer.status().with_context(path + ": --no-mmap");
     mf->buffer_ = std::move(*buffer);
+    // Without huge pages (Windows: an account without 'Lock pages in memory') the weights
+    // get 4 KiB pages: say once what that costs and how to get them.
+    if (options.huge_pages) {
+      mf->stats_.expert_pages_note = read_without_huge_pages_message(platform::huge_page_mode());
+    }
     uint8_t* buf = mf->buffer_.data();
     if (options.mlock) {
       RETURN_IF_ERROR(lock_range(path, buf, data_bytes));

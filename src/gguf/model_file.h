@@ -51,8 +51,9 @@ struct LoadStats {
   double move_seconds = 0;
   // One line, without a prefix, on what happened to expert_tensors: "moved 17.3 GiB of
   // routed experts into huge-page memory in 4.1 s (...)", or why they stay mapped and what
-  // that costs. Empty when there was nothing to decide (kRead, no expert tensors). The
-  // caller prints it (the session as "moetier: ...").
+  // that costs; for kRead, what 4 KiB pages cost where the OS gives no huge pages. Empty
+  // when there was nothing to say (kRead with huge pages, no expert tensors). The caller
+  // prints it (the session as "moetier: ...").
   std::string expert_pages_note;
 };
 

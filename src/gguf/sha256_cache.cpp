@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/utf8_path.h"
 #include "gguf/file_sha256.h"
 #include "platform/file.h"
 #include "platform/process.h"
@@ -25,7 +26,7 @@ struct Entry {
 
 std::vector<Entry> read_entries(const std::string& file) {
   std::vector<Entry> entries;
-  std::ifstream in(file);
+  std::ifstream in(utf8_path(file));
   for (std::string line; std::getline(in, line);) {
     std::istringstream fields(line);
     Entry e;
@@ -40,18 +41,20 @@ std::vector<Entry> read_entries(const std::string& file) {
 // sees half a file; entries for the same path are replaced.
 void write_entries(const std::string& dir, const std::string& file, const std::vector<Entry>& entries) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  std::filesystem::create_directories(utf8_path(dir), ec);
   const std::string tmp = fmt::format("{}.{}.tmp", file, platform::process_id());
   {
-    std::ofstream out(tmp, std::ios::trunc);
+    std::ofstream out(utf8_path(tmp), std::ios::trunc);
     if (!out) return;
     for (const Entry& e : entries) out << e.size << '\t' << e.mtime_ns << '\t' << e.sha256 << '\t' << e.path << '\n';
     if (!out.flush()) {
-      std::filesystem::remove(tmp, ec);
+      std::filesystem::remove(utf8_path(tmp), ec);
       return;
     }
   }
-  if (std::rename(tmp.c_str(), file.c_str()) != 0) std::filesystem::remove(tmp, ec);
+  // (std::filesystem::rename replaces an existing file on Windows too; std::rename does not.)
+  std::filesystem::rename(utf8_path(tmp), utf8_path(file), ec);
+  if (ec) std::filesystem::remove(utf8_path(tmp), ec);
 }
 
 }  // namespace
@@ -64,7 +67,7 @@ std::string default_cache_dir() {
 Result<CachedSha256> cached_file_sha256(const std::string& path, const Sha256CacheOptions& options) {
   ASSIGN_OR_RETURN(const platform::FileInfo info, platform::file_info(path));
   std::error_code ec;
-  const std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+  const std::string absolute = path_utf8(std::filesystem::absolute(utf8_path(path), ec).lexically_normal());
   const int64_t size = static_cast<int64_t>(info.size);
   const int64_t mtime_ns = info.modified_ns;
   const std::string cache_file = options.cache_dir.empty() ? "" : options.cache_dir + "/sha256.tsv";

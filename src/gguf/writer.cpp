@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "platform/file.h"
+
 namespace moetier::gguf {
 namespace {
 
@@ -145,7 +147,7 @@ Result<std::unique_ptr<Writer>> Writer::create(const std::string& path, uint64_t
   if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > (1u << 31)) {
     return Status::bad_input(fmt::format("GGUF alignment {} is not a power of two up to 2^31", alignment));
   }
-  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::FILE* f = platform::open_stdio_file(path, "wb");
   if (f == nullptr) {
     return Status::runtime(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
   }

@@ -1,11 +1,12 @@
 // Files, read-only: a regular file opened for positioned reads, a whole-file read-only
 // mapping, a path's size and modification time; and the user's cache folder. The OS side
 // (Linux: open, pread, posix_fadvise, mmap, $XDG_CACHE_HOME; Windows: CreateFileW, ReadFile,
-// CreateFileMappingW, %LOCALAPPDATA%) lives in platform/<os>/. Paths are UTF-8.
+// CreateFileMappingW, _wfopen, %LOCALAPPDATA%) lives in platform/<os>/. Paths are UTF-8.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -83,6 +84,11 @@ class FileMapping {
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
 };
+
+// std::fopen of a UTF-8 path, for files written through stdio: Windows' std::fopen reads the
+// path in the ANSI code page, so this opens it with _wfopen there. nullptr with errno set
+// on failure, as std::fopen.
+std::FILE* open_stdio_file(const std::string& path, const char* mode);
 
 // A path's size and last modification time (without opening it).
 struct FileInfo {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/status.h"
@@ -76,6 +77,22 @@ void prefault_write(void* addr, size_t bytes);
 // missing and how to grant it.
 Status lock_in_ram(const void* addr, size_t bytes);
 
+// The text of lock_in_ram's refusal on Windows (a pure function, so it is tested on every
+// OS). Windows locks only pages that fit the process's minimum working set, so lock_in_ram
+// first raises that minimum by the range (SetProcessWorkingSetSizeEx), then calls
+// VirtualLock; either can fail.
+struct WindowsLockFailure {
+  uint64_t bytes = 0;                // what was to be locked
+  bool working_set_refused = false;  // true: raising the working set failed; false: VirtualLock did
+  bool privilege_missing = false;    // the error was ERROR_PRIVILEGE_NOT_HELD
+  std::string reason;                // the system's text of the error
+  uint64_t min_working_set = 0;      // the working set asked for, bytes
+  uint64_t max_working_set = 0;
+};
+// "cannot lock <bytes> in RAM: <what failed>: <reason>; <what is missing and how to grant
+// it>" (the caller may add ", or run without --mlock").
+std::string windows_lock_error_message(const WindowsLockFailure& failure);
+
 // The machine's RAM in bytes (nullopt: unknown).
 struct MemoryInfo {
   std::optional<uint64_t> total;
@@ -101,6 +118,19 @@ std::string_view huge_page_mode_name(HugePageMode mode);  // "always", "madvise"
 // read from (Linux: "MemAvailable in /proc/meminfo").
 std::string_view huge_page_setting_location();
 std::string_view available_memory_source();
+
+// How an OS names huge pages and how its user gets them, for messages (text only). Every
+// OS's texts are compiled everywhere, so each OS's messages can be tested on any of them.
+struct HugePageHelp {
+  std::string_view name;        // "transparent huge pages" (Linux), "large pages" (Windows)
+  std::string_view short_name;  // "THP", "large pages"
+  std::string_view setting;     // where the setting is: huge_page_setting_location()
+  std::string_view enable;      // what the user does to get them, a clause
+  std::string_view available;   // what MemoryInfo::available is read from: available_memory_source()
+};
+enum class OsFamily { kLinux, kWindows };
+HugePageHelp huge_page_help(OsFamily os);
+HugePageHelp huge_page_help();  // this OS's
 
 // How the OS backs the mapping that contains addr, in bytes (nullopt: unknown on this OS, or
 // no mapping contains addr). The mapping is one allocation or FileMapping, or several

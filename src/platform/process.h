@@ -2,7 +2,8 @@
 // with their output in a log file, polled, stopped gracefully), running a program to
 // completion, and handing this process over to another program. The OS side (Linux:
 // /proc/self/exe, access, posix_spawn, waitpid, kill, execv; Windows: GetModuleFileNameW,
-// CreateProcessW, TerminateProcess) lives in platform/<os>/. Arguments and paths are UTF-8.
+// CommandLineToArgvW, CreateProcessW, TerminateProcess) lives in platform/<os>/. Arguments
+// and paths are UTF-8.
 #pragma once
 
 #include <chrono>
@@ -20,6 +21,12 @@ namespace moetier::platform {
 // The running program's file (Linux: /proc/self/exe), for starting it again or finding
 // files installed beside it. kRuntime when the OS does not say.
 Result<std::filesystem::path> executable_path();
+
+// This program's command-line arguments as UTF-8, given main()'s: Linux's are already the
+// bytes the user typed (UTF-8); Windows hands main() the arguments in the ANSI code page
+// (a "模型.gguf" there becomes "??.gguf"), so they are read again from the wide command
+// line (GetCommandLineW, CommandLineToArgvW). Call once at the start of main().
+std::vector<std::string> utf8_arguments(int argc, char** argv);
 
 // This process's id (e.g. to make temporary file names unique).
 int64_t process_id();

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/utf8_path.h"
 #include "server/generation_endpoint.h"
 #include "server/http_util.h"
 #include "server/metrics.h"
@@ -458,7 +459,7 @@ void HttpServer::routes() {
           filename == ".." || filename.size() > 255) {
         return send_error(res, ApiError::bad_request("'filename' must be a plain file name (no directories)", "filename"));
       }
-      path = (std::filesystem::path(st.config.slot_save_path) / filename).string();
+      path = path_utf8(utf8_path(st.config.slot_save_path) / utf8_path(filename));
     }
     auto r = st.scheduler.slot_action(id, what, path);
     if (!r) {

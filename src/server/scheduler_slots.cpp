@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "server/scheduler.h"
+#include "core/utf8_path.h"
 #include "server/scheduler_slot.h"
 
 namespace moetier::server {
@@ -154,7 +155,7 @@ Result<SlotActionResult> Scheduler::slot_action(int slot_id, SlotAction action, 
         s.cached.clear();
       } else if (action == SlotAction::kSave) {
         ASSIGN_OR_RETURN(std::vector<uint8_t> state, s.seq.snapshot());
-        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        std::ofstream f(utf8_path(path), std::ios::binary | std::ios::trunc);
         const int64_t n = static_cast<int64_t>(s.cached.size());
         f.write(kSlotMagic, sizeof(kSlotMagic));
         f.write(reinterpret_cast<const char*>(&n), sizeof(n));
@@ -165,7 +166,7 @@ Result<SlotActionResult> Scheduler::slot_action(int slot_id, SlotAction action, 
         r.n_tokens = n;
         r.n_bytes = sizeof(kSlotMagic) + sizeof(n) + static_cast<uint64_t>(n) * sizeof(int32_t) + state.size();
       } else {
-        std::ifstream f(path, std::ios::binary);
+        std::ifstream f(utf8_path(path), std::ios::binary);
         if (!f) return Status::bad_input(fmt::format("no saved slot at {}", path));
         std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
         int64_t n = 0;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "console/progress.h"
+#include "core/utf8_path.h"
 #include "gguf/writer.h"
 #include "synth/presets.h"
 #include "synth/weights.h"
@@ -176,7 +177,7 @@ Result<SynthSummary> write_synth(const SynthPlan& plan, const SynthOptions& opti
   auto result = write_file(plan, options);
   if (!result) {
     std::error_code ec;  // best effort: do not leave a truncated model behind
-    std::filesystem::remove(options.out_path, ec);
+    std::filesystem::remove(utf8_path(options.out_path), ec);
   }
   return result;
 }
@@ -222,7 +223,7 @@ Result<SynthSummary> write_file(const SynthPlan& plan, const SynthOptions& optio
 
   SynthSummary summary;
   std::error_code ec;
-  summary.file_bytes = std::filesystem::file_size(options.out_path, ec);
+  summary.file_bytes = std::filesystem::file_size(utf8_path(options.out_path), ec);
   summary.n_tensors = plan.tensors.size();
   summary.data_bytes = writer.total_data_bytes();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/utf8_path.h"
 #include "text/builtin_chat_templates.h"
 
 namespace moetier {
@@ -17,7 +18,7 @@ const char* const kChatMlTemplate =
 namespace {
 
 Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(utf8_path(path), std::ios::binary);
   if (!in) return Status::bad_input(fmt::format("cannot open chat template file '{}'", path));
   std::stringstream ss;
   ss << in.rdbuf();

@@ -135,7 +135,7 @@ TEST(ExpertPagesDecision, MovedMessage) {
             "moved 17.29 GiB of the CPU's weights into huge-page memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)");
   EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "anonymous memory"));
   EXPECT_TRUE(
-      contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "THP is disabled system-wide: 4 KiB pages"));
+      contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "THP disabled system-wide: 4 KiB pages"));
   EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "; locked)"));
   EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kAlways, std::nullopt, false), "THP coverage unknown"));
 }

@@ -155,6 +155,8 @@ void FileMapping::drop_pages(uint64_t offset, uint64_t bytes) {
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+std::FILE* open_stdio_file(const std::string& path, const char* mode) { return std::fopen(path.c_str(), mode); }
+
 Result<FileInfo> file_info(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {

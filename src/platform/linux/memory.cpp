@@ -143,9 +143,9 @@ constexpr const char* kThpEnabled = "/sys/kernel/mm/transparent_hugepage/enabled
 
 HugePageMode huge_page_mode() { return procfs::parse_thp_enabled(linux_impl::read_text_file(kThpEnabled)); }
 
-std::string_view huge_page_setting_location() { return kThpEnabled; }
+std::string_view huge_page_setting_location() { return huge_page_help(OsFamily::kLinux).setting; }
 
-std::string_view available_memory_source() { return "MemAvailable in /proc/meminfo"; }
+std::string_view available_memory_source() { return huge_page_help(OsFamily::kLinux).available; }
 
 RegionPages region_pages(const void* addr) {
   return procfs::parse_smaps_entry(linux_impl::read_text_file("/proc/self/smaps"), reinterpret_cast<uintptr_t>(addr));

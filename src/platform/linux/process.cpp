@@ -68,6 +68,8 @@ Result<std::filesystem::path> executable_path() {
   return exe;
 }
 
+std::vector<std::string> utf8_arguments(int argc, char** argv) { return std::vector<std::string>(argv, argv + argc); }
+
 int64_t process_id() { return static_cast<int64_t>(::getpid()); }
 
 std::filesystem::path find_program(const std::string& name) {

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <iostream>
+
 namespace moetier::platform {
 
 bool is_terminal(StandardStream stream) {
@@ -16,5 +18,11 @@ bool is_terminal(StandardStream stream) {
 
 // Linux terminals take UTF-8 and escape sequences as they are.
 void prepare_console() {}
+
+bool read_input_line(std::string* line) {
+  if (!std::getline(std::cin, *line)) return false;
+  if (!line->empty() && line->back() == '\r') line->pop_back();
+  return true;
+}
 
 }  // namespace moetier::platform

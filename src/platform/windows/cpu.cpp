@@ -1,6 +1,7 @@
 // platform/cpu.h on Windows: GetLogicalProcessorInformationEx (cores and their
 // EfficiencyClass), the registry's processor name, thread group affinity,
-// NtQuerySystemInformation's per-CPU times and GetProcessTimes.
+// NtQuerySystemInformation's per-CPU times (GetSystemTimes' total where those are missing)
+// and GetProcessTimes.
 //
 // CPU numbers: Windows names a logical CPU by (processor group, bit in the group's 64-bit
 // mask). Here they are flattened: the CPUs of group g are numbered after those of groups
@@ -155,13 +156,25 @@ std::optional<CpuTimes> sample_cpu_times(std::span<const int> cpus) {
   ULONG got = 0;
   const NTSTATUS st = ::NtQuerySystemInformation(SystemProcessorPerformanceInformation, per_cpu.data(),
                                                  static_cast<ULONG>(per_cpu.size() * sizeof(per_cpu[0])), &got);
-  if (st < 0) return std::nullopt;
-  const size_t known = got / sizeof(per_cpu[0]);
-  uint64_t busy = 0;
   for (const int c : cpus) {
-    if (c < 0 || static_cast<size_t>(c) >= known) return std::nullopt;
-    const auto& p = per_cpu[static_cast<size_t>(c)];
-    busy += static_cast<uint64_t>(p.KernelTime.QuadPart - p.IdleTime.QuadPart + p.UserTime.QuadPart);
+    if (c < 0 || c >= n) return std::nullopt;
+  }
+  uint64_t busy = 0;
+  const size_t known = st < 0 ? 0 : got / sizeof(per_cpu[0]);
+  if (std::all_of(cpus.begin(), cpus.end(), [&](int c) { return static_cast<size_t>(c) < known; })) {
+    for (const int c : cpus) {
+      const auto& p = per_cpu[static_cast<size_t>(c)];
+      busy += static_cast<uint64_t>(p.KernelTime.QuadPart - p.IdleTime.QuadPart + p.UserTime.QuadPart);
+    }
+  } else {
+    // No per-CPU figures (the call failed, or it covers only the calling thread's processor
+    // group): GetSystemTimes' sum over every CPU serves when `cpus` is all of them.
+    std::vector<int> sorted(cpus.begin(), cpus.end());
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    FILETIME idle{}, kernel{}, user{};
+    if (static_cast<int>(sorted.size()) != n || !::GetSystemTimes(&idle, &kernel, &user)) return std::nullopt;
+    busy = filetime_ticks(kernel) - filetime_ticks(idle) + filetime_ticks(user);  // kernel time includes idle
   }
   FILETIME created{}, exited{}, kernel{}, user{};
   if (!::GetProcessTimes(::GetCurrentProcess(), &created, &exited, &kernel, &user)) return std::nullopt;

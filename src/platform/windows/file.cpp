@@ -183,6 +183,10 @@ void FileMapping::drop_pages(uint64_t offset, uint64_t bytes) {
   if (hi > lo) ::VirtualUnlock(reinterpret_cast<void*>(lo), hi - lo);
 }
 
+std::FILE* open_stdio_file(const std::string& path, const char* mode) {
+  return ::_wfopen(widen(path).c_str(), widen(mode).c_str());
+}
+
 Result<FileInfo> file_info(const std::string& path) {
   WIN32_FILE_ATTRIBUTE_DATA data{};
   if (!::GetFileAttributesExW(widen(path).c_str(), GetFileExInfoStandard, &data)) {

@@ -163,28 +163,29 @@ Status lock_in_ram(const void* addr, size_t bytes) {
   // default), so VirtualLock of anything large fails until the minimum grows by the range.
   HANDLE self = ::GetCurrentProcess();
   SIZE_T min_ws = 0, max_ws = 0;
-  if (!::GetProcessWorkingSetSize(self, &min_ws, &max_ws)) {
+  DWORD flags = 0;
+  if (!::GetProcessWorkingSetSizeEx(self, &min_ws, &max_ws, &flags)) {
     return Status::runtime(fmt::format("cannot lock {} in RAM: cannot read the working-set size: {}",
                                        format_bytes(bytes), last_error_text()));
   }
   const SIZE_T want_min = min_ws + r.bytes;
   const SIZE_T want_max = std::max<SIZE_T>(max_ws, want_min + (SIZE_T{64} << 20));
-  if (!::SetProcessWorkingSetSize(self, want_min, want_max)) {
+  WindowsLockFailure failure{.bytes = bytes, .min_working_set = want_min, .max_working_set = want_max};
+  // Soft limits (the default): the maximum is a hint to the memory manager, not a cap.
+  if (!::SetProcessWorkingSetSizeEx(self, want_min, want_max,
+                                    QUOTA_LIMITS_HARDWS_MIN_DISABLE | QUOTA_LIMITS_HARDWS_MAX_DISABLE)) {
     const DWORD e = ::GetLastError();
-    return Status::runtime(fmt::format(
-        "cannot lock {} in RAM: Windows refused a working set of at least {}: {}{}", format_bytes(bytes),
-        format_bytes(want_min), windows_impl::error_text(e),
-        e == ERROR_PRIVILEGE_NOT_HELD
-            ? " (this account lacks the 'Increase a process working set' right: secpol.msc, Local Policies, "
-              "User Rights Assignment)"
-            : "; free memory (close programs) or run without --mlock"));
+    failure.working_set_refused = true;
+    failure.privilege_missing = e == ERROR_PRIVILEGE_NOT_HELD;
+    failure.reason = windows_impl::error_text(e);
+    return Status::runtime(windows_lock_error_message(failure));
   }
   if (!::VirtualLock(r.ptr(), r.bytes)) {
-    const std::string reason = last_error_text();
-    ::SetProcessWorkingSetSize(self, min_ws, max_ws);
-    return Status::runtime(fmt::format("cannot lock {} in RAM: {} (working set {} to {}); free memory (close "
-                                       "programs) or run without --mlock",
-                                       format_bytes(bytes), reason, format_bytes(want_min), format_bytes(want_max)));
+    const DWORD e = ::GetLastError();
+    ::SetProcessWorkingSetSizeEx(self, min_ws, max_ws, flags);
+    failure.privilege_missing = e == ERROR_PRIVILEGE_NOT_HELD;
+    failure.reason = windows_impl::error_text(e);
+    return Status::runtime(windows_lock_error_message(failure));
   }
   return Status::ok();
 }
@@ -201,12 +202,9 @@ MemoryInfo memory_info() {
 // lock pages (which is what large pages are), and none otherwise.
 HugePageMode huge_page_mode() { return large_pages_usable() ? HugePageMode::kMadvise : HugePageMode::kUnavailable; }
 
-std::string_view huge_page_setting_location() {
-  return "the 'Lock pages in memory' right: secpol.msc, Local Policies, User Rights Assignment; sign out and in "
-         "after granting it";
-}
+std::string_view huge_page_setting_location() { return huge_page_help(OsFamily::kWindows).setting; }
 
-std::string_view available_memory_source() { return "GlobalMemoryStatusEx's available physical memory"; }
+std::string_view available_memory_source() { return huge_page_help(OsFamily::kWindows).available; }
 
 RegionPages region_pages(const void* addr) {
   MEMORY_BASIC_INFORMATION mbi{};

@@ -4,6 +4,7 @@
 
 #include <windows.h>
 #include <psapi.h>
+#include <shellapi.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -191,6 +192,22 @@ Result<std::filesystem::path> executable_path() {
     }
     buffer.resize(buffer.size() * 2);  // truncated: try a larger buffer
   }
+}
+
+std::vector<std::string> utf8_arguments(int argc, char** argv) {
+  // The C runtime split the same command line into argv; CommandLineToArgvW splits it by the
+  // same rules (quotes, backslashes before quotes), but in UTF-16.
+  int n = 0;
+  wchar_t** wide = ::CommandLineToArgvW(::GetCommandLineW(), &n);
+  if (wide == nullptr || n != argc) {  // cannot happen in practice: keep what we were given
+    if (wide != nullptr) ::LocalFree(wide);
+    return std::vector<std::string>(argv, argv + argc);
+  }
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) out.push_back(windows_impl::narrow(wide[i]));
+  ::LocalFree(wide);
+  return out;
 }
 
 int64_t process_id() { return static_cast<int64_t>(::GetCurrentProcessId()); }
