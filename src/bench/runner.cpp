@@ -325,6 +325,8 @@ TestRun::TestRun(const TestSpec& test, const RunOptions& options, const ModelInf
     : test_(test), options_(options), tokens_(options.seed, 1, -1) {
   result_.spec = test;
   result_.model = info;
+  // The process's CPUs as they were before any test pinned the calling thread.
+  if (!options.usable_cpus.empty()) cpus_ = options.usable_cpus;
 }
 
 Status TestRun::prepare(LoadedModel& loaded) {

@@ -131,7 +131,7 @@ class TestRun {
   int64_t total_ns_ = 0;
   double other_busy_cpu_seconds_ = 0, sampled_wall_seconds_ = 0;  // cpu_load.h, over the timed repetitions
   bool cpu_sampled_ = true;  // false once a sample could not be taken
-  std::vector<int> cpus_ = platform::usable_cpus();  // whose busy time is sampled
+  std::vector<int> cpus_ = platform::usable_cpus();  // whose busy time is sampled (RunOptions::usable_cpus when given)
   SpecStats spec_stats_;
   double draft_seconds_ = 0;  // summed over repetitions
   std::vector<int32_t> spec_prompt_, spec_expected_;
