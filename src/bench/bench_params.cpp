@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/cpu_threads.h"
 #include "engine/session.h"
 
 namespace moetier::bench {
@@ -279,7 +280,10 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            cache_type_list(&b.type_k, "-ctk"));
   p.option({"-ctv", "--cache-type-v"}, "TYPE", "KV cache type for V: f32, f16, q8_0 or q4_0 (default f16)",
            cache_type_list(&b.type_v, "-ctv"));
-  p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)",
+  add_cpu_set_flags(p, b.cpu_mask, b.cpu_strict);
+  p.option({"-t", "--threads"}, "N",
+           "CPU threads (default: one per performance core on a hybrid CPU, pinned there; else one per physical "
+           "core)",
            [h = int_list(&b.n_threads, "-t", 1), &b](std::string_view v) -> Status {
              RETURN_IF_ERROR(h(v));
              for (int64_t t : b.n_threads) {
@@ -447,7 +451,7 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
   p.flag({"-v", "--verbose"}, &b.verbose, "more detail on stderr (load summary, every repetition's time)");
 }
 
-Status finalize(BenchParams& b, int64_t default_threads) {
+Status finalize(BenchParams& b, const DefaultThreads& default_threads) {
   if (b.models.empty() && b.e2e_url.empty()) return Status::bad_input("no model given (-m FILE, or --url for a server)");
   default_if_empty<int64_t>(b.n_prompt, 512);
   default_if_empty<int64_t>(b.n_gen, 128);
@@ -463,7 +467,7 @@ Status finalize(BenchParams& b, int64_t default_threads) {
   default_if_empty<int64_t>(b.n_ubatch, 512);
   default_if_empty<DType>(b.type_k, DType::F16);
   default_if_empty<DType>(b.type_v, DType::F16);
-  default_if_empty<int64_t>(b.n_threads, default_threads > 0 ? default_threads : 1);
+  if (b.n_threads.empty()) b.n_threads.push_back(std::max<int64_t>(1, default_threads(b)));
   default_if_empty<int64_t>(b.n_gpu_layers, -1);
   default_if_empty<int64_t>(b.n_cpu_moe, 0);
   default_if_empty<int>(b.flash_attn, -1);
@@ -478,7 +482,7 @@ Status finalize(BenchParams& b, int64_t default_threads) {
   return Status::ok();
 }
 
-Result<BenchParams> parse_bench_args(int argc, char** argv, int64_t default_threads, bool* help,
+Result<BenchParams> parse_bench_args(int argc, char** argv, const DefaultThreads& default_threads, bool* help,
                                      std::string* help_text) {
   BenchParams params;
   ArgParser parser("bench", kSummary);

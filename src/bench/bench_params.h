@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,7 +37,9 @@ struct BenchParams {
   std::vector<int64_t> n_ubatch;             // -ub, default 512
   std::vector<DType> type_k;                 // -ctk, default f16
   std::vector<DType> type_v;                 // -ctv, default f16
-  std::vector<int64_t> n_threads;            // -t, default physical cores
+  std::vector<int64_t> n_threads;            // -t, default engine/cpu_threads.h's (P-cores of a hybrid CPU, else all cores)
+  std::optional<std::vector<int>> cpu_mask;  // --cpu-mask / --cpu-range: the CPUs the threads run on
+  bool cpu_strict = false;                   // --cpu-strict 1: one CPU per thread
   std::vector<int64_t> n_gpu_layers;         // -ngl, default -1 (llama-bench's "all")
   std::vector<int64_t> n_cpu_moe;            // -ncmoe, default 0
   std::vector<int> flash_attn;               // -fa: -1 auto, 0 off, 1 on; default auto (CPU: flash unless off)
@@ -85,14 +89,26 @@ struct BenchParams {
 // Registers every bench flag on `parser`, writing into `params`.
 void add_bench_flags(ArgParser& parser, BenchParams& params);
 
+// The value for an empty -t list, from the parsed flags (the cores --cpu-mask selects; the
+// command uses engine/cpu_threads.h's choose_cpu_threads).
+using DefaultThreads = std::function<int64_t(const BenchParams&)>;
+
 // Fills empty lists with the defaults and checks cross-flag rules (a model is given, at
-// least one test remains). default_threads: the value for an empty -t list.
-Status finalize(BenchParams& params, int64_t default_threads);
+// least one test remains).
+Status finalize(BenchParams& params, const DefaultThreads& default_threads);
+inline Status finalize(BenchParams& params, int64_t default_threads) {
+  return finalize(params, [default_threads](const BenchParams&) { return default_threads; });
+}
 
 // Parses argv (argv[0] is the command) into finalized params. Sets *help when -h was given
 // (params are then not finalized); *help_text (if not null) receives the full --help text.
-Result<BenchParams> parse_bench_args(int argc, char** argv, int64_t default_threads, bool* help,
+Result<BenchParams> parse_bench_args(int argc, char** argv, const DefaultThreads& default_threads, bool* help,
                                      std::string* help_text);
+inline Result<BenchParams> parse_bench_args(int argc, char** argv, int64_t default_threads, bool* help,
+                                            std::string* help_text) {
+  return parse_bench_args(argc, argv, [default_threads](const BenchParams&) { return default_threads; }, help,
+                          help_text);
+}
 
 // One test: a point of the cartesian product plus its kind (pp, tg or pp+tg).
 struct TestSpec {

@@ -77,6 +77,9 @@ Status run_model_group(const BenchRunParams& run, size_t begin, size_t end, std:
                           .device = params.device,
                           .vram_budget_mib = params.vram_budget_mib,
                           .exact_kernels = params.exact_kernels,
+                          .topology = run.env.cpu_topology,
+                          .usable_cpus = run.env.usable_cpu_list,
+                          .cpu = {.mask = params.cpu_mask, .strict = params.cpu_strict},
                       },
                       loaded.info);
   }

@@ -11,6 +11,7 @@
 
 #include "bench/cpu_load.h"
 #include "core/utf8_path.h"
+#include "engine/cpu_threads.h"
 
 namespace moetier::bench {
 
@@ -154,6 +155,10 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       opt_real("achieved_gbps", r.achieved_gbps()),
       opt_num("peak_rss_bytes", r.peak_rss_bytes),
       str("cpu_isa", env.cpu_isa),
+      // The CPUs the threads ran on (engine/cpu_threads.h): all, performance (a hybrid CPU's
+      // P-cores) or mask (--cpu-mask), and their list.
+      str("cpu_cores", r.cpu_cores),
+      str("cpus", r.cpus),
       opt_real("machine_read_gbps", r.machine_read_gbps),
       opt_real("bandwidth_fraction", r.bandwidth_fraction()),
       opt_num("estimate_n_layer", r.estimate ? std::optional<int64_t>(r.estimate->n_layer) : std::nullopt),
@@ -341,8 +346,14 @@ std::vector<std::string> provenance_lines(const Environment& env) {
     lines.push_back(fmt::format("model: {} ({} bytes, sha256 {})", m.path, m.file_bytes,
                                 m.sha256.empty() ? "not computed" : m.sha256));
   }
-  lines.push_back(fmt::format("CPU: {}, ISA {}, threads {}", env.cpu_info.empty() ? "unknown" : env.cpu_info, env.cpu_isa,
-                              fmt::join(env.n_threads, ",")));
+  const platform::CpuTopology& t = env.cpu_topology;
+  const std::string cores =
+      t.performance.empty()
+          ? fmt::format("{} cores, {} CPUs", t.physical, t.logical)
+          : fmt::format("hybrid: performance CPUs {}, efficiency CPUs {}", format_cpu_list(t.performance),
+                        format_cpu_list(t.efficiency));
+  lines.push_back(fmt::format("CPU: {} ({}), ISA {}, threads {}", env.cpu_info.empty() ? "unknown" : env.cpu_info, cores,
+                              env.cpu_isa, fmt::join(env.n_threads, ",")));
   if (!env.gpu_info.empty()) lines.push_back(fmt::format("GPU: {}", env.gpu_info));
   lines.push_back(fmt::format("memory: idle RSS {} before loading; peak = {}", 
                               env.idle_rss_bytes ? fmt::format("{:.1f} MiB", static_cast<double>(*env.idle_rss_bytes) / 1048576.0)
@@ -368,6 +379,8 @@ class MarkdownPrinter : public Printer {
     add("backend", "backend", -10);
     if (params.n_cpu_moe != std::vector<int64_t>{0}) add("n_cpu_moe", "n_cpu_moe", 10);
     add("n_threads", "threads", 7);
+    // Which cores, where there is a choice: a hybrid CPU, or --cpu-mask.
+    if (!env.cpu_topology.performance.empty() || params.cpu_mask) add("cores", "cores", -16);
     if (params.n_batch != std::vector<int64_t>{2048}) add("n_batch", "n_batch", 7);
     if (params.n_ubatch != std::vector<int64_t>{512}) add("n_ubatch", "n_ubatch", 8);
     if (params.type_k != std::vector<DType>{DType::F16}) add("type_k", "type_k", 6);
@@ -411,6 +424,10 @@ class MarkdownPrinter : public Printer {
         value = n < 1e9 ? fmt::format("{:.2f} M", n / 1e6) : fmt::format("{:.2f} B", n / 1e9);
       } else if (c.field == "backend") {
         value = r.backend;
+      } else if (c.field == "cores") {
+        value = r.cpu_cores == "performance" ? fmt::format("P {}", r.cpus)
+                : r.cpu_cores == "mask"      ? fmt::format("mask {}", r.cpus)
+                                             : std::string("all");
       } else if (c.field == "test") {
         value = test_name(r.spec);
       } else if (c.field == "t/s") {

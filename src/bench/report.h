@@ -16,6 +16,7 @@
 
 #include "bench/bench_params.h"
 #include "bench/stats.h"
+#include "platform/cpu.h"
 
 namespace moetier::bench {
 
@@ -42,6 +43,10 @@ struct Environment {
   bool interleaved = false;               // repetitions run round-robin over the tests
   bool peak_rss_resettable = false;       // /proc/self/clear_refs accepted "5" (memory.h)
   int usable_cpus = 0;                    // CPUs of the process's affinity mask; 0 when unknown
+  // The machine's cores (engine/cpu_threads.h chooses each test's CPUs from them) and the
+  // process's CPUs, taken before any test pinned its threads.
+  platform::CpuTopology cpu_topology;
+  std::vector<int> usable_cpu_list;
 };
 
 // The md header: version and commit, date, every model file with size and SHA-256, CPU and
@@ -100,6 +105,10 @@ struct TestResult {
   std::optional<GpuMemoryReport> gpu;       // the GPU part, when the test placed layers there
   std::optional<int64_t> vram_used_delta_bytes;
   std::string backend = "CPU";              // "Vulkan" when layers ran on the GPU
+  // The CPUs the test's threads ran on (engine/cpu_threads.h): cpu_cores is "all",
+  // "performance" (a hybrid CPU's P-cores) or "mask" (--cpu-mask); cpus a CPU list ("0-11").
+  std::string cpu_cores = "all";
+  std::string cpus;
   std::string gpu_backend;                  // "Vulkan, fast kernels: <device>" ("" without a GPU part)
   std::optional<GpuCensus> gpu_census;      // --profile with a GPU part: the timed repetitions' census
   int64_t census_tokens = 0;                // tokens those repetitions processed (the census' "per token")

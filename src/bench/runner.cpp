@@ -169,7 +169,9 @@ Environment detect_environment() {
   env.date = utc_now_iso8601();
   env.cpu_info = platform::cpu_model_name();
   env.cpu_isa = cpu_features().describe();
-  env.usable_cpus = static_cast<int>(platform::usable_cpus().size());
+  env.usable_cpu_list = platform::usable_cpus();
+  env.usable_cpus = static_cast<int>(env.usable_cpu_list.size());
+  env.cpu_topology = platform::cpu_topology();
   return env;
 }
 
@@ -323,6 +325,8 @@ TestRun::TestRun(const TestSpec& test, const RunOptions& options, const ModelInf
     : test_(test), options_(options), tokens_(options.seed, 1, -1) {
   result_.spec = test;
   result_.model = info;
+  // The process's CPUs as they were before any test pinned the calling thread.
+  if (!options.usable_cpus.empty()) cpus_ = options.usable_cpus;
 }
 
 Status TestRun::prepare(LoadedModel& loaded) {
@@ -330,7 +334,15 @@ Status TestRun::prepare(LoadedModel& loaded) {
   result_.test_time = utc_now_iso8601();
   tokens_ = TokenSource(options_.seed, model.hparams().n_vocab, loaded.bos_token);
   RETURN_IF_ERROR(ensure_placement(loaded, test_, options_));
-  pool_ = std::make_unique<ThreadPool>(static_cast<int>(test_.n_threads));
+  // The test's CPUs. The calling thread is the pool's thread 0, so its affinity is set for
+  // every test, also when this one is not pinned: an earlier test may have narrowed it.
+  CpuThreadsRequest cpu = options_.cpu;
+  cpu.threads = static_cast<int>(test_.n_threads);
+  ASSIGN_OR_RETURN(const CpuThreads threads, choose_cpu_threads(options_.topology, options_.usable_cpus, cpu));
+  pool_ = std::make_unique<ThreadPool>(threads.threads);
+  if (!options_.usable_cpus.empty() || threads.pin) RETURN_IF_ERROR(apply_cpu_threads(*pool_, threads, /*always=*/true));
+  result_.cpu_cores = core_kind_name(threads.kind);
+  result_.cpus = format_cpu_list(threads.cpus);
   if ((test_.spec || test_.e2e) && !loaded.tokenizer) {
     auto tok = text::Tokenizer::from_gguf(loaded.file->header());
     if (!tok) return tok.status().with_context(test_.e2e ? "--e2e needs the model's vocabulary" : "--spec-replay needs the model's vocabulary");

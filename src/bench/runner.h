@@ -17,6 +17,7 @@
 #include "core/profiler.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/cpu_threads.h"
 #include "gguf/model_file.h"
 #include "model/model.h"
 #include "platform/cpu.h"
@@ -75,6 +76,12 @@ struct RunOptions {
   int64_t vram_budget_mib = 0;  // --vram-budget
   bool exact_kernels = false;   // --gpu-kernels exact
   bool quiet = false;           // no progress lines on stderr (tune draws its own progress bar)
+  // The test's CPUs (engine/cpu_threads.h): the machine's topology, the process's CPUs taken
+  // before any test pinned its threads (empty: unknown, nothing is pinned unless a mask or
+  // strict asks), and --cpu-mask / --cpu-strict (cpu.threads is ignored: the test's -t).
+  platform::CpuTopology topology;
+  std::vector<int> usable_cpus;
+  CpuThreadsRequest cpu;
 };
 
 // Random token ids for one test; the first token of a sequence is BOS when the model asks
@@ -124,7 +131,7 @@ class TestRun {
   int64_t total_ns_ = 0;
   double other_busy_cpu_seconds_ = 0, sampled_wall_seconds_ = 0;  // cpu_load.h, over the timed repetitions
   bool cpu_sampled_ = true;  // false once a sample could not be taken
-  std::vector<int> cpus_ = platform::usable_cpus();  // whose busy time is sampled
+  std::vector<int> cpus_ = platform::usable_cpus();  // whose busy time is sampled (RunOptions::usable_cpus when given)
   SpecStats spec_stats_;
   double draft_seconds_ = 0;  // summed over repetitions
   std::vector<int32_t> spec_prompt_, spec_expected_;

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "core/thread_pool.h"
 #include "core/utf8_path.h"
+#include "engine/cpu_threads.h"
 #include "cpu/membw.h"
 #include "gguf/sha256_cache.h"
 #include "platform/cpu.h"
@@ -153,7 +154,13 @@ int cmd_bench(int argc, char** argv) {
   const std::optional<uint64_t> idle_rss = platform::process_memory().resident;
   bool help = false;
   std::string help_text;
-  auto parsed = bench::parse_bench_args(argc, argv, platform::cpu_topology().physical, &help, &help_text);
+  // -t's default: engine/cpu_threads.h's choice for the machine and --cpu-mask (a hybrid CPU's
+  // performance cores, else every core of the process's CPUs).
+  const auto default_threads = [](const bench::BenchParams& p) -> int64_t {
+    const auto c = choose_cpu_threads(platform::cpu_topology(), platform::usable_cpus(), {.mask = p.cpu_mask});
+    return c ? c->threads : platform::cpu_topology().physical;
+  };
+  auto parsed = bench::parse_bench_args(argc, argv, default_threads, &help, &help_text);
   if (!parsed) return report_error(parsed.status());
   if (help) {
     std::fputs(help_text.c_str(), stdout);

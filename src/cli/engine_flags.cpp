@@ -14,7 +14,10 @@ void add_engine_flags(ArgParser& p, EngineOptions& f) {
   p.section("model and context");
   p.option({"-m", "--model"}, "FILE", "GGUF model file", &f.model_path);
   p.option({"-c", "--ctx-size"}, "N", "context size in tokens (default 4096; 0 = the model's own)", &f.n_ctx);
-  p.option({"-t", "--threads"}, "N", "CPU threads (default: physical cores)", &f.n_threads);
+  p.option({"-t", "--threads"}, "N",
+           "CPU threads (default: one per performance core on a hybrid CPU, pinned there; else one per physical core)",
+           &f.n_threads);
+  add_cpu_set_flags(p, f.cpu_mask, f.cpu_strict);
   p.option({"--cpu-isa"}, "TIER",
            "use CPU kernels up to this ISA: auto (default), avx512, avx2 (with AVX-VNNI where present), avx2-novnni, "
            "scalar; e.g. avx2 measures a laptop CPU's path on an AVX-512 machine",

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "console/progress.h"
 #include "core/args.h"
+#include "engine/cpu_threads.h"
 #include "engine/session.h"
 #include "gguf/sha256_cache.h"
 #include "platform/cpu.h"
@@ -39,6 +40,8 @@ struct TuneParams {
   tune::Purpose purpose = tune::Purpose::kServe;
   double time_budget_s = 300;    // --time-budget
   std::vector<int64_t> threads;  // -t LIST (empty: physical, physical - 1, physical / 2)
+  std::optional<std::vector<int>> cpu_mask;  // --cpu-mask / --cpu-range
+  bool cpu_strict = false;                   // --cpu-strict
   std::vector<DType> kv_types = {DType::F16};
   int device = -1;
   bool json = false;
@@ -94,7 +97,10 @@ Result<TuneParams> parse_args(int argc, char** argv, bool* help, std::string* he
                   p.time_budget_s = x;
                   return Status::ok();
                 });
-  parser.option({"-t", "--threads"}, "LIST", "thread counts to try (default: physical cores, one less, half)",
+  add_cpu_set_flags(parser, p.cpu_mask, p.cpu_strict);
+  parser.option({"-t", "--threads"}, "LIST",
+                "thread counts to try (default: the cores run's default uses (a hybrid CPU's performance cores, else "
+                "all), one less, half)",
                 [&p](std::string_view v) -> Status {
                   ASSIGN_OR_RETURN(std::vector<int64_t> list, bench::parse_int_list(v, "-t"));
                   for (int64_t t : list) {
@@ -177,6 +183,13 @@ int cmd_tune(int argc, char** argv) {
   }
   const TuneParams params = std::move(parsed).value();
 
+  // The thread counts start from run's default (engine/cpu_threads.h): a hybrid CPU's
+  // performance cores, else every core of the process's CPUs (or those --cpu-mask names).
+  const auto cpu_choice =
+      choose_cpu_threads(platform::cpu_topology(), platform::usable_cpus(), {.mask = params.cpu_mask});
+  if (!cpu_choice) return report_error(cpu_choice.status());
+  const int default_threads = cpu_choice->threads;
+  std::fprintf(stderr, "moetier tune: %s\n", describe_cpu_threads(*cpu_choice).c_str());
   // The plan, from the header alone: --fit's choice is the starting point.
   auto plan = tune::plan_search_space({.model_path = params.model,
                                        .purpose = params.purpose,
@@ -184,7 +197,7 @@ int cmd_tune(int argc, char** argv) {
                                        .vram_budget_mib = params.vram_budget_mib,
                                        .fit_margin_mib = params.fit_margin_mib,
                                        .n_ctx = params.n_ctx,
-                                       .physical_cores = platform::cpu_topology().physical,
+                                       .physical_cores = default_threads,
                                        .threads = params.threads,
                                        .kv_types = params.kv_types});
   if (!plan) return report_error(plan.status());
@@ -208,7 +221,8 @@ int cmd_tune(int argc, char** argv) {
                                 .device = params.device,
                                 .vram_budget_mib = plan->gpu_budget_bytes > 0 ? plan->gpu_budget_bytes / kMiB : params.vram_budget_mib,
                                 .seed = params.seed,
-                                .env = env});
+                                .env = env,
+                                .cpu = {.mask = params.cpu_mask, .strict = params.cpu_strict}});
   TuneProgress progress;
   const auto t0 = std::chrono::steady_clock::now();
   tune::SearchParams search{

@@ -7,6 +7,7 @@
 #include "core/args.h"
 #include "engine/summary.h"
 #include "gpu/gpu.h"
+#include "platform/gpu_memory.h"
 
 namespace moetier {
 
@@ -29,9 +30,19 @@ struct GpuChoice {
 
 // -dev, else the first hardware GPU: software rasterisers (lavapipe) run on the CPU and are
 // slower there than moetier's own CPU path, so they are used only when asked for by -dev.
+// The device's free memory: the driver's budget (VK_EXT_memory_budget), else the OS's for
+// this adapter (Windows: DXGI), else the heap size.
+uint64_t free_memory(const GpuDeviceInfo& d) {
+  if (d.free_from_driver || !d.luid) return d.free_bytes;
+  const std::optional<platform::GpuMemoryBudget> os = platform::gpu_memory_budget(*d.luid);
+  if (!os) return d.free_bytes;
+  return std::min(d.free_bytes, os->budget_bytes > os->used_bytes ? os->budget_bytes - os->used_bytes : 0);
+}
+
 GpuChoice choose_gpu(int device) {
   auto devices = list_gpu_devices();
   if (!devices) return {.why_not = devices.status().message()};
+  for (GpuDeviceInfo& d : *devices) d.free_bytes = free_memory(d);
   if (device >= 0) {
     if (device >= static_cast<int>(devices->size())) {
       return {.why_not = fmt::format("-dev {}: there are {} Vulkan devices (see --list-devices)", device,
@@ -52,6 +63,36 @@ bool has_gpu_part(const Plan& plan) { return plan.device(kGpuDevice) != nullptr 
 std::string mib(uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<double>(b) / kMiB); }
 
 }  // namespace
+
+std::optional<int64_t> n_cpu_moe_within(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
+                                    const PlanParams& params, int64_t limit_bytes) {
+  const int64_t n_layer_all = hp.n_layer + hp.n_layer_mtp;
+  const bool every_block = params.n_gpu_layers < 0 || params.n_gpu_layers >= n_layer_all;
+  if (!every_block || params.cpu_moe || !params.override_tensor.empty() || limit_bytes <= 0) return std::nullopt;
+  for (int64_t n = std::max<int64_t>(0, params.n_cpu_moe) + 1; n <= n_layer_all; ++n) {
+    PlanParams p = params;
+    p.n_cpu_moe = n;
+    p.vram_budget_bytes = 0;
+    auto plan = make_plan(hp, arch, tensors, p);
+    if (!plan) return std::nullopt;
+    const DevicePlan* g = plan->device(kGpuDevice);
+    if (g != nullptr && g->total_bytes() <= limit_bytes) return n;
+  }
+  return std::nullopt;
+}
+
+std::string vram_headroom_warning(const VramHeadroom& h) {
+  if (h.free_bytes <= 0 || h.gpu_bytes <= h.free_bytes - h.margin_bytes) return "";
+  const int64_t left = h.free_bytes - h.gpu_bytes;
+  const std::string what =
+      left >= 0 ? fmt::format("this placement leaves {} of VRAM free", mib(static_cast<uint64_t>(left)))
+                : fmt::format("this placement needs {} of VRAM, {} more than the {} free", mib(static_cast<uint64_t>(h.gpu_bytes)),
+                              mib(static_cast<uint64_t>(-left)), mib(static_cast<uint64_t>(h.free_bytes)));
+  const std::string fix = h.n_cpu_moe ? fmt::format("-ncmoe {} or --fit", *h.n_cpu_moe) : std::string("--fit");
+  return fmt::format("warning: {}; drivers that run out spill to system RAM and generation can drop several-fold; "
+                     "keep >= {} free: {}",
+                     what, mib(static_cast<uint64_t>(std::max<int64_t>(0, h.margin_bytes))), fix);
+}
 
 Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const HParams& hp, const PlacementRequest& r) {
   if (r.fit != "on" && r.fit != "off" && r.fit != "auto") {
@@ -127,6 +168,13 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
       } else if (d.plan.fits.has_value() && !*d.plan.fits) {
         d.note = fmt::format("warning: the GPU part needs {} more than --vram-budget {} MiB",
                              mib(static_cast<uint64_t>(-*d.plan.gpu_free_bytes)), r.vram_budget_mib);
+      } else if (r.vram_budget_mib == 0 && gpu.free_bytes > 0) {
+        // The device's own free memory against the margin --fit would keep.
+        const int64_t free_bytes = static_cast<int64_t>(gpu.free_bytes);
+        const int64_t margin = r.fit_margin_mib * kMiB;
+        VramHeadroom h{.gpu_bytes = d.plan.device(kGpuDevice)->total_bytes(), .free_bytes = free_bytes, .margin_bytes = margin};
+        if (h.gpu_bytes > free_bytes - margin) h.n_cpu_moe = n_cpu_moe_within(hp, *arch, tensors, params, free_bytes - margin);
+        d.note = vram_headroom_warning(h);
       }
     }
   }

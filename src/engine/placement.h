@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,28 @@ struct PlacementDecision {
   // starting point for a tuner; "" when --fit did not choose (flags given, or no GPU).
   std::string fit_flags;
 };
+
+// An explicit placement (-ngl/-ncmoe/-cmoe/-ot, no --fit) against the GPU's free memory:
+// drivers that run out of VRAM spill to system RAM (Windows does this silently) and
+// generation can drop several-fold, so a plan that leaves less than the --fit margin free
+// gets one warning line. Pure (unit-tested).
+struct VramHeadroom {
+  int64_t gpu_bytes = 0;     // the plan's GPU total (weights, KV cache, state, scratch)
+  int64_t free_bytes = 0;    // the device's free memory before loading (0: unknown, no warning)
+  int64_t margin_bytes = 0;  // --fit-margin
+  // The smallest -ncmoe that keeps the margin with the same other flags (-ngl all, no
+  // -ot/-cmoe); nullopt when there is none or it was not computed.
+  std::optional<int64_t> n_cpu_moe;
+};
+// The smallest -ncmoe above params.n_cpu_moe whose plan's GPU total fits `limit_bytes`
+// (free - margin), for a layout -ncmoe can shrink (every block on the GPU, no -ot or -cmoe);
+// nullopt otherwise or when even every expert on the CPU does not fit.
+std::optional<int64_t> n_cpu_moe_within(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
+                                        const PlanParams& params, int64_t limit_bytes);
+// "" when gpu_bytes <= free_bytes - margin_bytes or free_bytes is unknown; else e.g.
+// "warning: this placement leaves 740 MiB of VRAM free; drivers that run out spill to system
+// RAM and generation can drop several-fold; keep >= 1536 MiB free: -ncmoe 37 or --fit".
+std::string vram_headroom_warning(const VramHeadroom& h);
 
 // From the header alone (before any tensor data is read), so the loader knows which experts
 // stay on the CPU.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/cpu_features.h"
+#include "engine/cpu_threads.h"
 #include "engine/placement.h"
 #include "engine/repack.h"
 #include "platform/cpu.h"
@@ -69,7 +70,12 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
       load.working_bytes = cpu_working_bytes(placement->plan);
     }
   }
-  const int threads = flags.n_threads > 0 ? flags.n_threads : platform::cpu_topology().physical;
+  // The pool's threads and CPUs (engine/cpu_threads.h); -t 0 or below: the default, as llama.cpp's -t -1.
+  ASSIGN_OR_RETURN(s.cpu_threads, choose_cpu_threads(platform::cpu_topology(), platform::usable_cpus(),
+                                                     {.threads = std::max(0, flags.n_threads),
+                                                      .mask = flags.cpu_mask,
+                                                      .strict = flags.cpu_strict}));
+  const int threads = s.cpu_threads.threads;
   load.copy_threads = std::min(threads, 4);
   ASSIGN_OR_RETURN(s.file, gguf::ModelFile::open(flags.model_path, std::move(header), load));
   if (report && !s.file->stats().expert_pages_note.empty()) report->note(s.file->stats().expert_pages_note);
@@ -92,9 +98,11 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
                                          flags.model_path, s.tokenizer->n_vocab(), hp.n_vocab));
   }
   s.pool = std::make_unique<ThreadPool>(threads);
+  RETURN_IF_ERROR(apply_cpu_threads(*s.pool, s.cpu_threads));
   if (report) {
     report->note(fmt::format("{} ({}, {} layers), ctx {}, {} threads, cpu {}", hp.name, hp.arch, hp.n_layer, s.n_ctx,
                              threads, cpu_features().describe()));
+    if (s.cpu_threads.pin || s.cpu_threads.hybrid) report->note(describe_cpu_threads(s.cpu_threads));
   }
   RETURN_IF_ERROR(place_model(s, std::move(*placement), options));
   if (options.need_sequence) {

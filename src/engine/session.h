@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/cpu_threads.h"
 #include "engine/plan.h"
 #include "gguf/expert_pages.h"
 #include "gguf/model_file.h"
@@ -27,7 +28,9 @@ namespace moetier {
 struct EngineOptions {
   std::string model_path;
   int64_t n_ctx = 4096;        // -c; 0 = the model's training context
-  int n_threads = 0;           // -t; 0 = physical cores
+  int n_threads = 0;           // -t; 0 = the default of engine/cpu_threads.h (the P-cores of a hybrid CPU, else all cores)
+  std::optional<std::vector<int>> cpu_mask;  // --cpu-mask / --cpu-range: the CPUs the threads run on
+  bool cpu_strict = false;     // --cpu-strict 1: each thread pinned to one CPU of the set
   int64_t n_batch = 2048;      // -b (logical batch): micro-batches hold min(-b, -ub) tokens, as llama.cpp
   int64_t n_ubatch = 512;      // -ub: tokens per forward micro-batch
   std::string cache_type_k = "f16";
@@ -72,6 +75,7 @@ struct Session {
   std::optional<text::Tokenizer> tokenizer;
   std::unique_ptr<Model> model;
   std::unique_ptr<ThreadPool> pool;
+  CpuThreads cpu_threads;      // the pool's threads and the CPUs they run on
   std::optional<SequenceState> sequence;
   int64_t n_ctx = 0;           // -c resolved (0 → the model's training context)
   KvCacheOptions kv;           // -c, -ctk, -ctv resolved

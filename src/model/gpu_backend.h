@@ -6,8 +6,10 @@
 // forward pass with a clear Status.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,6 +76,10 @@ struct GpuDeviceInfo {
   bool software = false;    // a rasteriser running on the CPU (lavapipe): slower than the CPU path
   uint64_t free_bytes = 0;  // device-local budget − usage (the heap size without VK_EXT_memory_budget)
   uint64_t used_bytes = 0;  // used by every process (0: unknown)
+  bool free_from_driver = false;  // free_bytes came from VK_EXT_memory_budget (else: the heap size)
+  // The OS's name of the adapter (Vulkan's deviceLUID), where the driver reports one: the
+  // engine asks the OS for the budget when the driver does not (platform/gpu_memory.h).
+  std::optional<std::array<uint8_t, 8>> luid;
 };
 
 }  // namespace moetier

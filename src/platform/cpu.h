@@ -23,8 +23,12 @@ struct CpuTopology {
   // efficiency cores, ascending. Both empty on a CPU with one kind of core, or where unknown.
   std::vector<int> performance;
   std::vector<int> efficiency;
+  // Each core's logical CPUs (SMT siblings share a core), ascending, the cores ordered by
+  // their first CPU. Empty where unknown (e.g. arm64's /proc/cpuinfo names no cores).
+  std::vector<std::vector<int>> cores;
 };
 // Reads the topology (cheap, but callers that need it often keep it: it does not change).
+// It describes the machine's online CPUs, not this process's affinity (usable_cpus).
 CpuTopology cpu_topology();
 
 // The CPU's marketing name, e.g. "AMD EPYC 7B13 64-Core Processor"; "" when unknown.

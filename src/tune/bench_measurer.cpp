@@ -28,7 +28,11 @@ Status BenchMeasurer::open(std::span<const Candidate> set, RunSize size, int64_t
     tests.push_back(to_test_spec(c, params_.model_path, 0, size.n_gen));
   }
   const bool mmap = set.front().use_mmap;
-  const bench::RunOptions base{.device = params_.device, .vram_budget_mib = params_.vram_budget_mib};
+  const bench::RunOptions base{.device = params_.device,
+                               .vram_budget_mib = params_.vram_budget_mib,
+                               .topology = params_.env.cpu_topology,
+                               .usable_cpus = params_.env.usable_cpu_list,
+                               .cpu = params_.cpu};
   if (!loaded_ || loaded_->use_mmap != mmap) {
     loaded_.reset();  // free the previous load first: two copies of a big model may not fit
     auto m = bench::load_bench_model(params_.model_path,

@@ -11,6 +11,7 @@
 
 #include "bench/report.h"
 #include "bench/runner.h"
+#include "engine/cpu_threads.h"
 #include "tune/search.h"
 
 namespace moetier::tune {
@@ -20,7 +21,8 @@ struct BenchMeasurerParams {
   int device = -1;              // -dev
   int64_t vram_budget_mib = 0;  // --vram-budget: the GPU allocation ceiling while measuring
   uint32_t seed = 1234;         // random token ids
-  bench::Environment env;       // idle RSS, for peak − idle
+  bench::Environment env;       // idle RSS, for peak − idle; the CPUs (topology, the process's)
+  CpuThreadsRequest cpu;        // --cpu-mask / --cpu-strict (threads: each candidate's -t)
 };
 
 class BenchMeasurer final : public Measurer {

@@ -54,6 +54,28 @@ TEST(BenchParams, BadListsAreBadInput) {
   }
 }
 
+TEST(BenchParams, CpuMaskSetsTheCpusAndTheDefaultThreadCount) {
+  std::vector<std::string> storage = {"bench", "-m", "a.gguf", "--cpu-mask", "0xf0", "--cpu-strict", "1"};
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  bool help = false;
+  // The default -t is computed from the parsed flags (the command counts the mask's cores).
+  auto p = parse_bench_args(static_cast<int>(argv.size()), argv.data(),
+                            [](const BenchParams& b) -> int64_t { return b.cpu_mask ? static_cast<int64_t>(b.cpu_mask->size()) : 1; },
+                            &help, nullptr);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  EXPECT_EQ(p->cpu_mask, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_TRUE(p->cpu_strict);
+  EXPECT_EQ(p->n_threads, (std::vector<int64_t>{4}));
+  // -t given: the list as given.
+  auto q = parse({"-m", "a.gguf", "-Cr", "2-3", "-t", "1"});
+  ASSERT_TRUE(q.is_ok()) << q.status().message();
+  EXPECT_EQ(q->cpu_mask, (std::vector<int>{2, 3}));
+  EXPECT_FALSE(q->cpu_strict);
+  EXPECT_EQ(q->n_threads, (std::vector<int64_t>{1}));
+  EXPECT_FALSE(parse({"-m", "a.gguf", "--cpu-mask", "xyz"}).is_ok());
+}
+
 TEST(BenchParams, DefaultsAreLlamaBenchs) {
   auto p = parse({"-m", "a.gguf"}, /*default_threads=*/3);
   ASSERT_TRUE(p.is_ok()) << p.status().message();

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/placement.h"
 #include "engine/plan.h"
 #include "model/arch.h"
 #include "tensor/dtype.h"
@@ -414,6 +415,45 @@ TEST_F(PlanQwen36, FitPutsTheLastLayersExpertsOnTheGpuWhileTheyFit) {
   // 6 x 464 MiB = 2784 MiB of experts; 53,843,456 B = 51 MiB left.
   EXPECT_NE(eight->choice.find("6 layers' experts (2784 MiB, blocks 34-39); 51 MiB left"), std::string::npos)
       << eight->choice;
+}
+
+TEST_F(PlanQwen36, ExplicitPlacementSuggestsTheNCpuMoeThatKeepsTheMargin) {
+  // -ngl all -ncmoe 30 on an 8 GiB card (6656 MiB after the margin): -ncmoe 34 is the first
+  // that fits, as --fit chooses from scratch.
+  const int64_t limit = (8192 - 1536) * kMiB;
+  auto fit = fit_plan(hp, arch, tensors, {.n_ctx = 65536}, 8192 * kMiB, 1536 * kMiB);
+  ASSERT_TRUE(fit.is_ok());
+  EXPECT_EQ(n_cpu_moe_within(hp, arch, tensors, {.n_ctx = 65536, .n_gpu_layers = -1, .n_cpu_moe = 30}, limit),
+            fit->n_cpu_moe);
+  EXPECT_EQ(fit->n_cpu_moe, 34);
+  // Its plan fits, one fewer does not.
+  EXPECT_LE(plan({.n_ctx = 65536, .n_gpu_layers = -1, .n_cpu_moe = 34}).device(kGpuDevice)->total_bytes(), limit);
+  EXPECT_GT(plan({.n_ctx = 65536, .n_gpu_layers = -1, .n_cpu_moe = 33}).device(kGpuDevice)->total_bytes(), limit);
+  // Not a layout -ncmoe shrinks: partial -ngl, -cmoe, -ot; nothing fits at all.
+  EXPECT_FALSE(n_cpu_moe_within(hp, arch, tensors, {.n_ctx = 65536, .n_gpu_layers = 20}, limit));
+  EXPECT_FALSE(n_cpu_moe_within(hp, arch, tensors, {.n_ctx = 65536, .n_gpu_layers = -1, .cpu_moe = true}, limit));
+  EXPECT_FALSE(n_cpu_moe_within(hp, arch, tensors,
+                                {.n_ctx = 65536, .n_gpu_layers = -1, .override_tensor = {"exps=CPU"}}, limit));
+  EXPECT_FALSE(n_cpu_moe_within(hp, arch, tensors, {.n_ctx = 65536, .n_gpu_layers = -1}, 512 * kMiB));
+}
+
+TEST(VramHeadroom, WarnsWhenAnExplicitPlacementLeavesLessThanTheMargin) {
+  const int64_t margin = 1536 * kMiB;
+  // Enough left: no warning; unknown free memory: none either.
+  EXPECT_EQ(vram_headroom_warning({.gpu_bytes = 6000 * kMiB, .free_bytes = 7600 * kMiB, .margin_bytes = margin}), "");
+  EXPECT_EQ(vram_headroom_warning({.gpu_bytes = 6064 * kMiB, .free_bytes = 7600 * kMiB, .margin_bytes = margin}), "");
+  EXPECT_EQ(vram_headroom_warning({.gpu_bytes = 9000 * kMiB, .free_bytes = 0, .margin_bytes = margin}), "");
+  // 740 MiB left, with the -ncmoe that keeps the margin.
+  EXPECT_EQ(vram_headroom_warning(
+                {.gpu_bytes = 6860 * kMiB, .free_bytes = 7600 * kMiB, .margin_bytes = margin, .n_cpu_moe = 37}),
+            "warning: this placement leaves 740 MiB of VRAM free; drivers that run out spill to system RAM and "
+            "generation can drop several-fold; keep >= 1536 MiB free: -ncmoe 37 or --fit");
+  // More than the GPU has; no -ncmoe to offer.
+  EXPECT_EQ(vram_headroom_warning({.gpu_bytes = 8000 * kMiB, .free_bytes = 7600 * kMiB, .margin_bytes = margin}),
+            "warning: this placement needs 8000 MiB of VRAM, 400 MiB more than the 7600 MiB free; drivers that run "
+            "out spill to system RAM and generation can drop several-fold; keep >= 1536 MiB free: --fit");
+  // --fit-margin 0: only running out warns.
+  EXPECT_EQ(vram_headroom_warning({.gpu_bytes = 7600 * kMiB, .free_bytes = 7600 * kMiB, .margin_bytes = 0}), "");
 }
 
 TEST_F(PlanQwen36, FitKeepsEveryExpertOnTheCpuWhenNoBlocksExpertsFit) {

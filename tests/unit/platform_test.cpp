@@ -28,6 +28,7 @@
 
 #include "platform/cpu.h"
 #include "platform/file.h"
+#include "platform/linux/cpu_topology.h"
 #include "platform/linux/proc_text.h"
 #include "platform/linux/util.h"
 #include "platform/memory.h"
@@ -446,6 +447,13 @@ TEST(PlatformCpu, TopologyIsSane) {
   EXPECT_GE(t.physical, 1);
   EXPECT_LE(t.physical, t.logical);
   EXPECT_EQ(t.logical, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // The cores, when known, hold every online CPU once.
+  if (!t.cores.empty()) {
+    EXPECT_EQ(static_cast<int>(t.cores.size()), t.physical);
+    int n = 0;
+    for (const auto& core : t.cores) n += static_cast<int>(core.size());
+    EXPECT_EQ(n, t.logical);
+  }
   // Hybrid sets: both or neither, disjoint.
   EXPECT_EQ(t.performance.empty(), t.efficiency.empty());
   for (int p : t.performance) EXPECT_EQ(std::count(t.efficiency.begin(), t.efficiency.end(), p), 0);
@@ -864,6 +872,108 @@ TEST(PlatformProcText, Cpuinfo) {
   EXPECT_EQ(procfs::cpuinfo_model_name(arm), "");
   EXPECT_EQ(procfs::cpuinfo_core_count(arm), 0);
   EXPECT_EQ(procfs::cpuinfo_model_name("model\t\t: 85\nmodel name\t: Intel Xeon  \n"), "Intel Xeon");
+}
+
+TEST(PlatformProcText, CpuinfoCores) {
+  // Two cores with two threads each, numbered as Intel numbers them (siblings 0 and 2).
+  const std::string smt =
+      "processor\t: 0\nphysical id\t: 0\ncore id\t\t: 0\n\n"
+      "processor\t: 1\nphysical id\t: 0\ncore id\t\t: 1\n\n"
+      "processor\t: 2\nphysical id\t: 0\ncore id\t\t: 0\n\n"
+      "processor\t: 3\nphysical id\t: 0\ncore id\t\t: 1\n\n";
+  EXPECT_EQ(procfs::cpuinfo_cores(smt), (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  // Two packages with the same core ids stay apart.
+  EXPECT_EQ(procfs::cpuinfo_cores("processor : 0\nphysical id : 0\ncore id : 0\n"
+                                  "processor : 1\nphysical id : 1\ncore id : 0\n"),
+            (std::vector<std::vector<int>>{{0}, {1}}));
+  // arm64 names no cores; a core id without its processor number is malformed.
+  EXPECT_TRUE(procfs::cpuinfo_cores("processor\t: 0\nBogoMIPS\t: 50.00\n").empty());
+  EXPECT_TRUE(procfs::cpuinfo_cores("core id : 0\n").empty());
+}
+
+// A made-up machine's /proc and /sys under a temporary root.
+class FakeCpuRoot {
+ public:
+  FakeCpuRoot() : root_(std::filesystem::temp_directory_path() / fmt::format("moetier-cpu-{}", ::getpid())) {
+    std::filesystem::remove_all(root_);
+  }
+  ~FakeCpuRoot() { std::filesystem::remove_all(root_); }
+  void write(const std::string& path, const std::string& text) {
+    const std::filesystem::path p = root_ / path;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string root() const { return root_.string(); }
+
+ private:
+  std::filesystem::path root_;
+};
+
+// /proc/cpuinfo blocks: (processor, core id) pairs of package 0.
+std::string cpuinfo_of(const std::vector<std::pair<int, int>>& cpus) {
+  std::string text;
+  for (const auto& [cpu, core] : cpus) {
+    text += fmt::format("processor\t: {}\nmodel name\t: 13th Gen Intel(R) Core(TM) i7-13620H\nphysical id\t: 0\n"
+                        "core id\t\t: {}\n\n",
+                        cpu, core);
+  }
+  return text;
+}
+
+TEST(PlatformCpu, TopologyOfAHybridLaptopFromItsFiles) {
+  // i7-13620H: P-cores with SMT at CPUs 0-11 (siblings adjacent), E-cores at 12-15.
+  FakeCpuRoot fake;
+  std::vector<std::pair<int, int>> cpus;
+  for (int c = 0; c < 12; ++c) cpus.push_back({c, 4 * (c / 2)});
+  for (int c = 12; c < 16; ++c) cpus.push_back({c, 32 + (c - 12)});
+  fake.write("proc/cpuinfo", cpuinfo_of(cpus));
+  fake.write("sys/devices/system/cpu/online", "0-15\n");
+  fake.write("sys/devices/cpu_core/cpus", "0-11\n");
+  fake.write("sys/devices/cpu_atom/cpus", "12-15\n");
+  CpuTopology t = linux_impl::read_cpu_topology(fake.root(), 99);
+  EXPECT_EQ(t.logical, 16);
+  EXPECT_EQ(t.physical, 10);
+  EXPECT_EQ(t.performance, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(t.efficiency, (std::vector<int>{12, 13, 14, 15}));
+  ASSERT_EQ(t.cores.size(), 10u);
+  EXPECT_EQ(t.cores[0], (std::vector<int>{0, 1}));
+  EXPECT_EQ(t.cores[6], std::vector<int>{12});
+
+  // SMT off: the siblings are offline (cpuinfo and online list only the first threads).
+  cpus.clear();
+  for (int c = 0; c < 12; c += 2) cpus.push_back({c, 4 * (c / 2)});
+  for (int c = 12; c < 16; ++c) cpus.push_back({c, 32 + (c - 12)});
+  fake.write("proc/cpuinfo", cpuinfo_of(cpus));
+  fake.write("sys/devices/system/cpu/online", "0,2,4,6,8,10,12-15\n");
+  fake.write("sys/devices/cpu_core/cpus", "0,2,4,6,8,10\n");
+  t = linux_impl::read_cpu_topology(fake.root(), 99);
+  EXPECT_EQ(t.logical, 10);
+  EXPECT_EQ(t.physical, 10);
+  EXPECT_EQ(t.performance, (std::vector<int>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(t.cores[1], std::vector<int>{2});
+}
+
+TEST(PlatformCpu, TopologyOfANonHybridMachineFromItsFiles) {
+  FakeCpuRoot fake;
+  fake.write("proc/cpuinfo", cpuinfo_of({{0, 0}, {1, 1}, {2, 0}, {3, 1}}));
+  fake.write("sys/devices/system/cpu/online", "0-3\n");
+  CpuTopology t = linux_impl::read_cpu_topology(fake.root(), 99);
+  EXPECT_EQ(t.logical, 4);
+  EXPECT_EQ(t.physical, 2);
+  EXPECT_TRUE(t.performance.empty());
+  EXPECT_TRUE(t.efficiency.empty());
+  EXPECT_EQ(t.cores, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  // Only one PMU list (not hybrid): no sets. No online list: the fallback count.
+  fake.write("sys/devices/cpu_core/cpus", "0-3\n");
+  std::filesystem::remove(std::filesystem::path(fake.root()) / "sys/devices/system/cpu/online");
+  t = linux_impl::read_cpu_topology(fake.root(), 4);
+  EXPECT_EQ(t.logical, 4);
+  EXPECT_TRUE(t.performance.empty());
+  // Nothing readable at all: the fallback, one core per CPU.
+  t = linux_impl::read_cpu_topology(fake.root() + "/absent", 3);
+  EXPECT_EQ(t.logical, 3);
+  EXPECT_EQ(t.physical, 3);
+  EXPECT_TRUE(t.cores.empty());
 }
 
 TEST(PlatformProcText, CpuList) {

@@ -3,7 +3,10 @@
 // Linux's own tests are platform_test.cpp.
 #include <gtest/gtest.h>
 
+#include <windows.h>
+
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +20,7 @@
 #include "platform/memory.h"
 #include "platform/process.h"
 #include "platform/signals.h"
+#include "platform/windows/cpu_topology.h"
 
 namespace moetier::platform {
 namespace {
@@ -133,6 +137,65 @@ TEST(PlatformWindowsMemory, AnonymousMemoryAlignedZeroedWritable) {
   EXPECT_GE(*self.peak_resident, *self.resident);
   EXPECT_FALSE(huge_page_setting_location().empty());
   release_free_heap();
+}
+
+// GetLogicalProcessorInformationEx's records for made-up cores: (efficiency class, group,
+// mask) per core.
+struct FakeCore {
+  BYTE efficiency_class;
+  WORD group;
+  KAFFINITY mask;
+};
+std::vector<uint8_t> processor_records(const std::vector<FakeCore>& cores) {
+  std::vector<uint8_t> out;
+  for (const FakeCore& c : cores) {
+    SYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX r{};
+    r.Relationship = RelationProcessorCore;
+    r.Size = sizeof(r);
+    r.Processor.Flags = std::popcount(static_cast<uint64_t>(c.mask)) > 1 ? LTP_PC_SMT : 0;
+    reinterpret_cast<BYTE*>(&r.Processor)[1] = c.efficiency_class;  // EfficiencyClass
+    r.Processor.GroupCount = 1;
+    r.Processor.GroupMask[0].Group = c.group;
+    r.Processor.GroupMask[0].Mask = c.mask;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&r);
+    out.insert(out.end(), bytes, bytes + sizeof(r));
+  }
+  return out;
+}
+
+TEST(PlatformWindowsCpu, TopologyOfAHybridLaptopFromItsRecords) {
+  // i7-13620H: 6 P-cores (class 1) with two threads each at CPUs 0-11, 4 E-cores (class 0).
+  std::vector<FakeCore> cores;
+  for (int c = 0; c < 6; ++c) cores.push_back({1, 0, KAFFINITY{3} << (2 * c)});
+  for (int c = 12; c < 16; ++c) cores.push_back({0, 0, KAFFINITY{1} << c});
+  CpuTopology t = windows_impl::topology_from_processor_info(processor_records(cores), {0}, 16);
+  EXPECT_EQ(t.logical, 16);
+  EXPECT_EQ(t.physical, 10);
+  EXPECT_EQ(t.performance, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(t.efficiency, (std::vector<int>{12, 13, 14, 15}));
+  ASSERT_EQ(t.cores.size(), 10u);
+  EXPECT_EQ(t.cores[1], (std::vector<int>{2, 3}));
+  // SMT off: one CPU per P-core.
+  cores.clear();
+  for (int c = 0; c < 6; ++c) cores.push_back({1, 0, KAFFINITY{1} << c});
+  for (int c = 6; c < 10; ++c) cores.push_back({0, 0, KAFFINITY{1} << c});
+  t = windows_impl::topology_from_processor_info(processor_records(cores), {0}, 10);
+  EXPECT_EQ(t.physical, 10);
+  EXPECT_EQ(t.performance, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  // One class (a CPU with one kind of core): no hybrid sets; a second processor group's
+  // CPUs are numbered after the first's.
+  t = windows_impl::topology_from_processor_info(processor_records({{0, 0, 3}, {0, 1, 3}}), {0, 2}, 4);
+  EXPECT_TRUE(t.performance.empty());
+  EXPECT_EQ(t.cores, (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+  // A truncated buffer: what is whole is read.
+  std::vector<uint8_t> cut = processor_records({{0, 0, 1}, {0, 0, 2}});
+  cut.resize(cut.size() - 4);
+  t = windows_impl::topology_from_processor_info(cut, {0}, 2);
+  EXPECT_EQ(t.cores.size(), 1u);
+  EXPECT_EQ(t.physical, 1);
+  // Nothing: the logical count.
+  t = windows_impl::topology_from_processor_info({}, {0}, 8);
+  EXPECT_EQ(t.physical, 8);
 }
 
 TEST(PlatformWindowsCpu, TopologyAffinityAndTimes) {

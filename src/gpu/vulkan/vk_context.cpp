@@ -1,9 +1,11 @@
 #include "gpu/vulkan/vk_context.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 
@@ -147,6 +149,13 @@ DeviceInfo describe_device(VkPhysicalDevice pd, int index) {
   vkGetPhysicalDeviceProperties2(pd, &props2);
   info.max_allocation_bytes = m3.maxMemoryAllocationSize;
 
+  if (base.apiVersion >= VK_API_VERSION_1_1) {
+    VkPhysicalDeviceIDProperties id{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+    VkPhysicalDeviceProperties2 pid{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &id};
+    vkGetPhysicalDeviceProperties2(pd, &pid);
+    info.luid_valid = id.deviceLUIDValid == VK_TRUE;
+    if (info.luid_valid) std::copy(std::begin(id.deviceLUID), std::end(id.deviceLUID), info.luid.begin());
+  }
   info.has_memory_budget = has_extension(device_extensions(pd), VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
   VkPhysicalDeviceMemoryProperties2 mem{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
@@ -155,9 +164,12 @@ DeviceInfo describe_device(VkPhysicalDevice pd, int index) {
   const auto& mp = mem.memoryProperties;
   for (uint32_t h = 0; h < mp.memoryHeapCount; ++h) {
     if (!(mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)) continue;
-    info.local_heap_bytes += mp.memoryHeaps[h].size;
-    info.budget_bytes += info.has_memory_budget ? budget.heapBudget[h] : mp.memoryHeaps[h].size;
-    info.used_bytes += info.has_memory_budget ? budget.heapUsage[h] : 0;
+    const VkDeviceSize heap = mp.memoryHeaps[h].size;
+    info.local_heap_bytes += heap;
+    // Some drivers report a budget above the heap's size (counting memory they would spill
+    // to system RAM): a heap holds no more than its size.
+    info.budget_bytes += info.has_memory_budget ? std::min(budget.heapBudget[h], heap) : heap;
+    info.used_bytes += info.has_memory_budget ? std::min(budget.heapUsage[h], heap) : 0;
   }
   for (uint32_t t = 0; t < mp.memoryTypeCount; ++t) {
     const auto f = mp.memoryTypes[t].propertyFlags;

@@ -27,6 +27,11 @@ struct DeviceInfo {
   uint64_t budget_bytes = 0;      // what this process may use now (VK_EXT_memory_budget), else the heap size
   uint64_t used_bytes = 0;        // used by every process (VK_EXT_memory_budget), else 0
   bool has_memory_budget = false;
+  // The OS's name of the adapter (VkPhysicalDeviceIDProperties::deviceLUID, Vulkan 1.1;
+  // Windows reports one), for the OS's memory budget where the driver has no
+  // VK_EXT_memory_budget (platform/gpu_memory.h).
+  std::array<uint8_t, 8> luid{};
+  bool luid_valid = false;
   bool unified_memory = false;    // device-local memory is also host-visible (integrated GPUs, lavapipe)
   uint64_t max_storage_buffer_range = 0;  // bytes one storage-buffer binding may span (lavapipe: 128 MiB)
   uint64_t max_allocation_bytes = 0;

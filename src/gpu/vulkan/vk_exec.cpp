@@ -24,7 +24,9 @@ Result<std::vector<GpuDeviceInfo>> list_gpu_devices() {
     out.push_back({.description = fmt::format("{}: {}", d.index, d.describe()),
                    .software = d.type == "CPU (software)",
                    .free_bytes = d.budget_bytes > d.used_bytes ? d.budget_bytes - d.used_bytes : 0,
-                   .used_bytes = d.used_bytes});
+                   .used_bytes = d.used_bytes,
+                   .free_from_driver = d.has_memory_budget,
+                   .luid = d.luid_valid ? std::optional<std::array<uint8_t, 8>>(d.luid) : std::nullopt});
   }
   return out;
 }

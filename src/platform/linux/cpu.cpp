@@ -1,4 +1,5 @@
-// platform/cpu.h on Linux: /proc/cpuinfo, /sys/devices/cpu_{core,atom}/cpus, /proc/stat,
+// platform/cpu.h on Linux: /proc/cpuinfo, /sys/devices/system/cpu/online,
+// /sys/devices/cpu_{core,atom}/cpus, /proc/stat,
 // getrusage, sched_getaffinity / sched_setaffinity.
 #include "platform/cpu.h"
 
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "platform/linux/cpu_topology.h"
 #include "platform/linux/proc_text.h"
 #include "platform/linux/util.h"
 
@@ -54,19 +56,30 @@ class CpuSet {
 
 }  // namespace
 
-CpuTopology cpu_topology() {
+namespace linux_impl {
+
+CpuTopology read_cpu_topology(const std::string& root, int fallback_logical) {
+  const auto read = [&](const char* path) { return read_text_file((root + path).c_str()); };
   CpuTopology t;
-  t.logical = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int cores = procfs::cpuinfo_core_count(read_text_file("/proc/cpuinfo"));
+  const auto online = procfs::parse_cpu_list(read("/sys/devices/system/cpu/online"));
+  t.logical = std::max(1, online ? static_cast<int>(online->size()) : fallback_logical);
+  t.cores = procfs::cpuinfo_cores(read("/proc/cpuinfo"));
+  const int cores = static_cast<int>(t.cores.size());
   t.physical = std::clamp(cores > 0 ? cores : t.logical, 1, t.logical);
   // Intel hybrid CPUs register one PMU per core type; each lists its CPUs.
-  const auto p = procfs::parse_cpu_list(read_text_file("/sys/devices/cpu_core/cpus"));
-  const auto e = procfs::parse_cpu_list(read_text_file("/sys/devices/cpu_atom/cpus"));
+  const auto p = procfs::parse_cpu_list(read("/sys/devices/cpu_core/cpus"));
+  const auto e = procfs::parse_cpu_list(read("/sys/devices/cpu_atom/cpus"));
   if (p && e) {
     t.performance = *p;
     t.efficiency = *e;
   }
   return t;
+}
+
+}  // namespace linux_impl
+
+CpuTopology cpu_topology() {
+  return linux_impl::read_cpu_topology("", static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 std::string cpu_model_name() { return procfs::cpuinfo_model_name(read_text_file("/proc/cpuinfo")); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -163,6 +164,37 @@ int cpuinfo_core_count(std::string_view text) {
     return true;
   });
   return static_cast<int>(cores.size());
+}
+
+std::vector<std::vector<int>> cpuinfo_cores(std::string_view text) {
+  // Each processor's block starts with its number ("processor") and names its package
+  // ("physical id") before its core ("core id").
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<int>> by_core;
+  std::optional<uint64_t> processor;
+  uint64_t package = 0;
+  bool malformed = false;
+  for_each_line(text, [&](std::string_view line) {
+    if (const auto v = cpuinfo_value(line, "processor")) {
+      processor = leading_number(*v);
+      if (!processor || *processor >= (1u << 20)) return !(malformed = true);
+      package = 0;
+    }
+    if (const auto v = cpuinfo_value(line, "physical id")) package = leading_number(*v).value_or(0);
+    if (const auto v = cpuinfo_value(line, "core id")) {
+      if (!processor) return !(malformed = true);
+      by_core[{package, leading_number(*v).value_or(0)}].push_back(static_cast<int>(*processor));
+    }
+    return true;
+  });
+  if (malformed) return {};
+  std::vector<std::vector<int>> cores;
+  for (auto& [key, cpus] : by_core) {
+    std::sort(cpus.begin(), cpus.end());
+    cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+    cores.push_back(std::move(cpus));
+  }
+  std::sort(cores.begin(), cores.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+  return cores;
 }
 
 std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {

@@ -43,6 +43,10 @@ std::string cpuinfo_model_name(std::string_view text);
 // /proc/cpuinfo: the number of distinct (physical id, core id) pairs, i.e. cores; 0 when the
 // text names none.
 int cpuinfo_core_count(std::string_view text);
+// /proc/cpuinfo: each core's logical CPUs ("processor" numbers sharing a (physical id,
+// core id) pair), ascending, the cores ordered by their first CPU; empty when the text
+// names no cores or a processor block lacks its number.
+std::vector<std::vector<int>> cpuinfo_cores(std::string_view text);
 
 // A kernel CPU list ("0-3,8,10-11\n", as in /sys/devices/cpu_core/cpus): the CPU numbers,
 // ascending, without repeats; nullopt when malformed or empty.

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <map>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "platform/windows/cpu_topology.h"
 #include "platform/windows/util.h"
 
 namespace moetier::platform {
@@ -55,39 +57,44 @@ uint64_t filetime_ticks(const FILETIME& ft) { return (static_cast<uint64_t>(ft.d
 
 }  // namespace
 
-CpuTopology cpu_topology() {
+namespace windows_impl {
+
+CpuTopology topology_from_processor_info(std::span<const uint8_t> records, const std::vector<int>& offsets,
+                                         int logical) {
   CpuTopology t;
-  t.logical = std::max(1, total_cpus());
+  t.logical = std::max(1, logical);
   t.physical = t.logical;
-  DWORD bytes = 0;
-  ::GetLogicalProcessorInformationEx(RelationProcessorCore, nullptr, &bytes);
-  if (bytes == 0) return t;
-  std::vector<uint8_t> buffer(bytes);
-  auto* first = reinterpret_cast<SYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX*>(buffer.data());
-  if (!::GetLogicalProcessorInformationEx(RelationProcessorCore, first, &bytes)) return t;
-  const std::vector<int> offsets = group_offsets();
-  // One entry per core; EfficiencyClass is higher for faster cores (all 0 on a CPU with one
-  // kind of core).
   std::map<int, std::vector<int>, std::greater<>> by_class;
-  int cores = 0;
-  for (DWORD at = 0; at < bytes;) {
-    const auto* info = reinterpret_cast<const SYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX*>(buffer.data() + at);
+  std::vector<std::vector<int>> cores;
+  const size_t header = offsetof(SYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX, Processor);
+  for (size_t at = 0; at + header + sizeof(PROCESSOR_RELATIONSHIP) <= records.size();) {
+    const auto* info = reinterpret_cast<const SYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX*>(records.data() + at);
+    if (info->Size == 0 || at + info->Size > records.size()) break;
     if (info->Relationship == RelationProcessorCore) {
-      ++cores;
       // EfficiencyClass is the byte after Flags (Windows 10 SDK); older MinGW-w64 headers
       // still call it Reserved[0], so it is read by position.
       const BYTE efficiency_class = reinterpret_cast<const BYTE*>(&info->Processor)[1];
-      std::vector<int>& cpus = by_class[efficiency_class];
-      for (WORD g = 0; g < info->Processor.GroupCount; ++g) {
+      std::vector<int> cpus;
+      const WORD groups = info->Processor.GroupCount;
+      const size_t masks_end = header + offsetof(PROCESSOR_RELATIONSHIP, GroupMask) + groups * sizeof(GROUP_AFFINITY);
+      if (masks_end > info->Size) break;  // a record shorter than its group masks: stop reading
+      for (WORD g = 0; g < groups; ++g) {
         append_mask(cpus, offsets, info->Processor.GroupMask[g].Group, info->Processor.GroupMask[g].Mask);
       }
+      if (!cpus.empty()) {
+        std::sort(cpus.begin(), cpus.end());
+        std::vector<int>& kind = by_class[efficiency_class];
+        kind.insert(kind.end(), cpus.begin(), cpus.end());
+        cores.push_back(std::move(cpus));
+      }
     }
-    if (info->Size == 0) break;
     at += info->Size;
   }
-  if (cores > 0) t.physical = std::clamp(cores, 1, t.logical);
+  if (cores.empty()) return t;
+  std::sort(cores.begin(), cores.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+  t.physical = std::clamp(static_cast<int>(cores.size()), 1, t.logical);
+  t.cores = std::move(cores);
   if (by_class.size() >= 2) {
-    // The fastest class is the performance cores; every other class counts as efficiency.
     for (auto it = by_class.begin(); it != by_class.end(); ++it) {
       std::vector<int>& dst = it == by_class.begin() ? t.performance : t.efficiency;
       dst.insert(dst.end(), it->second.begin(), it->second.end());
@@ -96,6 +103,24 @@ CpuTopology cpu_topology() {
     std::sort(t.efficiency.begin(), t.efficiency.end());
   }
   return t;
+}
+
+}  // namespace windows_impl
+
+CpuTopology cpu_topology() {
+  const int logical = std::max(1, total_cpus());
+  DWORD bytes = 0;
+  ::GetLogicalProcessorInformationEx(RelationProcessorCore, nullptr, &bytes);
+  std::vector<uint8_t> buffer(bytes);
+  if (bytes == 0 || !::GetLogicalProcessorInformationEx(
+                        RelationProcessorCore,
+                        reinterpret_cast<SYSTEM_LOGICAL_PROCESSOR_INFORMATION_EX*>(buffer.data()), &bytes)) {
+    CpuTopology t;
+    t.logical = t.physical = logical;
+    return t;
+  }
+  buffer.resize(bytes);
+  return windows_impl::topology_from_processor_info(buffer, group_offsets(), logical);
 }
 
 std::string cpu_model_name() {
