@@ -2,14 +2,22 @@
 # Cross-builds moetier for 64-bit Windows on Debian 12 with MinGW-w64 into build-win/:
 # moetier.exe (static: no DLLs beyond Windows' own) and the test binaries, which run here
 # under Wine, and build-win/moetier-windows-x64.zip (moetier.exe + packaging/windows/README.txt).
+# With the Vulkan backend: volk opens the Windows loader (vulkan-1.dll) at run time, so
+# moetier.exe starts, and falls back to the CPU, where there is none; under Wine the GPU
+# tests run on the build machine's lavapipe (scripts/windows-gpu-tests.sh).
 #
-#   scripts/build-windows.sh [TARGET...]    default targets: moetier moetier_unit_tests moetier_kernel_tests
+#   scripts/build-windows.sh [TARGET...]    default targets: moetier moetier_unit_tests
+#                                           moetier_kernel_tests moetier_gpu_tests
 #
 # Environment: JOBS (parallel jobs; default: all cores), NICE (e.g. "nice -n 19"),
-# MOETIER_REF_DIR (reference data for the tests; default ../shared/ref).
+# MOETIER_REF_DIR (reference data for the tests; default ../shared/ref), MOETIER_VULKAN
+# (OFF: CPU only), MOETIER_SPIRV_DIR (a build's shaders/ folder whose up-to-date SPIR-V is
+# reused instead of running glslc again; default build/shaders, the Linux build's, when it
+# exists; empty: compile every shader here).
 # Needs: g++-mingw-w64-x86-64-posix mingw-w64-tools cmake, dpkg-dev (apt-get source), wine64
-# (to run the tests), the Linux build's header packages (libfmt-dev nlohmann-json3-dev) and a
-# deb-src entry for bookworm (/etc/apt/sources.list.d/: "Types: deb-src", "Suites: bookworm"):
+# (to run the tests), the Linux build's header packages (libfmt-dev nlohmann-json3-dev; for
+# the GPU backend libvulkan-dev libvulkan-volk-dev, and glslc, which runs on this machine) and
+# a deb-src entry for bookworm (/etc/apt/sources.list.d/: "Types: deb-src", "Suites: bookworm"):
 # PCRE2, cpp-httplib's whole header and GoogleTest come from Debian's source packages and
 # are built into build-win/deps/, never into the repository.
 set -euo pipefail
@@ -24,7 +32,10 @@ jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 nice_cmd=${NICE:-}
 ref_dir=${MOETIER_REF_DIR:-$(cd "$root/.." && pwd)/shared/ref}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(moetier moetier_unit_tests moetier_kernel_tests)
+vulkan=${MOETIER_VULKAN:-ON}
+spirv_dir=${MOETIER_SPIRV_DIR-$root/build/shaders}
+[ -d "$spirv_dir" ] || spirv_dir=""
+[ ${#targets[@]} -gt 0 ] || targets=(moetier moetier_unit_tests moetier_kernel_tests moetier_gpu_tests)
 
 for tool in x86_64-w64-mingw32-g++-posix cmake; do
   command -v "$tool" >/dev/null || { echo "build-windows: $tool not found (apt-get install g++-mingw-w64-x86-64-posix mingw-w64-tools cmake)" >&2; exit 1; }
@@ -69,6 +80,20 @@ if [ ! -f "$prefix/include/httplib.h" ]; then
   cp "$(source_dir cpp-httplib)/httplib.h" "$prefix/include/httplib.h"
 fi
 
+# The Vulkan backend: Debian's Vulkan headers (OS-independent; vk_video is what they include)
+# and volk (volk.h and the volk.c the build compiles, which opens vulkan-1.dll on Windows),
+# copied into the prefix; CMake builds without the backend if any of it, or glslc, is missing.
+if [ "$vulkan" != OFF ]; then
+  for h in vulkan vk_video volk.h volk.c; do
+    if [ ! -e "/usr/include/$h" ]; then
+      echo "build-windows: /usr/include/$h missing: building without the GPU backend (apt-get install libvulkan-dev libvulkan-volk-dev glslc)" >&2
+      vulkan=OFF
+      break
+    fi
+    [ -e "$prefix/include/$h" ] || cp -r "/usr/include/$h" "$prefix/include/"
+  done
+fi
+
 build_dep pcre2 "$(source_dir pcre2)" \
   -DPCRE2_BUILD_PCRE2_8=ON -DPCRE2_BUILD_PCRE2_16=OFF -DPCRE2_BUILD_PCRE2_32=OFF -DPCRE2_SUPPORT_JIT=ON \
   -DPCRE2_SUPPORT_UNICODE=ON -DPCRE2_BUILD_PCRE2GREP=OFF -DPCRE2_BUILD_TESTS=OFF \
@@ -95,7 +120,7 @@ if command -v ccache >/dev/null; then
 fi
 
 $nice_cmd cmake -S . -B "$out" -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_FIND_ROOT_PATH="$prefix" -DMOETIER_VULKAN=OFF -DMOETIER_REF_DIR="$ref_dir" \
+  -DCMAKE_FIND_ROOT_PATH="$prefix" -DMOETIER_VULKAN="$vulkan" -DMOETIER_SPIRV_DIR="$spirv_dir" -DMOETIER_REF_DIR="$ref_dir" \
   "${emulator[@]}" "${launcher[@]}" >/dev/null
 $nice_cmd cmake --build "$out" -j"$jobs" --target "${targets[@]}"
 

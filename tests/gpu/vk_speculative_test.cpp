@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "support/cli.h"
 #include "support/gpu.h"
 #include "support/ref_model.h"
+#include "support/temp_file.h"
 
 #include "core/thread_pool.h"
 #include "runtime/generate.h"
@@ -155,24 +155,6 @@ TEST_P(GpuDraftMtp, HeadOnTheGpuMatchesTheCpuHead) {
 
 INSTANTIATE_TEST_SUITE_P(Placement, GpuDraftMtp, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "block_on_gpu" : "lm_head_on_gpu"; });
-
-// -ngld: the draft model's layers on the model's GPU (lavapipe here); the text is the plain
-// run's, since drafts only decide what is verified.
-TEST(GpuSpeculative, DraftModelLayersOnTheGpu) {
-  GPU_OR_SKIP(probe);
-  probe.reset();
-  const std::string models = std::string(testing::kRefDir) + "/models/";
-  const std::string base = fmt::format("run -m '{}qwen35moe-tiny-f32.gguf' -p 'Once upon a time' -n 12 --temp 0 -t 2 "
-                                       "-dev 0 -ngl 99 --cpu-moe --gpu-kernels exact",
-                                       models);
-  const auto plain = testing::run_moetier(base);
-  const auto spec = testing::run_moetier(base + fmt::format(" -md '{}qwen35moe-tiny-mixed.gguf' -ngld 99", models));
-  ASSERT_EQ(plain.rc, 0) << plain.err;
-  ASSERT_EQ(spec.rc, 0) << spec.err;
-  EXPECT_EQ(spec.out, plain.out);
-  EXPECT_NE(spec.err.find("speculative (draft-simple)"), std::string::npos) << spec.err;
-  EXPECT_NE(spec.err.find("draft model: 5 of 5 layers on the GPU"), std::string::npos) << spec.err;
-}
 
 }  // namespace
 }  // namespace moetier

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "support/temp_file.h"
+
 namespace moetier::testing {
 
 struct CliResult {
@@ -32,12 +34,6 @@ inline size_t count_lines(const std::string& text) {
   size_t n = 0;
   for (std::string line; std::getline(in, line);) ++n;
   return n;
-}
-
-inline std::string temp_file(const std::string& stem) {
-  static int counter = 0;
-  return (std::filesystem::temp_directory_path() / fmt::format("moetier_test_{}_{}_{}", ::getpid(), ++counter, stem))
-      .string();
 }
 
 // Runs `moetier <args>` through the shell (quote paths in args); stdin from `stdin_file`

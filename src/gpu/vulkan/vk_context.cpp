@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "platform/file.h"
+
 namespace moetier::vk {
 
 namespace {
@@ -20,9 +22,9 @@ Status loader_status() {
   static VkResult result = VK_SUCCESS;
   std::call_once(once, [] { result = volkInitialize(); });
   if (result != VK_SUCCESS) {
-    return Status::runtime(
-        "no Vulkan loader (libvulkan.so.1) on this machine; install a Vulkan driver (e.g. apt install "
-        "mesa-vulkan-drivers, or the GPU vendor's driver) to use the GPU");
+    // The build names the library volk.c opens on this OS and how users get one (CMakeLists.txt).
+    return Status::runtime("no Vulkan loader (" MOETIER_VULKAN_LOADER ") on this machine; " MOETIER_VULKAN_DRIVER_HINT
+                           " to use the GPU");
   }
   return Status::ok();
 }
@@ -72,6 +74,10 @@ Result<VkInstance> create_instance() {
                           .ppEnabledExtensionNames = enable.data()};
   VkInstance instance = VK_NULL_HANDLE;
   const VkResult r = vkCreateInstance(&ci, nullptr, &instance);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+    // The loader is there but no driver answered (none installed; under Wine, no X display).
+    return Status::runtime("the Vulkan loader found no driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
+  }
   if (r != VK_SUCCESS) return Status::runtime(fmt::format("vkCreateInstance failed: {}", result_name(r)));
   volkLoadInstanceOnly(instance);
   return instance;
@@ -180,10 +186,11 @@ DeviceInfo describe_device(VkPhysicalDevice pd, int index) {
   return info;
 }
 
+// moetier's folder in the user's cache folder (Linux: ~/.cache/moetier; Windows:
+// %LOCALAPPDATA%/moetier); "" when the environment names none.
 std::string cache_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/moetier";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/moetier";
-  return {};
+  const std::string user = platform::user_cache_dir();
+  return user.empty() ? std::string() : user + "/moetier";
 }
 
 }  // namespace

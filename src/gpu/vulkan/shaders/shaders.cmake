@@ -1,6 +1,9 @@
 # The compute-shader variants of the Vulkan backend: "name|source|defines" (defines comma-
 # separated, "-" for none). Each variant is compiled by glslc into its own SPIR-V binary and
 # embedded under its name (src/gpu/vulkan/vk_shaders.h).
+# glslc's flags for every variant: with the variant table, all that decides the SPIR-V bytes
+# (a build may reuse another's files when none of this changed: MOETIER_SPIRV_DIR).
+set(MOETIER_GLSLC_FLAGS --target-env=vulkan1.1 -fshader-stage=compute -O)
 set(MOETIER_SHADER_VARIANTS
   "quantize_q8_k|quantize.comp|ACT_Q8_K"
   "quantize_q8_0|quantize.comp|ACT_Q8_0"

@@ -1,0 +1,22 @@
+// Unique temporary file names for tests, on every OS the tests run on (Windows under Wine too).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "platform/process.h"
+
+namespace moetier::testing {
+
+// A path under the temp directory that no other test process uses: the process id and a
+// per-process counter; `stem` ends the name (an extension there is kept). Nothing is created.
+inline std::string temp_file(const std::string& stem) {
+  static int counter = 0;
+  return (std::filesystem::temp_directory_path() /
+          fmt::format("moetier_test_{}_{}_{}", platform::process_id(), ++counter, stem))
+      .string();
+}
+
+}  // namespace moetier::testing
