@@ -49,7 +49,9 @@ Result<VkInstance> create_instance() {
   uint32_t version = VK_API_VERSION_1_0;
   if (vkEnumerateInstanceVersion) vkEnumerateInstanceVersion(&version);
   if (version < VK_API_VERSION_1_1) {
-    return Status::runtime("the Vulkan loader is older than Vulkan 1.1, which moetier needs");
+    // Also what a loader without any usable driver reports (Wine's without an X display).
+    return Status::runtime("the Vulkan loader offers only Vulkan 1.0: no driver, or one older than Vulkan 1.1, which "
+                           "moetier needs");
   }
   uint32_t n_ext = 0;
   vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr);
