@@ -140,8 +140,8 @@ std::string describe_cpu_threads(const CpuThreads& c) {
                          c.efficiency_unused > 0 ? fmt::format("; {} efficiency cores unused", c.efficiency_unused) : "",
                          strict);
     case CoreKind::kMask:
-      return fmt::format("threads: {} on CPUs {} ({} cores; --cpu-mask/--cpu-range{})", c.threads, format_cpu_list(c.cpus),
-                         c.cores, strict);
+      return fmt::format("threads: {} on CPUs {} ({} core{}; --cpu-mask/--cpu-range{})", c.threads,
+                         format_cpu_list(c.cpus), c.cores, c.cores == 1 ? "" : "s", strict);
     case CoreKind::kAll:
       break;
   }
@@ -149,7 +149,7 @@ std::string describe_cpu_threads(const CpuThreads& c) {
     return fmt::format("threads: {} on all {} cores, performance and efficiency (CPUs {}{})", c.threads, c.cores,
                        format_cpu_list(c.cpus), strict);
   }
-  return fmt::format("threads: {} ({} cores{})", c.threads, c.cores, strict);
+  return fmt::format("threads: {} ({} core{}{})", c.threads, c.cores, c.cores == 1 ? "" : "s", strict);
 }
 
 std::string format_cpu_list(std::span<const int> cpus) {

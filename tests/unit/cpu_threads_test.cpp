@@ -165,6 +165,8 @@ TEST(CpuThreads, MaskSetsTheCpusAndPins) {
   EXPECT_EQ(describe_cpu_threads(c), "threads: 4 on CPUs 12-15 (4 cores; --cpu-mask/--cpu-range)");
   // SMT siblings count as one core.
   EXPECT_EQ(choose(t, range(0, 15), {.mask = range(0, 3)}).threads, 2);
+  EXPECT_EQ(describe_cpu_threads(choose(t, range(0, 15), {.mask = std::vector<int>{0}})),
+            "threads: 1 on CPUs 0 (1 core; --cpu-mask/--cpu-range)");
   // CPUs outside the affinity are dropped; none left is an error naming both sets.
   c = choose(t, range(0, 7), {.mask = range(6, 9)});
   EXPECT_EQ(c.cpus, range(6, 7));
