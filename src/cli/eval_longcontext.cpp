@@ -220,7 +220,7 @@ int cmd_eval_longcontext(int argc, char** argv) {
     if (!self) return report_error(self.status());
     std::fprintf(stderr, "moetier: starting the server: moetier serve");
     for (const auto& a : args) std::fprintf(stderr, " %s", a.c_str());
-    std::fprintf(stderr, " (log: %s)\n", (out / "server.log").c_str());
+    std::fprintf(stderr, " (log: %s)\n", path_utf8(out / "server.log").c_str());
     auto c = eval::ServerChild::start(
         {.executable = path_utf8(*self), .args = args, .log_path = path_utf8(out / "server.log")});
     if (!c) return report_error(c.status());
