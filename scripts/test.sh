@@ -5,6 +5,10 @@
 #      UndefinedBehaviorSanitizer, and the libFuzzer targets for the GGUF parser and the
 #      server's HTTP/JSON request layer, each for a bounded time (MOETIER_FUZZ_SECONDS,
 #      default 60), from one clang build;
+#   3. the Windows build (scripts/build-windows.sh: MinGW-w64, PCRE2 and cpp-httplib from
+#      Debian's source packages) and its tests under Wine (scripts/windows-tests.sh): unit and
+#      kernel tests, reference logits bit-identical to the Linux build's, serve with the openai
+#      npm client, the GPU tests through Wine's Vulkan on lavapipe.
 # The server tests include one with the official `openai` npm package (tests/node), which
 # this script installs with npm ci, and one of the web UI in headless Chromium (puppeteer-core;
 # a missing browser fails it); so do the capability-v1 suite's tests (tools/eval/capability).
@@ -54,5 +58,11 @@ echo '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"jso
 echo '{"prompt":["a",5,"b"],"n_probs":3,"grammar":"root ::= [a-c]+ (\"x\" | r)?\nr ::= \"y\"{1,3}","input_prefix":"p","input_suffix":"s"}' >"$corpus"/http/native.json
 ./build-fuzz/tests/fuzz_openai_request -max_total_time="${MOETIER_FUZZ_SECONDS:-60}" -max_len=8192 -rss_limit_mb=2048 \
   -timeout=10 -print_final_stats=1 "$corpus"/http 2>&1 | tail -n 8
+
+echo "== 3/3 Windows: moetier.exe and its tests cross-built with MinGW-w64, run under Wine"
+JOBS=$jobs MOETIER_REF_DIR="$ref_dir" scripts/build-windows.sh
+MOETIER_REF_DIR="$ref_dir" scripts/windows-tests.sh build/moetier | tee build-win/windows-tests.log
+n_win=$(sed -n 's/^windows: \([0-9]*\) passed, 0 failed$/\1/p' build-win/windows-tests.log | tail -n 1)
+
 # One closing line in the plain "N passed, N failed" form (each fuzz run counts as one).
-echo "test: $(( ${n_ctest:-0} + ${n_asan:-0} + 2 )) passed, 0 failed"
+echo "test: $(( ${n_ctest:-0} + ${n_asan:-0} + 2 + ${n_win:-0} )) passed, 0 failed"

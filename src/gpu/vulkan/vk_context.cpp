@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/utf8_path.h"
 #include "platform/file.h"
 
 namespace moetier::vk {
@@ -322,7 +323,7 @@ Result<std::unique_ptr<Context>> Context::create(int device_index) {
     std::string uuid;
     for (uint8_t b : p.pipelineCacheUUID) uuid += fmt::format("{:02x}", b);
     c->pipeline_cache_path_ = fmt::format("{}/vk-pipelines-{:04x}-{:04x}-{}.bin", dir, p.vendorID, p.deviceID, uuid);
-    std::ifstream in(c->pipeline_cache_path_, std::ios::binary);
+    std::ifstream in(utf8_path(c->pipeline_cache_path_), std::ios::binary);
     if (in) blob.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   VkPipelineCacheCreateInfo pci{.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
@@ -351,12 +352,12 @@ Context::~Context() {
         std::vector<char> data(size);
         if (vkGetPipelineCacheData(device_, pipeline_cache_, &size, data.data()) == VK_SUCCESS) {
           std::error_code ec;
-          std::filesystem::create_directories(std::filesystem::path(pipeline_cache_path_).parent_path(), ec);
+          std::filesystem::create_directories(utf8_path(pipeline_cache_path_).parent_path(), ec);
           const std::string tmp = pipeline_cache_path_ + ".tmp";
-          std::ofstream out(tmp, std::ios::binary);
+          std::ofstream out(utf8_path(tmp), std::ios::binary);
           out.write(data.data(), static_cast<std::streamsize>(size));
           out.close();
-          if (out) std::filesystem::rename(tmp, pipeline_cache_path_, ec);
+          if (out) std::filesystem::rename(utf8_path(tmp), utf8_path(pipeline_cache_path_), ec);
         }
       }
       vkDestroyPipelineCache(device_, pipeline_cache_, nullptr);
