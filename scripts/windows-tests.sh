@@ -112,8 +112,13 @@ count "serve + openai client" "$rc"
 if [ -f "$win/tests/moetier_gpu_tests.exe" ] && [ -x scripts/windows-gpu-tests.sh ]; then
   echo "== windows: GPU tests on lavapipe through Wine's Vulkan"
   rc=0
-  scripts/windows-gpu-tests.sh "$win" || rc=$?
-  count "GPU tests under Wine" "$rc"
+  scripts/windows-gpu-tests.sh "$win" | tee "$win/gpu-tests.log" || rc=$?
+  n_gpu=$(sed -n 's/^windows-gpu-tests: \([0-9]*\) passed, 0 failed.*/\1/p' "$win/gpu-tests.log" | tail -n 1)
+  if [ "$rc" -eq 0 ] && [ -n "$n_gpu" ]; then
+    passed=$((passed + n_gpu))
+  else
+    count "GPU tests under Wine (exit $rc)" 1
+  fi
 fi
 
 # Wine's server (and any process left) ends with the prefix's last user.
