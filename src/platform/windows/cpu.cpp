@@ -160,7 +160,7 @@ Status pin_current_thread(std::span<const int> cpus) {
       return Status::bad_input(fmt::format(
           "cannot pin a thread to CPUs {}: Windows runs a thread within one processor group (CPUs {} to {} here)",
           fmt::join(cpus, ","), offsets[affinity.Group],
-          affinity.Group + 1 < offsets.size() ? offsets[affinity.Group + 1] - 1 : n_cpus - 1));
+          static_cast<size_t>(affinity.Group) + 1 < offsets.size() ? offsets[affinity.Group + 1] - 1 : n_cpus - 1));
     }
     affinity.Group = group;
     affinity.Mask |= KAFFINITY{1} << (c - offsets[group]);
