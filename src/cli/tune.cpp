@@ -189,7 +189,6 @@ int cmd_tune(int argc, char** argv) {
       choose_cpu_threads(platform::cpu_topology(), platform::usable_cpus(), {.mask = params.cpu_mask});
   if (!cpu_choice) return report_error(cpu_choice.status());
   const int default_threads = cpu_choice->threads;
-  std::fprintf(stderr, "moetier tune: %s\n", describe_cpu_threads(*cpu_choice).c_str());
   // The plan, from the header alone: --fit's choice is the starting point.
   auto plan = tune::plan_search_space({.model_path = params.model,
                                        .purpose = params.purpose,
@@ -201,6 +200,8 @@ int cmd_tune(int argc, char** argv) {
                                        .threads = params.threads,
                                        .kv_types = params.kv_types});
   if (!plan) return report_error(plan.status());
+  // After the plan: bad input (an unreadable model) gets its one error line and nothing else.
+  std::fprintf(stderr, "moetier tune: %s\n", describe_cpu_threads(*cpu_choice).c_str());
   std::fprintf(stderr, "moetier tune: %s\n", plan->placement_note.c_str());
   const std::vector<tune::Candidate> candidates = tune::build_candidates(plan->space);
 

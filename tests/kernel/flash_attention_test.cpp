@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/math.h"
 #include "cpu/dot.h"
 #include "cpu/flash_attention_impl.h"  // flash::exp_nonpositive (this unit's own scalar copy)
 #include "cpu/ops.h"
@@ -495,7 +496,7 @@ TEST(FlashAttention, QuantizedScoresAreWithinTheirBound) {
           quant += std::fabs(k) * delta[static_cast<size_t>(b)];
           a_hat += std::fabs(static_cast<double>(c) * qq.d[v * nb + b] * k);
         }
-        acc = std::fma(static_cast<float>(isum), fp16_to_f32(kb[b].d) * qq.d[v * nb + b], acc);
+        acc = math::fma_f32(static_cast<float>(isum), fp16_to_f32(kb[b].d) * qq.d[v * nb + b], acc);
       }
       const float want = acc * scale;
       EXPECT_EQ(std::memcmp(&s1[static_cast<size_t>(j)], &want, sizeof(float)), 0) << "vector " << v << " key " << j;

@@ -14,6 +14,10 @@ constexpr uint64_t kMiB = 1ull << 20;
 
 using platform::HugePageMode;
 
+// These tests check Linux's wording (THP, madvise) on every OS; Windows' own words are checked
+// in utf8_paths_test.cpp's messages tests.
+const platform::HugePageHelp kLinuxHelp = platform::huge_page_help(platform::OsFamily::kLinux);
+
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 ExpertPagesQuery query(ExpertPages policy, uint64_t experts, uint64_t available,
@@ -23,7 +27,8 @@ ExpertPagesQuery query(ExpertPages policy, uint64_t experts, uint64_t available,
           .mapped_bytes = 1 * kGiB,
           .working_bytes = 512 * kMiB,
           .mem = {.total = 24 * kGiB, .available = available},
-          .thp = thp};
+          .thp = thp,
+          .help = kLinuxHelp};
 }
 
 TEST(ExpertPagesDecision, AutoMovesWhenEverythingFitsWithTheReserve) {
@@ -131,13 +136,13 @@ TEST(ExpertPagesDecision, NothingToMoveSaysNothing) {
 
 TEST(ExpertPagesDecision, MovedMessage) {
   EXPECT_EQ(moved_message(17 * kGiB + 300 * kMiB, 4.1, HugePageMode::kMadvise, (17 * kGiB + 300 * kMiB) / 100 * 98,
-                          false),
+                          false, kLinuxHelp),
             "moved 17.29 GiB of the CPU's weights into huge-page memory in 4.1 s (4.5 GB/s; THP: 98% in 2 MiB pages)");
-  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "anonymous memory"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true, kLinuxHelp), "anonymous memory"));
   EXPECT_TRUE(
-      contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "THP disabled system-wide: 4 KiB pages"));
-  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true), "; locked)"));
-  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kAlways, std::nullopt, false), "THP coverage unknown"));
+      contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true, kLinuxHelp), "THP disabled system-wide: 4 KiB pages"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kNever, 0, true, kLinuxHelp), "; locked)"));
+  EXPECT_TRUE(contains(moved_message(kGiB, 1, HugePageMode::kAlways, std::nullopt, false, kLinuxHelp), "THP coverage unknown"));
 }
 
 TEST(ExpertPagesParse, FlagValues) {

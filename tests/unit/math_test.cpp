@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string_view>
 
 #include "core/cpu_features.h"
 
@@ -175,6 +176,13 @@ TEST(Math, DoubleFunctionsAreWithinTheirBounds) {
   };
   for (const Case& c : cases) {
     std::printf("%-28s max error %.3f ulp (bound %.1f)\n", c.what, c.err, c.bound);
+#ifdef _WIN32
+    // MinGW's long-double sinl/cosl (x87 fsin/fcos: a 66-bit pi) lose their accuracy near
+    // multiples of pi, so they are no reference there (150+ ulp off near pi, measured under
+    // Wine). The functions under test are pure arithmetic, the same bits on both OSes; glibc's
+    // run checks their bound, and the Windows build's logits are checked bit-identical.
+    if (std::string_view(c.what).starts_with("cos") || std::string_view(c.what).starts_with("sin")) continue;
+#endif
     EXPECT_LE(c.err, c.bound) << c.what;
   }
 }
