@@ -50,11 +50,11 @@ gtest() {
   local name=$1 exe=$2 log=$win/$1.log rc=0
   shift 2
   echo "== windows: $name"
-  (cd "$win" && timeout 1800 "$wine" "$exe" --gtest_brief=1 "$@" </dev/null) >"$log" 2>&1 || rc=$?
-  grep -E '^\[  (FAILED|PASSED)  \]|^\[==========\]' "$log" | tail -n 20 || true
+  (cd "$win" && timeout 1800 "$wine" "$exe" --gtest_color=no "$@" </dev/null) >"$log" 2>&1 || rc=$?
+  grep -a -E '^\[  (FAILED|PASSED)  \]|^\[==========\]' "$log" | tail -n 20 || true
   local p f
-  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "$log" | tail -n 1)
-  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below.*/\1/p' "$log" | tail -n 1)
+  p=$(LC_ALL=C sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "$log" | tail -n 1)
+  f=$(LC_ALL=C sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below.*/\1/p' "$log" | tail -n 1)
   passed=$((passed + ${p:-0}))
   if [ -n "$f" ]; then
     failed=$((failed + f))
@@ -109,8 +109,13 @@ rc=0
 serve_smoke || rc=$?
 count "serve + openai client" "$rc"
 
+wineserver=$(dirname "$wine")/wineserver
 if [ -f "$win/tests/moetier_gpu_tests.exe" ] && [ -x scripts/windows-gpu-tests.sh ]; then
   echo "== windows: GPU tests on lavapipe through Wine's Vulkan"
+  # A Wine server started without an X display keeps its processes from reaching Vulkan: the
+  # GPU tests (under xvfb-run) start a fresh one.
+  "$wineserver" -k 2>/dev/null || true
+  "$wineserver" -w 2>/dev/null || true
   rc=0
   scripts/windows-gpu-tests.sh "$win" | tee "$win/gpu-tests.log" || rc=$?
   n_gpu=$(sed -n 's/^windows-gpu-tests: \([0-9]*\) passed, 0 failed.*/\1/p' "$win/gpu-tests.log" | tail -n 1)
@@ -122,7 +127,7 @@ if [ -f "$win/tests/moetier_gpu_tests.exe" ] && [ -x scripts/windows-gpu-tests.s
 fi
 
 # Wine's server (and any process left) ends with the prefix's last user.
-WINEPREFIX=$WINEPREFIX "$(dirname "$wine")/wineserver" -k 2>/dev/null || true
+"$wineserver" -k 2>/dev/null || true
 if [ ${#failures[@]} -gt 0 ]; then
   printf 'windows-tests: FAILED: %s\n' "${failures[@]}" >&2
 fi
