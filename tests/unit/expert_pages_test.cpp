@@ -97,7 +97,7 @@ TEST(ExpertPagesDecision, AutoWithUnknownMemoryKeepsTheMapping) {
   q.mem = {};
   const auto d = decide_expert_pages(q);
   EXPECT_FALSE(d.move);
-  EXPECT_TRUE(contains(d.reason, std::string(platform::available_memory_source()))) << d.reason;
+  EXPECT_TRUE(contains(d.reason, std::string(kLinuxHelp.available))) << d.reason;
   q.policy = ExpertPages::kHuge;
   EXPECT_TRUE(decide_expert_pages(q).move);
 }

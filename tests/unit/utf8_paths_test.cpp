@@ -127,6 +127,9 @@ TEST_F(Utf8Paths, PromptFileAndSha256CacheUnderNonAsciiNames) {
 TEST_F(Utf8Paths, MoetierOpensNonAsciiPathsGivenOnItsCommandLine) {
   const std::string model = dir_ + "/模型-ü.gguf";
   fs::copy_file(fs::path(MOETIER_REF_DIR) / "tokenizer" / "qwen3-vocab.gguf", utf8_path(model));
+  // The copy keeps the reference file's read-only mode, and Windows deletes no read-only file:
+  // without this the folder outlives the test and the next run (same pid under Wine) fails.
+  fs::permissions(utf8_path(model), fs::perms::owner_write, fs::perm_options::add);
   const std::string prompt = dir_ + "/提示-ü.txt";
   std::ofstream(utf8_path(prompt), std::ios::binary) << "你好，世界";
   const std::string log = dir_ + "/日志.txt";
