@@ -13,7 +13,7 @@ packages=(
   librsvg2-bin               # rsvg-convert: bench --chart FILE.png (SVG -> PNG)
   clang libclang-rt-14-dev   # libFuzzer target and sanitizer runtime
   g++-mingw-w64-x86-64-posix mingw-w64-tools dpkg-dev   # the Windows build (scripts/build-windows.sh)
-  wine64 xvfb xauth curl     # its tests under Wine (scripts/windows-tests.sh); Wine's Vulkan needs an X display
+  wine64 xvfb xauth curl python3   # its tests under Wine (scripts/windows-tests.sh); Wine's Vulkan needs an X display
 )
 # The Windows build compiles PCRE2 and cpp-httplib from Debian's own source packages
 # (apt-get source): that needs a deb-src entry for the release.
