@@ -30,7 +30,7 @@ for f in "$win/moetier.exe" "$win/tests/moetier_unit_tests.exe" "$win/tests/moet
   [ -f "$f" ] || { echo "windows-tests: $f missing (build it first: scripts/build-windows.sh)" >&2; exit 1; }
 done
 export WINEDEBUG=-all
-export WINEPREFIX=${WINEPREFIX:-$HOME/.wine}
+export WINEPREFIX=${WINEPREFIX:-${HOME:-$win}/.wine}
 # No Mono or Gecko installer prompts when the prefix is created: the tests need neither.
 export WINEDLLOVERRIDES="mscoree,mshtml="
 if [ ! -f "$WINEPREFIX/system.reg" ]; then
