@@ -151,6 +151,12 @@ constexpr const char* kEpilog =
     "                          too short for the counters' ticks).\n"
     "                          When they and the test's threads add up to more than the CPUs, bench warns:\n"
     "                          the figure then measures contention (use -t <free CPUs>, or stop the load)\n"
+    "  expert_hit_rate, expert_read_ahead_rate, expert_bytes_read_per_token, expert_read_gbps,\n"
+    "  expert_prediction_accuracy, expert_wait_fraction\n"
+    "                          models bigger than RAM (experts read from the file): the share of the experts\n"
+    "                          the tokens routed to that were in RAM (of them, being read ahead), bytes read\n"
+    "                          per token, the reads' GB/s while any was in flight, how often the next\n"
+    "                          layer's router named the experts used, the share of the time spent waiting\n"
     "  moetier_version, date, model_file, model_file_bytes, model_sha256   provenance (the SHA-256 is\n"
     "                          cached in $XDG_CACHE_HOME/moetier or ~/.cache/moetier by path, size and mtime)\n"
     "  gpu_device              the GPU the test ran on (null: CPU only)\n"
@@ -323,6 +329,12 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
              ASSIGN_OR_RETURN(b.expert_pages, gguf::parse_expert_pages(v));
              return Status::ok();
            });
+  p.option({"--ram-budget"}, "MiB",
+           "RAM the model may fill (default: available memory less a reserve); when the CPU's routed experts do not "
+           "fit, the rest are read from the file on demand and the expert_* fields report the cache",
+           &b.ram_budget_mib);
+  p.option({"--expert-cache-policy"}, "lru|lfu", "which cached expert a read from the file replaces (default lru)",
+           &b.expert_cache_policy);
   p.section("placement (llama.cpp spelling; Vulkan GPU backend; without a hardware GPU everything runs on the CPU)");
   p.option({"--cpu-isa"}, "TIER",
            "CPU kernels up to this ISA: auto (default), avx512, avx2, avx2-novnni, scalar (cpu_isa in the records)",

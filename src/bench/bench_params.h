@@ -48,6 +48,8 @@ struct BenchParams {
   // --expert-pages (all -mmp 1 tests): move the CPU's routed experts into huge pages
   gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
   bool no_repack = false;  // -nr/--no-repack: keep the routed experts in the file's layout (engine/repack.h)
+  int64_t ram_budget_mib = 0;              // --ram-budget (engine/expert_tiers.h)
+  std::string expert_cache_policy = "lru"; // --expert-cache-policy
   std::vector<std::string> tensor_overrides; // -ot: one "PAT=DEV;PAT=DEV" group per entry; "" = none
   int64_t repetitions = 5;                   // -r
   OutputFormat output = OutputFormat::kMarkdown;  // -o

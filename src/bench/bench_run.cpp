@@ -51,6 +51,8 @@ Status run_model_group(const BenchRunParams& run, size_t begin, size_t end, std:
                                      .verbose = params.verbose,
                                      .expert_pages = params.expert_pages,
                                      .repack = !params.no_repack,
+                                     .ram_budget_mib = params.ram_budget_mib,
+                                     .expert_cache_policy = params.expert_cache_policy,
                                      .tests = std::span<const TestSpec>(run.tests.data() + begin, end - begin),
                                      .run = &placement_options}));
   for (const ModelFile& f : run.env.model_files) {

@@ -1,4 +1,5 @@
 #include "bench/report.h"
+#include "engine/expert_streaming.h"
 
 #include <algorithm>
 #include <cctype>
@@ -186,6 +187,26 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       // draft-mtp: the head's own time per drafted token (catch-up rows included).
       opt_real("spec_draft_ms_per_token", t.spec && t.spec_mtp ? std::optional<double>(r.spec_draft_ms_per_token)
                                                                : std::nullopt),
+      // Models bigger than RAM: the expert cache over the timed repetitions (null otherwise).
+      opt_real("expert_hit_rate", r.experts ? std::optional<double>(r.experts->hit_rate()) : std::nullopt),
+      opt_real("expert_read_ahead_rate",
+               r.experts && r.experts->requests > 0
+                   ? std::optional<double>(static_cast<double>(r.experts->read_ahead_hits) /
+                                           static_cast<double>(r.experts->requests))
+                   : std::nullopt),
+      opt_num("expert_bytes_read_per_token",
+              r.experts && r.expert_tokens > 0
+                  ? std::optional<int64_t>(static_cast<int64_t>(r.experts->bytes_read) / r.expert_tokens)
+                  : std::nullopt),
+      opt_real("expert_read_gbps", r.experts && r.experts->read_busy_seconds > 0
+                                       ? std::optional<double>(r.experts->disk_gb_per_second())
+                                       : std::nullopt),
+      opt_real("expert_prediction_accuracy", r.experts && r.experts->used_after_prediction > 0
+                                                 ? std::optional<double>(r.experts->prediction_accuracy())
+                                                 : std::nullopt),
+      opt_real("expert_wait_fraction", r.experts && r.expert_seconds > 0
+                                           ? std::optional<double>(r.experts->wait_seconds / r.expert_seconds)
+                                           : std::nullopt),
       // Provenance ("cite what was measured").
       str("moetier_version", env.version),
       str("date", env.date),
@@ -457,6 +478,10 @@ class MarkdownPrinter : public Printer {
     if (r.other_busy_cpus && oversubscribed(*r.other_busy_cpus, r.spec.n_threads, env_.usable_cpus)) {
       contended_.push_back(oversubscribed_warning(test_name(r.spec), *r.other_busy_cpus, r.spec.n_threads, env_.usable_cpus));
     }
+    if (r.experts) {
+      experts_.push_back(fmt::format("{}: {}", test_name(r.spec),
+                                     describe_expert_stats(*r.experts, r.expert_tokens, r.expert_seconds)));
+    }
     if (r.spec.e2e) {
       e2e_.push_back(fmt::format("{} on {}: time to first token {:.1f} ± {:.1f} ms, whole turn {:.1f} ± {:.1f} ms for {} "
                                  "prompt and {} generated tokens",
@@ -478,6 +503,10 @@ class MarkdownPrinter : public Printer {
                  100 * kNoisyCv, fmt::join(noisy_, ", "));
     }
     for (const std::string& w : contended_) fmt::print(out_, "\nwarning: {}\n", w);
+    if (!experts_.empty()) {
+      fmt::print(out_, "\nRouted experts read from the file (the model does not fit in RAM):\n");
+      for (const std::string& line : experts_) fmt::print(out_, "- {}\n", line);
+    }
     if (!e2e_.empty()) {
       fmt::print(out_, "\ne2e: a chat turn through the chat template, tokenization, prefill, sampling (end-of-generation "
                        "ignored) and detokenization{}; its t/s is generated tokens / whole turn:\n",
@@ -512,6 +541,7 @@ class MarkdownPrinter : public Printer {
   std::vector<Column> columns_;
   std::vector<std::string> noisy_;          // tests with cv > 5%, for the footer
   std::vector<std::string> contended_;      // oversubscribed tests' warnings (cpu_load.h)
+  std::vector<std::string> experts_;        // tests' expert cache figures, for the footer
   std::vector<std::string> e2e_;            // e2e tests' time to first token and turn time, for the footer
   std::vector<std::string> gpus_;           // the devices tests ran on, with their drivers
   std::vector<Comparison> comparisons_;

@@ -16,6 +16,7 @@
 
 #include "bench/bench_params.h"
 #include "bench/stats.h"
+#include "engine/expert_store.h"
 #include "platform/cpu.h"
 
 namespace moetier::bench {
@@ -116,6 +117,11 @@ struct TestResult {
   int64_t spec_n_drafted = 0, spec_n_accepted = 0;
   double spec_draft_ms_per_token = 0;  // the drafter's own time per drafted token (draft-mtp)
   std::vector<int64_t> ttft_ns;        // e2e tests: time to the first sampled token, per repetition
+  // Models bigger than RAM (experts read from the file, engine/expert_store.h): the store's
+  // counters over the timed repetitions, and those repetitions' tokens and seconds.
+  std::optional<ExpertStoreStats> experts;
+  int64_t expert_tokens = 0;
+  double expert_seconds = 0;
 
   // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns
   // (e2e tests: 1e9 * n_gen / ns, the answer's tokens per second of the whole turn);

@@ -2,6 +2,7 @@
 
 #include "bench/cpu_load.h"
 #include "core/utc_time.h"
+#include "engine/expert_streaming.h"
 #include "engine/placement.h"
 #include "engine/repack.h"
 #include "gpu/gpu.h"
@@ -21,6 +22,7 @@
 #include "bench/e2e.h"
 #include "core/build_info.h"
 #include "core/cpu_features.h"
+#include "core/format.h"
 #include "core/profiler.h"
 #include "core/thread_pool.h"
 #include "engine/summary.h"
@@ -244,6 +246,9 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
                          .expert_pages = options.expert_pages};
   std::vector<std::string> repack;  // the weights every test's placement repacks (engine/repack.h)
   int copy_threads = 1;
+  ExpertStreamingPlan streaming;    // the CPU's experts that stay in the file (engine/expert_streaming.h)
+  ASSIGN_OR_RETURN(const ExpertCachePolicy cache_policy, parse_expert_cache_policy(options.expert_cache_policy));
+  if (options.ram_budget_mib < 0) return Status::bad_input("--ram-budget must not be negative");
   if (options.run != nullptr) {
     // The union over the tests of the weights each placement has the CPU compute with, and
     // the most CPU working memory any of them needs.
@@ -268,6 +273,22 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
     for (const auto& [name, count] : repackable) {
       if (options.repack && count == options.tests.size()) repack.push_back(name);
     }
+    ASSIGN_OR_RETURN(streaming, plan_expert_streaming(header, *hp,
+                                                      {.cpu_tensors = {on_cpu.begin(), on_cpu.end()},
+                                                       .working_bytes = static_cast<int64_t>(load.working_bytes),
+                                                       .expert_pages = options.expert_pages,
+                                                       .ram_budget_mib = options.ram_budget_mib,
+                                                       .repack = options.repack}));
+    if (streaming.tiers.stream) {
+      const auto streamed = [&](const std::string& name) {
+        return std::find(streaming.streamed_tensors.begin(), streaming.streamed_tensors.end(), name) !=
+               streaming.streamed_tensors.end();
+      };
+      std::erase_if(load.expert_tensors, streamed);
+      std::erase_if(repack, streamed);
+      load.streamed_tensors = streaming.streamed_tensors;
+      std::fprintf(stderr, "moetier bench: %s\n", streaming.tiers.summary.c_str());
+    }
   }
   ASSIGN_OR_RETURN(m.file, gguf::ModelFile::open(path, std::move(header), load));
   if (!m.file->stats().expert_pages_note.empty()) {
@@ -275,9 +296,17 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
   }
   const RepackResult repacked = repack_weights(*m.file, repack, copy_threads);
   if (!repacked.note.empty()) std::fprintf(stderr, "moetier bench: %s\n", repacked.note.c_str());
+  if (streaming.tiers.stream) {
+    ASSIGN_OR_RETURN(m.experts, open_expert_store(*m.file, read_hparams(m.file->header()).value(), streaming,
+                                                  {.policy = cache_policy, .repack = options.repack}));
+    std::fprintf(stderr, "moetier bench: expert cache: %s in %lld slots, filled in %.1f s (%s eviction)\n",
+                 format_bytes(m.experts->slot_bytes()).c_str(), static_cast<long long>(m.experts->experts_in_memory()),
+                 m.experts->fill_seconds(), std::string(expert_cache_policy_name(cache_policy)).c_str());
+  }
   auto model = load_model(*m.file, {});
   if (!model) return model.status().with_context(path);
   m.model = std::move(model).value();
+  if (m.experts) m.model->attach_experts(*m.experts);
   const gguf::GgufFile& h = m.file->header();
   m.info = describe_model(h, path);
   m.info.repacked_bytes = static_cast<int64_t>(repacked.bytes);
@@ -410,6 +439,8 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     model.set_gpu_timestamps(options_.profile && gpu_part);
     int64_t ns = 0;
     std::optional<CpuTimeSample> cpu_before;  // just before the timed part
+    std::optional<ExpertStoreStats> experts_before;
+    if (loaded.experts) experts_before = loaded.experts->stats();
     if (test_.spec) {
       cpu_before = sample_cpu_time(cpus_);
       ASSIGN_OR_RETURN(ns, speculative_repetition(loaded, test_, w, spec_prompt_, spec_expected_, rep, spec_stats_,
@@ -428,6 +459,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
       result_.ttft_ns.push_back(turn.ttft_ns);
     } else {
       if (test_.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_depth, test_.n_batch));  // untimed
+      if (loaded.experts) experts_before = loaded.experts->stats();
       if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);
       (void)model.take_gpu_census();  // the untimed work so far
       cpu_before = sample_cpu_time(cpus_);
@@ -450,6 +482,14 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     result_.samples_ns.push_back(ns);
     total_ns_ += ns;
     const int64_t n_tokens = test_.spec || test_.e2e ? test_.n_gen : test_.n_prompt + test_.n_gen;
+    if (experts_before) {
+      const ExpertStoreStats window = loaded.experts->stats() - *experts_before;
+      if (!result_.experts) result_.experts = ExpertStoreStats{};
+      *result_.experts += window;
+      result_.expert_tokens += n_tokens;
+      result_.expert_seconds += static_cast<double>(ns) / 1e9;
+      RETURN_IF_ERROR(loaded.experts->status());
+    }
     if (options_.verbose || options_.repetitions <= 10 || rep + 1 == options_.repetitions) {
       progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options_.repetitions,
                            static_cast<double>(ns) / 1e6, 1e9 * static_cast<double>(n_tokens) / static_cast<double>(ns)));

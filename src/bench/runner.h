@@ -29,6 +29,7 @@ namespace moetier::bench {
 
 struct LoadedModel {
   std::unique_ptr<gguf::ModelFile> file;
+  std::unique_ptr<ExpertStore> experts;  // the CPU's experts when they do not fit in RAM (before model: outlives it)
   std::unique_ptr<Model> model;
   ModelInfo info;
   int32_t bos_token = -1;  // >= 0 when the model's metadata asks for BOS at the start
@@ -50,6 +51,8 @@ struct BenchLoadOptions {
   gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
   // Repack the routed experts that every test's placement computes on the CPU (engine/repack.h).
   bool repack = true;
+  int64_t ram_budget_mib = 0;               // --ram-budget (engine/expert_streaming.h)
+  std::string expert_cache_policy = "lru";
   // The tests this load serves and their run options (device, VRAM budget): with mmap, the
   // routed experts that any of their placements keeps on the CPU are moved into huge pages.
   std::span<const TestSpec> tests;

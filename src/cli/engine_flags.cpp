@@ -40,6 +40,15 @@ void add_engine_flags(ArgParser& p, EngineOptions& f) {
              ASSIGN_OR_RETURN(f.expert_pages, gguf::parse_expert_pages(v));
              return Status::ok();
            });
+  p.option({"--ram-budget"}, "MiB",
+           "RAM the model may fill (default: the available memory at load less a reserve of max(1 GiB, RAM/32)); "
+           "when the CPU's routed experts do not fit, as many as fit stay in RAM as a cache and the rest are read "
+           "from the file when a token routes to them (direct reads, the next layer's experts read ahead)",
+           &f.ram_budget_mib);
+  p.option({"--expert-cache-policy"}, "lru|lfu",
+           "which cached expert a read replaces when experts are read from the file: lru (default, the one used "
+           "longest ago) or lfu (the least used, counts halved every 16 tokens)",
+           &f.expert_cache_policy);
   p.option({"-fa", "--flash-attn"}, "on|off|auto",
            "CPU attention: on/auto (default) = flash attention (K/V tiles, online softmax: memory independent of "
            "the context depth), off = the exact kernel (converts the whole KV prefix to f32 per step); GPU layers "

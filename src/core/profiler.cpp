@@ -12,6 +12,7 @@ std::string_view profile_block_name(ProfileBlock block) {
     case ProfileBlock::kDeltaNet: return "delta_net";
     case ProfileBlock::kMoeRouter: return "moe_router";
     case ProfileBlock::kMoeExperts: return "moe_experts";
+    case ProfileBlock::kMoeExpertWait: return "expert_wait";
     case ProfileBlock::kLmHead: return "lm_head";
     case ProfileBlock::kCount: break;
   }

@@ -19,6 +19,7 @@ enum class ProfileBlock : int {
   kDeltaNet,      // Gated DeltaNet incl. its projections
   kMoeRouter,     // router matmul, softmax, top-k
   kMoeExperts,    // routed and shared experts, one fused parallel region (moe.h)
+  kMoeExpertWait, // within kMoeExperts: waiting for experts read from the model file
   kLmHead,        // output norm + output matmul
   kCount,
 };
@@ -39,6 +40,12 @@ class Profiler {
     e.ns += ns;
     e.calls += 1;
   }
+  // Time spent in `block` inside a scope of `parent`: counted for block, taken from parent
+  // (so the total counts it once).
+  void add_within(ProfileBlock block, ProfileBlock parent, int64_t ns) {
+    add(block, ns);
+    entries_[static_cast<size_t>(parent)].ns -= ns;
+  }
   const Entry& entry(ProfileBlock block) const { return entries_[static_cast<size_t>(block)]; }
   int64_t total_ns() const {
     int64_t t = 0;
@@ -51,16 +58,23 @@ class Profiler {
   std::array<Entry, static_cast<size_t>(ProfileBlock::kCount)> entries_{};
 };
 
-// Adds the time from construction to destruction to `profiler` (if not null).
+// Adds the time from construction to destruction to `profiler` (if not null); with a
+// `parent` (a block whose scope encloses this one), takes it from the parent's time.
 class ScopedProfile {
  public:
-  ScopedProfile(Profiler* profiler, ProfileBlock block) : profiler_(profiler), block_(block) {
+  ScopedProfile(Profiler* profiler, ProfileBlock block, ProfileBlock parent = ProfileBlock::kCount)
+      : profiler_(profiler), block_(block), parent_(parent) {
     if (profiler_) start_ = std::chrono::steady_clock::now();
   }
   ~ScopedProfile() {
     if (profiler_) {
-      profiler_->add(block_, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now() - start_).count());
+      const int64_t ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+      if (parent_ == ProfileBlock::kCount) {
+        profiler_->add(block_, ns);
+      } else {
+        profiler_->add_within(block_, parent_, ns);
+      }
     }
   }
   ScopedProfile(const ScopedProfile&) = delete;
@@ -69,6 +83,7 @@ class ScopedProfile {
  private:
   Profiler* profiler_;
   ProfileBlock block_;
+  ProfileBlock parent_;
   std::chrono::steady_clock::time_point start_{};
 };
 

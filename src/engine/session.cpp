@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include "core/cpu_features.h"
+#include "core/format.h"
 #include "engine/cpu_threads.h"
+#include "engine/expert_streaming.h"
 #include "engine/placement.h"
 #include "engine/repack.h"
 #include "platform/cpu.h"
@@ -45,6 +47,9 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
   // the load moves into huge-page memory (GPU-resident ones are uploaded and then never read
   // on the host, so copying them would be wasted time).
   std::optional<PlacementDecision> placement;
+  ExpertStreamingPlan streaming;  // the CPU's experts that stay in the file (engine/expert_streaming.h)
+  ASSIGN_OR_RETURN(const ExpertCachePolicy cache_policy, parse_expert_cache_policy(flags.expert_cache_policy));
+  if (flags.ram_budget_mib < 0) return Status::bad_input("--ram-budget must not be negative");
   std::vector<std::string> repack;  // weights to repack after the load (engine/repack.h)
   if (options.need_model) {
     auto hp = read_hparams(header);
@@ -69,6 +74,24 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
       load.expert_tensors = cpu_weight_tensors(header, *hp, placement->plan);
       load.working_bytes = cpu_working_bytes(placement->plan);
     }
+    ASSIGN_OR_RETURN(streaming,
+                     plan_expert_streaming(header, *hp,
+                                           {.cpu_tensors = cpu_weight_tensors(header, *hp, placement->plan),
+                                            .working_bytes = static_cast<int64_t>(cpu_working_bytes(placement->plan)),
+                                            .expert_pages = flags.expert_pages,
+                                            .ram_budget_mib = flags.ram_budget_mib,
+                                            .repack = !flags.no_repack}));
+    if (streaming.tiers.stream) {
+      // The streamed experts are neither moved nor repacked at load: the store reads them.
+      const auto streamed = [&](const std::string& name) {
+        return std::find(streaming.streamed_tensors.begin(), streaming.streamed_tensors.end(), name) !=
+               streaming.streamed_tensors.end();
+      };
+      std::erase_if(load.expert_tensors, streamed);
+      std::erase_if(repack, streamed);
+      load.streamed_tensors = streaming.streamed_tensors;
+      if (report) report->note(streaming.tiers.summary);
+    }
   }
   // The pool's threads and CPUs (engine/cpu_threads.h); -t 0 or below: the default, as llama.cpp's -t -1.
   ASSIGN_OR_RETURN(s.cpu_threads, choose_cpu_threads(platform::cpu_topology(), platform::usable_cpus(),
@@ -81,6 +104,19 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
   if (report && !s.file->stats().expert_pages_note.empty()) report->note(s.file->stats().expert_pages_note);
   if (const RepackResult r = repack_weights(*s.file, repack, load.copy_threads); report && !r.note.empty()) {
     report->note(r.note);
+  }
+  if (streaming.tiers.stream) {
+    ASSIGN_OR_RETURN(s.experts, open_expert_store(*s.file, read_hparams(s.file->header()).value(), streaming,
+                                                  {.policy = cache_policy,
+                                                   .repack = !flags.no_repack,
+                                                   .mlock = flags.mlock,
+                                                   .progress = report != nullptr}));
+    if (report) {
+      report->note(fmt::format("expert cache: {} in {} slots, filled in {:.1f} s; {} eviction, reads ahead from the "
+                               "next layer's router",
+                               format_bytes(s.experts->slot_bytes()), s.experts->experts_in_memory(),
+                               s.experts->fill_seconds(), expert_cache_policy_name(cache_policy)));
+    }
   }
   auto tok = text::Tokenizer::from_gguf(s.file->header());
   if (!tok) return tok.status().with_context(flags.model_path);
@@ -99,6 +135,7 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
   }
   s.pool = std::make_unique<ThreadPool>(threads);
   RETURN_IF_ERROR(apply_cpu_threads(*s.pool, s.cpu_threads));
+  if (s.experts) s.model->attach_experts(*s.experts);
   if (report) {
     report->note(fmt::format("{} ({}, {} layers), ctx {}, {} threads, cpu {}", hp.name, hp.arch, hp.n_layer, s.n_ctx,
                              threads, cpu_features().describe()));

@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/cpu_threads.h"
+#include "engine/expert_store.h"
 #include "engine/plan.h"
 #include "gguf/expert_pages.h"
 #include "gguf/model_file.h"
@@ -40,6 +41,11 @@ struct EngineOptions {
   // --expert-pages: with mmap, move the CPU's routed experts into huge-page memory (auto:
   // when RAM allows), or not (file), or insist (huge). See gguf/expert_pages.h.
   gguf::ExpertPages expert_pages = gguf::ExpertPages::kAuto;
+  // --ram-budget: RAM the load may fill (0: the OS's available memory less a reserve). When the
+  // CPU's routed experts do not fit, part of them stays in the file and is read on demand
+  // (engine/expert_store.h) under --expert-cache-policy.
+  int64_t ram_budget_mib = 0;
+  std::string expert_cache_policy = "lru";
   std::string flash_attn = "auto";  // -fa on|off|auto: CPU attention flash (on, auto) or exact (off)
   // Placement, as llama.cpp spells it; without a GPU backend everything runs on the CPU and
   // the load says so.
@@ -75,6 +81,9 @@ struct Session {
   std::optional<text::Tokenizer> tokenizer;
   std::unique_ptr<Model> model;
   std::unique_ptr<ThreadPool> pool;
+  // The CPU's routed experts when they do not all fit in RAM (null otherwise); the model's
+  // MoE layers read through it.
+  std::unique_ptr<ExpertStore> experts;
   CpuThreads cpu_threads;      // the pool's threads and the CPUs they run on
   std::optional<SequenceState> sequence;
   int64_t n_ctx = 0;           // -c resolved (0 → the model's training context)

@@ -113,18 +113,38 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
   const uint64_t data_bytes = used_data_bytes(header);
   mf->stats_.bytes = data_bytes;
 
-  if (options.mode == LoadMode::kMmap) {
+  const bool streaming = !options.streamed_tensors.empty();
+  std::vector<Range> streamed;
+  for (const std::string& name : options.streamed_tensors) {
+    const TensorInfo* t = header.find_tensor(name);
+    if (t == nullptr) return Status::bad_input(fmt::format("{}: no tensor '{}' to stream", path, name));
+    streamed.push_back({t->offset, t->offset + t->n_bytes});
+    mf->streamed_.insert(t->offset);
+  }
+  if (options.mode == LoadMode::kMmap || streaming) {
     ASSIGN_OR_RETURN(platform::FileMapping map, platform::FileMapping::map(file));
     mf->map_.emplace(std::move(map));
     const uint8_t* data = mf->map_->data() + header.data_offset;
     // The routed experts first: copied with positioned reads straight from the file, so their
     // pages are never mapped here and prefaulting the rest does not read them a second time.
+    // --no-mmap with streamed experts: every other tensor is copied the same way.
     ExpertPagesDecision experts;
-    if (!options.expert_tensors.empty()) {
-      ASSIGN_OR_RETURN(experts, mf->move_experts(file, header, options, data_bytes));
+    if (streaming && options.mode == LoadMode::kRead) {
+      std::vector<std::string> kept;
+      for (const TensorInfo& t : header.tensors) {
+        if (std::find(options.streamed_tensors.begin(), options.streamed_tensors.end(), t.name) ==
+            options.streamed_tensors.end()) {
+          kept.push_back(t.name);
+        }
+      }
+      ASSIGN_OR_RETURN(experts, mf->move_experts(file, header, kept, options, data_bytes, /*forced=*/true));
+      mf->stats_.expert_pages_note.clear();
+    } else if (!options.expert_tensors.empty()) {
+      ASSIGN_OR_RETURN(experts, mf->move_experts(file, header, options.expert_tensors, options, data_bytes, false));
     }
-    std::vector<Range> moved;
+    std::vector<Range> moved = streamed;
     for (const Moved& m : mf->moved_) moved.push_back({m.offset, m.offset + m.bytes});
+    std::sort(moved.begin(), moved.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     const std::vector<Range> mapped = mapped_ranges(moved, data_bytes);
     const uint64_t mapped_bytes = total_bytes(mapped);
     if (options.mlock) {
@@ -184,7 +204,13 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
   mf->stats_.seconds = seconds_since(start);
   mf->stats_.gb_per_second = mf->stats_.seconds > 0 ? static_cast<double>(data_bytes) / mf->stats_.seconds / 1e9 : 0;
   if (options.verbose) {
-    if (options.mode == LoadMode::kRead) {
+    if (streaming) {
+      const uint64_t streamed_bytes = total_bytes(streamed);
+      std::fprintf(stderr, "%s: %s %s of tensor data in %.2f s%s; %s of routed experts stay in the file\n", path.c_str(),
+                   options.mode == LoadMode::kRead ? "read" : "mapped",
+                   format_bytes(data_bytes - streamed_bytes).c_str(), mf->stats_.seconds,
+                   options.mode == LoadMode::kRead ? " (--no-mmap)" : "", format_bytes(streamed_bytes).c_str());
+    } else if (options.mode == LoadMode::kRead) {
       std::fprintf(stderr, "%s: read %s of tensor data in %.2f s (%.2f GB/s, --no-mmap%s)\n", path.c_str(),
                    format_bytes(data_bytes).c_str(), mf->stats_.seconds, mf->stats_.gb_per_second,
                    mf->locked_ ? ", mlock" : "");
@@ -203,12 +229,13 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, Gguf
 }
 
 Result<ExpertPagesDecision> ModelFile::move_experts(const platform::File& file, const GgufFile& header,
-                                                    const LoadOptions& options, uint64_t data_bytes) {
+                                                    const std::vector<std::string>& names, const LoadOptions& options,
+                                                    uint64_t data_bytes, bool forced) {
   const std::string& path = file.path();
   // The tensors in file order, then runs of them that are adjacent in the file (a layer's
   // gate/up/down stacks usually are): one copy per run, tensors keep their place in it.
   std::vector<const TensorInfo*> tensors;
-  for (const std::string& name : options.expert_tensors) {
+  for (const std::string& name : names) {
     const TensorInfo* t = header.find_tensor(name);
     if (t == nullptr) return Status::bad_input(fmt::format("{}: no tensor '{}' to move", path, name));
     if (t->n_bytes > 0) tensors.push_back(t);
@@ -245,12 +272,13 @@ Result<ExpertPagesDecision> ModelFile::move_experts(const platform::File& file, 
   }();
 
   const platform::HugePageMode thp = platform::huge_page_mode();
-  const ExpertPagesDecision decision = decide_expert_pages({.policy = options.expert_pages,
+  ExpertPagesDecision decision = decide_expert_pages({.policy = forced ? ExpertPages::kHuge : options.expert_pages,
                                                             .expert_bytes = copy_bytes,
                                                             .mapped_bytes = data_bytes - std::min(data_bytes, tensor_bytes),
                                                             .working_bytes = options.working_bytes,
                                                             .mem = platform::memory_info(),
                                                             .thp = thp});
+  if (forced) decision = ExpertPagesDecision{.move = true};
   if (!decision.error) return decision.error.with_context(path);
   if (!decision.move) return decision;
 
@@ -380,7 +408,8 @@ uint8_t* ModelFile::owned_tensor_data(const TensorInfo& t) {
 }
 
 void ModelFile::set_interleaved(const TensorInfo& t) {
-  CHECK_MSG(owned_tensor_data(t) != nullptr, "tensor '{}' is in the file mapping", t.name);
+  CHECK_MSG(owned_tensor_data(t) != nullptr || streamed_.count(t.offset) != 0, "tensor '{}' is in the file mapping",
+            t.name);
   interleaved_.insert(t.offset);
 }
 

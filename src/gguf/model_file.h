@@ -41,6 +41,11 @@ struct LoadOptions {
   ExpertPages expert_pages = ExpertPages::kAuto;
   uint64_t working_bytes = 0;
   int copy_threads = 0;
+  // Tensors the load leaves in the file, never read, prefaulted or moved: the routed experts
+  // an expert store (engine/expert_store.h) reads on demand when they do not fit in RAM.
+  // With any, kRead maps the file and copies every other tensor into memory instead of
+  // reading the whole data section.
+  std::vector<std::string> streamed_tensors;
 };
 
 struct LoadStats {
@@ -79,7 +84,8 @@ class ModelFile {
   // moved copy), so they may be rewritten in place; nullptr for the file mapping.
   uint8_t* owned_tensor_data(const TensorInfo& t);
   // Rows repacked in place into cpu/interleave.h's layout (by whoever did it; the binder
-  // reads this to give the matrix that layout). Only for owned tensors.
+  // reads this to give the matrix that layout). Only for owned tensors, and for streamed
+  // ones (LoadOptions::streamed_tensors), whose reader repacks each piece it reads.
   void set_interleaved(const TensorInfo& t);
   bool interleaved(const TensorInfo& t) const;
   const LoadStats& stats() const { return stats_; }
@@ -96,8 +102,10 @@ class ModelFile {
   const Moved* find_moved(const TensorInfo& t) const;
   // Moves options.expert_tensors when decide_expert_pages says so; returns the decision
   // (its reason is set when they stay mapped).
+  // `forced`: move `names` without asking decide_expert_pages (kRead of a streamed model).
   Result<ExpertPagesDecision> move_experts(const platform::File& file, const GgufFile& header,
-                                           const LoadOptions& options, uint64_t data_bytes);
+                                           const std::vector<std::string>& names, const LoadOptions& options,
+                                           uint64_t data_bytes, bool forced);
   GgufFile header_;
   LoadMode mode_ = LoadMode::kMmap;
   LoadStats stats_;
@@ -110,7 +118,8 @@ class ModelFile {
   // pages) holding the copies; moved_ sorted by offset.
   platform::AnonymousMemory moved_region_;
   std::vector<Moved> moved_;
-  std::set<uint64_t> interleaved_;  // TensorInfo::offset of the interleaved tensors
+  std::set<uint64_t> interleaved_;
+  std::set<uint64_t> streamed_;  // offsets of LoadOptions::streamed_tensors  // TensorInfo::offset of the interleaved tensors
 };
 
 }  // namespace moetier::gguf

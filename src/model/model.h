@@ -24,6 +24,7 @@ namespace moetier {
 
 namespace gguf { class ModelFile; }
 class LayerExec;
+class ExpertSource;
 class GpuBackend;
 struct GpuBackendOptions;
 
@@ -175,6 +176,9 @@ class Model {
   // Moves layers to the GPU as `placement` says: opens the device, uploads their weights
   // (with a progress bar) and keeps their KV cache and state there for sequences made
   // afterwards. Errors (no device, out of GPU memory) leave the model on the CPU, usable.
+  // Routed experts read through `source` (engine/expert_store.h) in the layers it serves;
+  // every MoE layer calls attach_expert_source (model/blocks/moe.h).
+  virtual void attach_experts(ExpertSource& source) { (void)source; }
   virtual Status place_on_gpu(const GpuPlacement& placement);
   // The GPU's memory use, when layers were placed there.
   virtual std::optional<GpuMemoryReport> gpu_memory() const { return std::nullopt; }

@@ -22,6 +22,12 @@ class File {
   // kBadInput "cannot open '<path>': <reason>" when it cannot be opened, and "'<path>' is not
   // a regular file" for a directory, pipe or device; kRuntime when it cannot be examined.
   static Result<File> open(const std::string& path);
+  // The same, for reads that bypass the OS's file cache (Linux O_DIRECT, Windows
+  // FILE_FLAG_NO_BUFFERING): bytes streamed into the program's own memory are then not
+  // also kept in RAM by the cache. Every read's offset, size and destination address must be
+  // multiples of alignment(). Where the file system refuses unbuffered reads (tmpfs) the
+  // file opens buffered and alignment() is 1.
+  static Result<File> open_unbuffered(const std::string& path);
   File(File&& other) noexcept;
   File& operator=(File&& other) noexcept;
   File(const File&) = delete;
@@ -30,6 +36,8 @@ class File {
 
   const std::string& path() const { return path_; }
   uint64_t size() const { return size_; }  // bytes, when it was opened
+  // 1 for a buffered file; the required offset/size/address multiple of an unbuffered one.
+  uint32_t alignment() const { return alignment_; }
 
   // Reads up to `bytes` at `offset` into dst: retries interrupted and partial reads, so the
   // count is short only where the file ends (0 at or past the end). kRuntime when offset is
@@ -53,6 +61,7 @@ class File {
   std::string path_;
   std::intptr_t handle_ = -1;  // Linux: the file descriptor
   uint64_t size_ = 0;
+  uint32_t alignment_ = 1;
 };
 
 // The whole file mapped read-only and shared with the OS's file cache: pages are read on

@@ -340,6 +340,8 @@ void VulkanBackend::routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, cons
 
 bool VulkanBackend::stream_experts(const MoeWeights& w, int64_t n_pairs) {
   if (!options_.op_offload || stream_disabled_ || n_ < options_.op_offload_min_tokens) return false;
+  // Experts read from the file on demand (engine/expert_store.h) are not all in memory.
+  if (w.experts != nullptr) return false;
   const uint64_t bytes = static_cast<uint64_t>(w.gate_exps.row_bytes * w.gate_exps.n_out * w.gate_exps.n_mat +
                                                w.up_exps.row_bytes * w.up_exps.n_out * w.up_exps.n_mat +
                                                w.down_exps.row_bytes * w.down_exps.n_out * w.down_exps.n_mat);

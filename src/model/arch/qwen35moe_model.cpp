@@ -204,6 +204,10 @@ class Qwen35MoeModel final : public DecoderModel {
     return specs;
   }
 
+  void attach_experts(ExpertSource& source) override {
+    for (size_t il = 0; il < layers_.size(); ++il) attach_expert_source(layers_[il].moe, static_cast<int>(il), source);
+  }
+
   void forward_layer(int il, LayerExec& e) override {
     const Layer& l = layers_[static_cast<size_t>(il)];
     e.rms_norm(Act::kX, l.attn_norm, Act::kH);

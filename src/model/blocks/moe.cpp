@@ -67,19 +67,93 @@ void gather_rows(const cpu::QuantizedActivations& x, const int32_t* pair_token, 
   }
 }
 
-// Work items of `rows_per_group` output rows each for every group, costliest first (cost
-// ∝ tokens), in blocks of about block_rows rows.
-void plan_items(const std::vector<MoeFfnGroup>& groups, int64_t n_out, int64_t block_rows,
+// Work items of about block_rows output rows of phase A (gate/up rows, down = false) or
+// phase C (down rows) for every group of a wave, costliest first (cost ∝ tokens).
+void plan_items(const std::vector<MoeFfnGroup>& groups, std::span<const int32_t> wave, bool down, int64_t block_rows,
                 std::vector<MoeWorkItem>& items) {
   items.clear();
-  for (size_t g = 0; g < groups.size(); ++g) {
+  for (const int32_t g : wave) {
+    const MoeFfnGroup& group = groups[static_cast<size_t>(g)];
+    const int64_t n_out = down ? group.down->n_out : group.gate->n_out;
     for (int64_t r = 0; r < n_out; r += block_rows) {
-      items.push_back({static_cast<int32_t>(g), static_cast<int32_t>(r), static_cast<int32_t>(std::min(n_out, r + block_rows))});
+      items.push_back({g, static_cast<int32_t>(r), static_cast<int32_t>(std::min(n_out, r + block_rows))});
     }
   }
   std::stable_sort(items.begin(), items.end(), [&](const MoeWorkItem& a, const MoeWorkItem& b) {
     return groups[static_cast<size_t>(a.group)].rows > groups[static_cast<size_t>(b.group)].rows;
   });
+}
+
+// The routed experts (stack indices) of a wave's groups; the shared expert's group
+// (index >= n_routed_groups) has none.
+void experts_of(const std::vector<MoeFfnGroup>& groups, std::span<const int32_t> wave, int64_t n_routed_groups,
+                std::vector<int32_t>& out) {
+  out.clear();
+  for (const int32_t g : wave) {
+    if (g < n_routed_groups) out.push_back(static_cast<int32_t>(groups[static_cast<size_t>(g)].mat));
+  }
+}
+
+// Predicting the next layer's experts pays for small batches only: a big batch routes to
+// most experts of every layer anyway.
+constexpr int64_t kPredictMaxTokens = 4;
+
+// The waves: groups computed together between barriers (one parallel region each), the
+// shared expert in the first. Experts in the stacks: one wave. From an ExpertSource:
+//   * when the batch's experts fit the source's capacity (less n_expert_used slots kept
+//     for reads of predicted experts), all are requested now (reads of the missing ones
+//     start), then the next layer's are predicted; the experts already in memory form the
+//     first wave and the rest the second, so their reads overlap the first's compute;
+//   * else (a prompt batch routing to more experts than fit) waves of half that capacity,
+//     the first requested now, each next one while the one before computes.
+void plan_waves(const MoeWeights& w, const MoeShape& s, int64_t n_routed_groups, const float* h, int64_t n,
+                MoeScratch& sc, ThreadPool& pool) {
+  sc.waves.clear();
+  const int64_t n_groups = static_cast<int64_t>(sc.groups.size());
+  const auto shared_into = [&](std::vector<int32_t>& wave) {
+    for (int64_t g = n_routed_groups; g < n_groups; ++g) wave.push_back(static_cast<int32_t>(g));
+  };
+  if (w.experts == nullptr) {
+    sc.waves.emplace_back();
+    for (int64_t g = 0; g < n_groups; ++g) sc.waves.back().push_back(static_cast<int32_t>(g));
+    return;
+  }
+  const int64_t limit = std::max<int64_t>(1, w.experts->capacity(w.layer) - s.n_expert_used);
+  if (n_routed_groups <= limit) {
+    sc.wave_order.clear();
+    for (int64_t g = 0; g < n_routed_groups; ++g) sc.wave_order.push_back(static_cast<int32_t>(g));
+    experts_of(sc.groups, sc.wave_order, n_routed_groups, sc.wave_experts);
+    w.experts->request(w.layer, sc.wave_experts);
+    if (n <= kPredictMaxTokens) w.experts->predict_next(w.layer, h, n, pool);
+    std::vector<int32_t> in_memory, reading;
+    for (int64_t g = 0; g < n_routed_groups; ++g) {
+      const bool ready = w.experts->ready(w.layer, static_cast<int32_t>(sc.groups[static_cast<size_t>(g)].mat));
+      (ready ? in_memory : reading).push_back(static_cast<int32_t>(g));
+    }
+    sc.waves.push_back(std::move(in_memory));
+    shared_into(sc.waves.back());
+    if (!reading.empty()) sc.waves.push_back(std::move(reading));
+    if (sc.waves.front().empty()) sc.waves.erase(sc.waves.begin());
+    sc.requested_waves = static_cast<int64_t>(sc.waves.size());
+    return;
+  }
+  // The experts in memory first: a cache smaller than the layer would otherwise see the
+  // same ascending scan every batch and evict each expert just before it is needed again.
+  sc.wave_order.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t g = 0; g < n_routed_groups; ++g) {
+      const bool ready = w.experts->ready(w.layer, static_cast<int32_t>(sc.groups[static_cast<size_t>(g)].mat));
+      if (ready == (pass == 0)) sc.wave_order.push_back(static_cast<int32_t>(g));
+    }
+  }
+  const int64_t per_wave = std::max<int64_t>(1, limit / 2);
+  for (int64_t i = 0; i < n_routed_groups; i += per_wave) {
+    sc.waves.emplace_back(sc.wave_order.begin() + i, sc.wave_order.begin() + std::min(n_routed_groups, i + per_wave));
+  }
+  shared_into(sc.waves.front());
+  experts_of(sc.groups, sc.waves.front(), n_routed_groups, sc.wave_experts);
+  w.experts->request(w.layer, sc.wave_experts);
+  sc.requested_waves = 1;
 }
 
 // From this many tokens in a group on, a kernel's tile form (cpu/dot.h: kTileRows rows
@@ -126,9 +200,9 @@ void gate_up_tiled(const MoeFfnGroup& g, cpu::TileDotFn gate_tile, cpu::TileDotF
     const int rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o));
     const cpu::TileDotArgs base{.n = n_in, .n_rows = rows, .n_act = g.rows, .out_stride = cpu::kTileRows};
     cpu::TileDotArgs ga = base, ua = base;
-    ga.weight_rows = g.gate->row(g.mat, o), ga.weight_stride = g.gate->row_bytes;
+    ga.weight_rows = g.gate_row(o), ga.weight_stride = g.gate->row_bytes;
     ga.activation_rows = g.x_gate, ga.activation_stride = gate_stride, ga.act_blocks = g.blocks_gate, ga.out = gv;
-    ua.weight_rows = g.up->row(g.mat, o), ua.weight_stride = g.up->row_bytes;
+    ua.weight_rows = g.up_row(o), ua.weight_stride = g.up->row_bytes;
     ua.activation_rows = g.x_up, ua.activation_stride = up_stride, ua.act_blocks = g.blocks_up, ua.out = uv;
     gate_tile(ga);
     up_tile(ua);
@@ -161,11 +235,11 @@ void gate_up_rows(const MoeFfnGroup& g, const cpu::DotKernel& gate_k, const cpu:
   const int64_t n_in = g.gate->n_in, n_ff = g.gate->n_out;
   float gv[cpu::kMaxDotRows], uv[cpu::kMaxDotRows];
   for (int64_t o = row_begin; o < row_end; ++o) {
-    const uint8_t* gate_row = g.gate->row(g.mat, o);
-    const uint8_t* up_row = g.up->row(g.mat, o);
+    const uint8_t* gate_row = g.gate_row(o);
+    const uint8_t* up_row = g.up_row(o);
     if (g.rows == 1 && o + cpu::kPrefetchRows < row_end) {
-      cpu::prefetch_row(g.gate->row(g.mat, o + cpu::kPrefetchRows), g.gate->row_bytes);
-      cpu::prefetch_row(g.up->row(g.mat, o + cpu::kPrefetchRows), g.up->row_bytes);
+      cpu::prefetch_row(g.gate_row(o + cpu::kPrefetchRows), g.gate->row_bytes);
+      cpu::prefetch_row(g.up_row(o + cpu::kPrefetchRows), g.up->row_bytes);
     }
     for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
       const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
@@ -186,7 +260,7 @@ void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_b
     const cpu::TileDotFn tile = x8 ? down_k.tile_x8 : down_k.tile;
     for (int64_t o = row_begin; o < row_end; o += cpu::kTileRows) {
       tile({.n = n_in,
-           .weight_rows = g.down->row(g.mat, o),
+           .weight_rows = g.down_row(o),
            .weight_stride = g.down->row_bytes,
            .n_rows = static_cast<int>(std::min<int64_t>(cpu::kTileRows, row_end - o)),
            .activation_rows = g.act_q->row(g.act_q_first),
@@ -200,9 +274,9 @@ void down_rows(const MoeFfnGroup& g, const cpu::DotKernel& down_k, int64_t row_b
   }
   float dv[cpu::kMaxDotRows];
   for (int64_t o = row_begin; o < row_end; ++o) {
-    const uint8_t* down_row = g.down->row(g.mat, o);
+    const uint8_t* down_row = g.down_row(o);
     if (g.rows == 1 && o + cpu::kPrefetchRows < row_end) {
-      cpu::prefetch_row(g.down->row(g.mat, o + cpu::kPrefetchRows), g.down->row_bytes);
+      cpu::prefetch_row(g.down_row(o + cpu::kPrefetchRows), g.down->row_bytes);
     }
     for (int64_t t = 0; t < g.rows; t += cpu::kMaxDotRows) {
       const int m = static_cast<int>(std::min<int64_t>(cpu::kMaxDotRows, g.rows - t));
@@ -269,10 +343,15 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
     const int64_t first = sc.expert_first[static_cast<size_t>(e)];
     const int64_t rows = sc.expert_first[static_cast<size_t>(e + 1)] - first;
     if (rows == 0) continue;
+    // From an ExpertSource the rows are known once the expert is in memory (set per wave).
+    const bool in_stacks = w.experts == nullptr;
     sc.groups.push_back({.gate = &w.gate_exps,
                          .up = &w.up_exps,
                          .down = &w.down_exps,
                          .mat = e,
+                         .gate_rows = in_stacks ? w.gate_exps.row(e, 0) : nullptr,
+                         .up_rows = in_stacks ? w.up_exps.row(e, 0) : nullptr,
+                         .down_rows = in_stacks ? w.down_exps.row(e, 0) : nullptr,
                          .x_gate = sc.gathered_gate.data() + first * x_gate.row_bytes,
                          .x_up = up_rows + first * x_up.row_bytes,
                          .blocks_gate = blocks_at(sc.blocks_gate, first, d),
@@ -304,6 +383,9 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
                          .up = &w.up_shexp,
                          .down = &w.down_shexp,
                          .mat = 0,
+                         .gate_rows = w.gate_shexp.row(0, 0),
+                         .up_rows = w.up_shexp.row(0, 0),
+                         .down_rows = w.down_shexp.row(0, 0),
                          .x_gate = xs_gate.bytes.data(),
                          .x_up = xs_up.bytes.data(),
                          .blocks_gate = blocks_at(sc.blocks_shared_gate, 0, d),
@@ -320,16 +402,6 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
   // Decode (one token) is a stream of weight rows: longer runs per item keep the hardware
   // prefetchers going (they restart at every jump to another item's rows).
   const int64_t up_block = n == 1 ? 128 : 32, down_block = n == 1 ? 256 : 64;
-  plan_items(sc.groups, s.n_ff_exp, up_block, sc.items_up);
-  if (w.has_shared && s.n_ff_shexp != s.n_ff_exp) {
-    // The shared expert's FFN width may differ: re-plan its items with its own width.
-    std::erase_if(sc.items_up, [&](const MoeWorkItem& it) { return it.group >= n_routed_groups; });
-    for (int64_t r = 0; r < s.n_ff_shexp; r += 32) {
-      sc.items_up.push_back({static_cast<int32_t>(n_routed_groups), static_cast<int32_t>(r),
-                             static_cast<int32_t>(std::min(s.n_ff_shexp, r + 32))});
-    }
-  }
-  plan_items(sc.groups, d, down_block, sc.items_down);
 
   const cpu::DotKernel& gate_k = kernel_for(w.gate_exps);
   const cpu::DotKernel& up_k = kernel_for(w.up_exps);
@@ -340,60 +412,93 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
   const int64_t stride_gate = x_gate.row_bytes, stride_up = x_up.row_bytes;
   const int64_t stride_shared_gate = w.has_shared ? sc.input.get(w.gate_shexp.type, pool).row_bytes : 0;
   const int64_t stride_shared_up = w.has_shared ? sc.input.get(w.up_shexp.type, pool).row_bytes : 0;
-  const int64_t total_rows = n_pairs + (w.has_shared ? n : 0);
-  sc.next_up.store(0);
-  sc.next_down.store(0);
 
-  pool.run([&](int thread) {
-    const int n_threads = pool.size();
-    // A: gate, up, SwiGLU.
-    for (int64_t i; (i = sc.next_up.fetch_add(1)) < static_cast<int64_t>(sc.items_up.size());) {
-      const MoeWorkItem& it = sc.items_up[static_cast<size_t>(i)];
-      const MoeFfnGroup& g = sc.groups[static_cast<size_t>(it.group)];
-      if (it.group < n_routed_groups) {
-        gate_up_rows(g, gate_k, up_k, it.row_begin, it.row_end, stride_gate, stride_up);
-      } else {
-        gate_up_rows(g, *shared_k[0], *shared_k[1], it.row_begin, it.row_end, stride_shared_gate, stride_shared_up);
-      }
-    }
-    pool.barrier();
-    // B: SwiGLU rows → the down projections' activation types.
-    for (int64_t r = total_rows * thread / n_threads; r < total_rows * (thread + 1) / n_threads; ++r) {
-      if (r < n_pairs) {
-        cpu::quantize_activation_row(sc.act_routed.data() + r * s.n_ff_exp, sc.act_q_routed, r);
-        if (!sc.blocks_down_routed.empty()) {
-          cpu::dot::q8_0_act_blocks(s.n_ff_exp, sc.act_q_routed.row(r),
-                                    sc.blocks_down_routed.data() + r * (s.n_ff_exp / kQK8_0));
-        }
-      } else {
-        const int64_t t = r - n_pairs;
-        cpu::quantize_activation_row(sc.act_shared.data() + t * s.n_ff_shexp, sc.act_q_shared, t);
-        if (!sc.blocks_down_shared.empty()) {
-          cpu::dot::q8_0_act_blocks(s.n_ff_shexp, sc.act_q_shared.row(t),
-                                    sc.blocks_down_shared.data() + t * (s.n_ff_shexp / kQK8_0));
+  plan_waves(w, s, n_routed_groups, h, n, sc, pool);
+  for (size_t wave_index = 0; wave_index < sc.waves.size(); ++wave_index) {
+    const std::vector<int32_t>& wave = sc.waves[wave_index];
+    const bool last_wave = wave_index + 1 == sc.waves.size();
+    if (w.experts) {
+      // A big batch in several waves: the next wave's reads start before this one computes.
+      if (wave_index + 1 < sc.waves.size() && !sc.waves[wave_index + 1].empty()) {
+        experts_of(sc.groups, sc.waves[wave_index + 1], n_routed_groups, sc.wave_experts);
+        if (static_cast<int64_t>(wave_index) + 1 >= sc.requested_waves) {
+          w.experts->request(w.layer, sc.wave_experts);
+          sc.requested_waves = static_cast<int64_t>(wave_index) + 2;
         }
       }
-    }
-    pool.barrier();
-    // C: down projections.
-    for (int64_t i; (i = sc.next_down.fetch_add(1)) < static_cast<int64_t>(sc.items_down.size());) {
-      const MoeWorkItem& it = sc.items_down[static_cast<size_t>(i)];
-      const MoeFfnGroup& g = sc.groups[static_cast<size_t>(it.group)];
-      down_rows(g, it.group < n_routed_groups ? down_k : *shared_k[2], it.row_begin, it.row_end);
-    }
-    pool.barrier();
-    // D: out[t] = Σ_k w_tk · e_tk (top-k order) + sigmoid(g_t) · shared_t.
-    for (int64_t t = n * thread / n_threads; t < n * (thread + 1) / n_threads; ++t) {
-      float* o = out + t * d;
-      std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
-      for (int64_t k = 0; k < s.n_expert_used; ++k) {
-        const int64_t pair = sc.pair_index[static_cast<size_t>(t * s.n_expert_used + k)];
-        cpu::axpy(sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)],
-                  sc.out_routed.data() + pair * d, d, o);
+      ScopedProfile wait_profile(profiler, ProfileBlock::kMoeExpertWait, ProfileBlock::kMoeExperts);
+      for (int32_t g : wave) {
+        if (g >= n_routed_groups) continue;
+        MoeFfnGroup& group = sc.groups[static_cast<size_t>(g)];
+        const ExpertRows r = w.experts->wait(w.layer, static_cast<int32_t>(group.mat));
+        group.gate_rows = r.gate, group.up_rows = r.up, group.down_rows = r.down;
       }
-      if (w.has_shared) cpu::axpy(cpu::sigmoid(sc.shared_gate[static_cast<size_t>(t)]), sc.out_shared.data() + t * d, d, o);
     }
-  });
+    plan_items(sc.groups, wave, /*down=*/false, up_block, sc.items_up);
+    plan_items(sc.groups, wave, /*down=*/true, down_block, sc.items_down);
+    // Phase B's rows: the wave's groups' rows one after another.
+    sc.wave_row_end.clear();
+    int64_t wave_rows = 0;
+    for (int32_t g : wave) sc.wave_row_end.push_back(wave_rows += sc.groups[static_cast<size_t>(g)].rows);
+    sc.next_up.store(0);
+    sc.next_down.store(0);
+
+    pool.run([&](int thread) {
+      const int n_threads = pool.size();
+      // A: gate, up, SwiGLU.
+      for (int64_t i; (i = sc.next_up.fetch_add(1)) < static_cast<int64_t>(sc.items_up.size());) {
+        const MoeWorkItem& it = sc.items_up[static_cast<size_t>(i)];
+        const MoeFfnGroup& g = sc.groups[static_cast<size_t>(it.group)];
+        if (it.group < n_routed_groups) {
+          gate_up_rows(g, gate_k, up_k, it.row_begin, it.row_end, stride_gate, stride_up);
+        } else {
+          gate_up_rows(g, *shared_k[0], *shared_k[1], it.row_begin, it.row_end, stride_shared_gate, stride_shared_up);
+        }
+      }
+      pool.barrier();
+      // B: SwiGLU rows → the down projections' activation types; this thread's share of the
+      // wave's rows.
+      const int64_t r_begin = wave_rows * thread / n_threads, r_end = wave_rows * (thread + 1) / n_threads;
+      size_t gi = static_cast<size_t>(std::upper_bound(sc.wave_row_end.begin(), sc.wave_row_end.end(), r_begin) -
+                                      sc.wave_row_end.begin());
+      for (int64_t r = r_begin; r < r_end; ++r) {
+        while (r >= sc.wave_row_end[gi]) ++gi;
+        const int32_t group_index = wave[gi];
+        const MoeFfnGroup& g = sc.groups[static_cast<size_t>(group_index)];
+        const int64_t row = g.act_q_first + g.rows - (sc.wave_row_end[gi] - r);  // row of act_q
+        const int64_t n_ff = g.gate->n_out;
+        cpu::quantize_activation_row(g.act + (row - g.act_q_first) * n_ff, *g.act_q, row);
+        if (g.blocks_down != nullptr) {
+          cpu::dot::q8_0_act_blocks(n_ff, g.act_q->row(row),
+                                    const_cast<cpu::Q8_0ActBlock*>(g.blocks_down) + (row - g.act_q_first) * (n_ff / kQK8_0));
+        }
+      }
+      pool.barrier();
+      // C: down projections.
+      for (int64_t i; (i = sc.next_down.fetch_add(1)) < static_cast<int64_t>(sc.items_down.size());) {
+        const MoeWorkItem& it = sc.items_down[static_cast<size_t>(i)];
+        const MoeFfnGroup& g = sc.groups[static_cast<size_t>(it.group)];
+        down_rows(g, it.group < n_routed_groups ? down_k : *shared_k[2], it.row_begin, it.row_end);
+      }
+      if (!last_wave) return;
+      pool.barrier();
+      // D: out[t] = Σ_k w_tk · e_tk (top-k order) + sigmoid(g_t) · shared_t.
+      for (int64_t t = n * thread / n_threads; t < n * (thread + 1) / n_threads; ++t) {
+        float* o = out + t * d;
+        std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
+        for (int64_t k = 0; k < s.n_expert_used; ++k) {
+          const int64_t pair = sc.pair_index[static_cast<size_t>(t * s.n_expert_used + k)];
+          cpu::axpy(sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)],
+                    sc.out_routed.data() + pair * d, d, o);
+        }
+        if (w.has_shared) cpu::axpy(cpu::sigmoid(sc.shared_gate[static_cast<size_t>(t)]), sc.out_shared.data() + t * d, d, o);
+      }
+    });
+    if (w.experts) {
+      experts_of(sc.groups, wave, n_routed_groups, sc.wave_experts);
+      w.experts->release(w.layer, sc.wave_experts);
+    }
+  }
 }
 
 }  // namespace moetier

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/profiler.h"
@@ -23,6 +24,40 @@
 #include "cpu/matmul.h"
 
 namespace moetier {
+
+// The first rows of one routed expert's gate, up and down matrices (each n_out rows of
+// row_bytes, in the stacks' layout).
+struct ExpertRows {
+  const uint8_t* gate = nullptr;
+  const uint8_t* up = nullptr;
+  const uint8_t* down = nullptr;
+};
+
+// Where a layer's routed experts are read from when they are not all in memory
+// (engine/expert_store.h: a cache of experts read from the model file on demand). The MoE
+// block requests the experts a batch routes to, waits for each before computing it and
+// releases them after; it never pins more than capacity() of a layer at once (a big batch
+// goes in waves). Called from one thread (the one running the forward pass).
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  virtual bool serves(int layer) const = 0;
+  // The layer's router, for predict_next of the layer before it.
+  virtual void set_router(int layer, const cpu::WeightMatrix& router) = 0;
+  // Experts of `layer` that may be pinned at once; at least 2 · n_expert_used.
+  virtual int capacity(int layer) const = 0;
+  // Pins `experts` of `layer` until release(); reads of those not in memory are queued in
+  // this order (behind any queued earlier).
+  virtual void request(int layer, std::span<const int32_t> experts) = 0;
+  // Whether a requested expert is in memory now.
+  virtual bool ready(int layer, int32_t expert) const = 0;
+  // Waits until a requested expert is in memory; its rows stay valid until release().
+  virtual ExpertRows wait(int layer, int32_t expert) = 0;
+  virtual void release(int layer, std::span<const int32_t> experts) = 0;
+  // h: [n][n_embd], this layer's MoE input. Guesses the next layer's experts (its router
+  // applied to h) and starts reading the missing ones, after the reads already queued.
+  virtual void predict_next(int layer, const float* h, int64_t n, ThreadPool& pool) = 0;
+};
 
 struct MoeWeights {
   cpu::WeightMatrix router;     // {n_embd, n_expert}
@@ -35,7 +70,20 @@ struct MoeWeights {
   cpu::WeightMatrix gate_shexp;  // {n_embd, n_ff_shexp}
   cpu::WeightMatrix up_shexp;
   cpu::WeightMatrix down_shexp;  // {n_ff_shexp, n_embd}
+  // Set when the routed experts' bytes come from `experts` (then the *_exps stacks' data is
+  // not read): the layer's index there.
+  ExpertSource* experts = nullptr;
+  int layer = -1;
 };
+
+// Binds a layer's MoE to `source` when the source serves that layer (a model's
+// attach_experts calls it for each of its layers).
+inline void attach_expert_source(MoeWeights& w, int layer, ExpertSource& source) {
+  if (!source.serves(layer)) return;
+  w.experts = &source;
+  w.layer = layer;
+  source.set_router(layer, w.router);
+}
 
 struct MoeShape {
   int64_t n_embd = 0;
@@ -52,6 +100,10 @@ struct MoeFfnGroup {
   const cpu::WeightMatrix* up = nullptr;
   const cpu::WeightMatrix* down = nullptr;
   int64_t mat = 0;                     // expert index in the stacks (0 for the shared expert)
+  // The expert's first rows (the stacks' rows of `mat`, or where an ExpertSource keeps them).
+  const uint8_t* gate_rows = nullptr;
+  const uint8_t* up_rows = nullptr;
+  const uint8_t* down_rows = nullptr;
   const uint8_t* x_gate = nullptr;     // [rows] input rows in gate's activation type
   const uint8_t* x_up = nullptr;       // [rows] input rows in up's activation type
   // Q8_0 activations' block terms for the tile kernels (cpu/dot.h), [rows][n_in / 32]:
@@ -64,6 +116,10 @@ struct MoeFfnGroup {
   cpu::QuantizedActivations* act_q = nullptr;  // act converted for down, from row act_q_first
   int64_t act_q_first = 0;
   float* out = nullptr;                // [rows][n_embd] down projection
+
+  const uint8_t* gate_row(int64_t r) const { return gate_rows + r * gate->row_bytes; }
+  const uint8_t* up_row(int64_t r) const { return up_rows + r * up->row_bytes; }
+  const uint8_t* down_row(int64_t r) const { return down_rows + r * down->row_bytes; }
 };
 
 struct MoeWorkItem {
@@ -89,6 +145,11 @@ struct MoeScratch {
   std::vector<cpu::Q8_0ActBlock> blocks_down_routed, blocks_down_shared;
   std::vector<float> out_routed, out_shared;        // [rows][n_embd]
   std::vector<MoeFfnGroup> groups;
+  // Waves (see moe_block): the group indices of each, and the experts of the current one.
+  std::vector<std::vector<int32_t>> waves;
+  std::vector<int32_t> wave_experts, wave_order;
+  std::vector<int64_t> wave_row_end;                // running row totals of the wave's groups
+  int64_t requested_waves = 0;                      // waves whose experts were requested
   std::vector<MoeWorkItem> items_up, items_down;
   std::atomic<int64_t> next_up{0}, next_down{0};
 };

@@ -47,7 +47,18 @@ Result<File> File::open(const std::string& path) {
   return File(path, fd, static_cast<uint64_t>(st.st_size));
 }
 
-File::File(File&& other) noexcept : path_(std::move(other.path_)), handle_(other.handle_), size_(other.size_) {
+Result<File> File::open_unbuffered(const std::string& path) {
+  ASSIGN_OR_RETURN(File buffered, open(path));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (fd < 0) return buffered;  // EINVAL: the file system has no direct I/O (tmpfs)
+  File direct(path, fd, buffered.size());
+  // 4 KiB covers every logical block size in use (512 B and 4 KiB sectors).
+  direct.alignment_ = 4096;
+  return direct;
+}
+
+File::File(File&& other) noexcept
+    : path_(std::move(other.path_)), handle_(other.handle_), size_(other.size_), alignment_(other.alignment_) {
   other.handle_ = -1;
 }
 
@@ -57,6 +68,7 @@ File& File::operator=(File&& other) noexcept {
     path_ = std::move(other.path_);
     handle_ = other.handle_;
     size_ = other.size_;
+    alignment_ = other.alignment_;
     other.handle_ = -1;
   }
   return *this;

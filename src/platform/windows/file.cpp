@@ -62,7 +62,19 @@ Result<File> File::open(const std::string& path) {
   return File(path, reinterpret_cast<std::intptr_t>(h), static_cast<uint64_t>(size.QuadPart));
 }
 
-File::File(File&& other) noexcept : path_(std::move(other.path_)), handle_(other.handle_), size_(other.size_) {
+Result<File> File::open_unbuffered(const std::string& path) {
+  ASSIGN_OR_RETURN(File buffered, open(path));
+  HANDLE h = ::CreateFileW(widen(path).c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
+                           nullptr, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL | FILE_FLAG_NO_BUFFERING, nullptr);
+  if (h == INVALID_HANDLE_VALUE) return buffered;
+  File direct(path, reinterpret_cast<std::intptr_t>(h), buffered.size());
+  // Sector-aligned reads: 4 KiB covers 512 B and 4 KiB sectors.
+  direct.alignment_ = 4096;
+  return direct;
+}
+
+File::File(File&& other) noexcept
+    : path_(std::move(other.path_)), handle_(other.handle_), size_(other.size_), alignment_(other.alignment_) {
   other.handle_ = -1;
 }
 
@@ -72,6 +84,7 @@ File& File::operator=(File&& other) noexcept {
     path_ = std::move(other.path_);
     handle_ = other.handle_;
     size_ = other.size_;
+    alignment_ = other.alignment_;
     other.handle_ = -1;
   }
   return *this;
