@@ -80,8 +80,16 @@ std::string render_plan_text(const Plan& plan, const PlanParams& params, const H
     out += fmt::format("  {} budget unknown: give --vram-budget MiB to check the fit\n", kGpuDevice);
   }
   if (plan.fits_ram.has_value()) {
-    out += *plan.fits_ram ? fmt::format("  CPU RAM fits its budget with {} left\n", bytes(*plan.ram_free_bytes))
-                          : fmt::format("  CPU RAM does NOT fit: {} over its budget\n", bytes(-*plan.ram_free_bytes));
+    const ExpertTiers* tiers = plan.expert_tiers ? &*plan.expert_tiers : nullptr;
+    if (*plan.fits_ram) {
+      out += fmt::format("  CPU RAM fits its budget with {} left\n", bytes(*plan.ram_free_bytes));
+    } else if (tiers != nullptr && tiers->stream && tiers->error.is_ok()) {
+      out += fmt::format("  CPU RAM: {} over its budget if every expert were in RAM; {}\n", bytes(-*plan.ram_free_bytes),
+                         tiers->summary);
+    } else {
+      out += fmt::format("  CPU RAM does NOT fit: {} over its budget\n", bytes(-*plan.ram_free_bytes));
+      if (tiers != nullptr && !tiers->error.is_ok()) out += fmt::format("  {}\n", tiers->error.message());
+    }
   }
   return out;
 }
@@ -139,6 +147,16 @@ nlohmann::ordered_json render_plan_json(const Plan& plan, const PlanParams& para
       {"gpu_free_bytes", opt(plan.gpu_free_bytes)},
       {"fits_ram", opt(plan.fits_ram)},
       {"ram_free_bytes", opt(plan.ram_free_bytes)},
+      {"expert_tiers", plan.expert_tiers ? json{{"stream", plan.expert_tiers->stream},
+                                                 {"experts_in_ram", plan.expert_tiers->experts_in_ram},
+                                                 {"experts_total", plan.expert_tiers->experts_total},
+                                                 {"cache_bytes", plan.expert_tiers->cache_bytes},
+                                                 {"expert_bytes", plan.expert_tiers->expert_bytes},
+                                                 {"capacity_per_layer", plan.expert_tiers->capacity},
+                                                 {"error", plan.expert_tiers->error.is_ok()
+                                                               ? json(nullptr)
+                                                               : json(plan.expert_tiers->error.message())}}
+                                         : json(nullptr)},
       {"gpu_backend_available", false},
   };
 }

@@ -10,6 +10,7 @@
 #include "cli/load_report.h"
 #include "cli/prompt_input.h"
 #include "core/profiler.h"
+#include "engine/expert_streaming.h"
 #include "engine/session.h"
 #include "platform/cpu.h"
 #include "platform/signals.h"
@@ -74,6 +75,7 @@ int cmd_run(int argc, char** argv) {
   const std::vector<int> cpus = platform::usable_cpus();
   const std::optional<CpuTimeSample> cpu_before = sample_cpu_time(cpus);
   std::atomic<bool> interrupted{false};  // Ctrl+C: stop generating, print the summary
+  const ExpertStoreStats experts_before = session->experts ? session->experts->stats() : ExpertStoreStats{};
   auto stats = [&] {
     const platform::InterruptScope interrupt(&interrupted);
     return generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
@@ -93,6 +95,14 @@ int cmd_run(int argc, char** argv) {
                static_cast<long long>(stats->n_prompt), stats->prompt_seconds, stats->prompt_tokens_per_second(),
                static_cast<long long>(stats->n_generated), stats->generation_seconds,
                stats->generation_tokens_per_second());
+  if (session->experts) {
+    // Prompt and generation together: the cache's figures over the whole run.
+    std::fprintf(stderr, "moetier: %s\n",
+                 describe_expert_stats(session->experts->stats() - experts_before, stats->n_prompt + stats->n_generated,
+                                       stats->prompt_seconds + stats->generation_seconds)
+                     .c_str());
+    if (Status st = session->experts->status(); !st) return report_error(st);
+  }
   if (*speculator) {
     const SpecStats& sp = stats->spec;
     std::fprintf(stderr, "moetier: speculative (%s): %lld drafted, %lld accepted (acceptance %.1f%%) in %lld steps, "

@@ -216,6 +216,7 @@ int cmd_serve(int argc, char** argv) {
                             .scheduler = **scheduler};
   state.started_at = static_cast<int64_t>(std::time(nullptr));
   state.model_file_bytes = session->file->header().file_size;
+  state.experts = session->experts.get();
   state.model_params = static_cast<uint64_t>(inspect::make_census(session->file->header()).n_params);
 
   server::HttpServer http(state);

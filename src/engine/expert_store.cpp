@@ -36,37 +36,6 @@ std::string_view expert_cache_policy_name(ExpertCachePolicy policy) {
   return policy == ExpertCachePolicy::kLru ? "lru" : "lfu";
 }
 
-ExpertStoreStats operator-(const ExpertStoreStats& b, const ExpertStoreStats& a) {
-  ExpertStoreStats d = b;
-  d.requests -= a.requests;
-  d.hits -= a.hits;
-  d.read_ahead_hits -= a.read_ahead_hits;
-  d.misses -= a.misses;
-  d.predicted -= a.predicted;
-  d.predicted_used -= a.predicted_used;
-  d.used_after_prediction -= a.used_after_prediction;
-  d.reads -= a.reads;
-  d.bytes_read -= a.bytes_read;
-  d.read_busy_seconds -= a.read_busy_seconds;
-  d.wait_seconds -= a.wait_seconds;
-  return d;
-}
-
-ExpertStoreStats& operator+=(ExpertStoreStats& a, const ExpertStoreStats& b) {
-  a.requests += b.requests;
-  a.hits += b.hits;
-  a.read_ahead_hits += b.read_ahead_hits;
-  a.misses += b.misses;
-  a.predicted += b.predicted;
-  a.predicted_used += b.predicted_used;
-  a.used_after_prediction += b.used_after_prediction;
-  a.reads += b.reads;
-  a.bytes_read += b.bytes_read;
-  a.read_busy_seconds += b.read_busy_seconds;
-  a.wait_seconds += b.wait_seconds;
-  return a;
-}
-
 Result<std::unique_ptr<ExpertStore>> ExpertStore::create(const ExpertStoreOptions& options) {
   std::unique_ptr<ExpertStore> store(new ExpertStore(options));
   ASSIGN_OR_RETURN(platform::File file, platform::File::open_unbuffered(options.path));
@@ -203,6 +172,7 @@ int32_t ExpertStore::start_read(std::unique_lock<std::mutex>& lock, int layer_in
   s.state = SlotState::kReading;
   s.pins = pin ? 1 : 0;
   s.frequency = 0;
+  s.read_ahead = false;
   touch(l, s);
   l.slot_of[static_cast<size_t>(expert)] = slot;
   jobs_.push_back({.layer_index = layer_index, .slot = slot, .expert = expert});
@@ -227,7 +197,8 @@ void ExpertStore::request(int layer, std::span<const int32_t> experts) {
     const int32_t slot = l.slot_of[static_cast<size_t>(e)];
     if (slot >= 0) {
       Slot& s = l.slots[static_cast<size_t>(slot)];
-      ++(s.state == SlotState::kReady ? stats_.hits : stats_.read_ahead_hits);
+      ++(s.read_ahead ? stats_.read_ahead_hits : stats_.hits);
+      s.read_ahead = false;
       ++s.pins;
       touch(l, s);
     } else {
@@ -304,7 +275,9 @@ void ExpertStore::predict_next(int layer, const float* h, int64_t n, ThreadPool&
   stats_.predicted += static_cast<int64_t>(chosen.size());
   for (const int32_t e : chosen) {
     if (l.slot_of[static_cast<size_t>(e)] >= 0) continue;
-    if (start_read(lock, li, e, /*pin=*/false, /*may_wait=*/false) < 0) break;
+    const int32_t slot = start_read(lock, li, e, /*pin=*/false, /*may_wait=*/false);
+    if (slot < 0) break;
+    l.slots[static_cast<size_t>(slot)].read_ahead = true;
   }
 }
 

@@ -71,29 +71,6 @@ struct ExpertStoreOptions {
   bool progress = true;              // progress bar while filling the slots at load
 };
 
-struct ExpertStoreStats {
-  int64_t requests = 0;        // experts asked for by the MoE blocks (one per expert and batch)
-  int64_t hits = 0;            // of them, in memory at the time
-  int64_t read_ahead_hits = 0; // of them, being read because predicted (not yet in memory)
-  int64_t misses = 0;          // read on demand
-  int64_t predicted = 0;       // experts the prediction named for a layer's next batch
-  int64_t predicted_used = 0;  // of them, used by that batch
-  int64_t used_after_prediction = 0;  // experts the predicted batches used
-  int64_t reads = 0;           // experts read from the file (on demand and ahead; not the load)
-  uint64_t bytes_read = 0;
-  double read_busy_seconds = 0;  // wall time with at least one read in flight
-  double wait_seconds = 0;       // the forward pass waiting for experts
-  // hit rate = (hits + read_ahead_hits) / requests; disk GB/s = bytes_read / read_busy_seconds.
-  double hit_rate() const { return requests > 0 ? static_cast<double>(hits + read_ahead_hits) / static_cast<double>(requests) : 0; }
-  double prediction_accuracy() const {
-    return used_after_prediction > 0 ? static_cast<double>(predicted_used) / static_cast<double>(used_after_prediction) : 0;
-  }
-  double disk_gb_per_second() const { return read_busy_seconds > 0 ? static_cast<double>(bytes_read) / read_busy_seconds / 1e9 : 0; }
-};
-// Counters of `b` minus those of `a` (a measurement window), and sums of windows.
-ExpertStoreStats operator-(const ExpertStoreStats& b, const ExpertStoreStats& a);
-ExpertStoreStats& operator+=(ExpertStoreStats& a, const ExpertStoreStats& b);
-
 class ExpertStore final : public ExpertSource {
  public:
   // Opens the file, allocates the slots and fills them. kRuntime on I/O or allocation failure.
@@ -112,7 +89,7 @@ class ExpertStore final : public ExpertSource {
   void release(int layer, std::span<const int32_t> experts) override;
   void predict_next(int layer, const float* h, int64_t n, ThreadPool& pool) override;
 
-  ExpertStoreStats stats() const;
+  ExpertStoreStats stats() const override;
   // The first read error (ok while none): the experts it concerned hold zeros.
   Status status() const;
   uint64_t slot_bytes() const { return slot_bytes_total_; }  // memory of all slots
@@ -129,6 +106,7 @@ class ExpertStore final : public ExpertSource {
     int32_t pins = 0;
     uint64_t last_use = 0;   // the layer's use clock at the last use
     double frequency = 0;    // kLfu: decayed use count as of last_use
+    bool read_ahead = false; // read because predicted, not used since
     ExpertRows rows;         // valid in kReady
   };
   // Where one matrix of an expert sits in the file and in a slot.

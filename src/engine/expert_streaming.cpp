@@ -108,11 +108,11 @@ Result<std::unique_ptr<ExpertStore>> open_expert_store(gguf::ModelFile& file, co
 }
 
 std::string describe_expert_stats(const ExpertStoreStats& s, int64_t tokens, double seconds) {
-  std::string line = fmt::format("experts: {:.1f}% in RAM when needed", 100.0 * s.hit_rate());
-  if (s.read_ahead_hits > 0) {
-    line += fmt::format(" ({:.1f}% of them read ahead)", 100.0 * static_cast<double>(s.read_ahead_hits) /
-                                                            static_cast<double>(std::max<int64_t>(1, s.requests)));
-  }
+  const double requests = static_cast<double>(std::max<int64_t>(1, s.requests));
+  std::string line = fmt::format("experts: {:.1f}% in RAM when needed ({:.1f}% cached, {:.1f}% read ahead), {:.1f}% read on demand",
+                                 100.0 * s.hit_rate(), 100.0 * static_cast<double>(s.hits) / requests,
+                                 100.0 * static_cast<double>(s.read_ahead_hits) / requests,
+                                 100.0 * static_cast<double>(s.misses) / requests);
   if (tokens > 0) {
     line += fmt::format(", {} read per token", format_bytes(s.bytes_read / static_cast<uint64_t>(tokens)));
   }

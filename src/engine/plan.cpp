@@ -242,6 +242,19 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
   if (const DevicePlan& cpu = plan.devices.front(); cpu.budget_bytes > 0) {
     plan.ram_free_bytes = cpu.budget_bytes - cpu.total_bytes();
     plan.fits_ram = *plan.ram_free_bytes >= 0;
+    // The CPU's routed experts (compute layers) in tiers: as many in RAM as the budget holds,
+    // the rest read from the file (engine/expert_tiers.h), as the load will do.
+    ExpertTierQuery q{.n_expert_used = hp.n_expert_used,
+                      .working_bytes = cpu.kv_bytes + cpu.state_bytes + cpu.scratch_bytes,
+                      .ram_budget_bytes = cpu.budget_bytes};
+    int64_t expert_bytes = 0;
+    for (const LayerPlan& l : plan.layers) {
+      if (l.mtp || l.experts != kCpuDevice || l.expert_bytes == 0 || hp.n_expert <= 0) continue;
+      q.layers.push_back({.layer = l.layer, .n_expert = hp.n_expert, .expert_bytes = l.expert_bytes / hp.n_expert});
+      expert_bytes += l.expert_bytes;
+    }
+    q.resident_bytes = cpu.weight_bytes - expert_bytes;
+    plan.expert_tiers = plan_expert_tiers(q);
   }
   return plan;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/expert_tiers.h"
 #include "model/arch.h"
 #include "tensor/dtype.h"
 
@@ -105,6 +106,9 @@ struct Plan {
   std::optional<int64_t> gpu_free_bytes;    // budget - GPU total (negative: short by that much)
   std::optional<bool> fits_ram;             // CPU part within --ram-budget; nullopt when unknown
   std::optional<int64_t> ram_free_bytes;
+  // With --ram-budget: how many of the CPU's routed experts stay in RAM and how many are
+  // read from the file on demand (engine/expert_tiers.h).
+  std::optional<ExpertTiers> expert_tiers;
 
   const DevicePlan* device(std::string_view name) const;
 };

@@ -78,6 +78,24 @@ std::string render_metrics(const ServerState& st) {
          static_cast<double>(st.counters.client_errors.load()));
   metric(out, "counter", "http_server_errors_total", "HTTP requests answered with 5xx.",
          static_cast<double>(st.counters.server_errors.load()));
+  if (st.experts != nullptr) {
+    // A model bigger than RAM (routed experts read from the file on demand).
+    const ExpertStoreStats e = st.experts->stats();
+    metric(out, "counter", "expert_requests_total", "Routed experts the MoE layers needed (one per expert and batch).",
+           static_cast<double>(e.requests));
+    metric(out, "counter", "expert_hits_total", "Of them, already in RAM.", static_cast<double>(e.hits));
+    metric(out, "counter", "expert_read_ahead_hits_total", "Of them, read ahead by the next-layer prediction.",
+           static_cast<double>(e.read_ahead_hits));
+    metric(out, "counter", "expert_misses_total", "Of them, read from the file on demand.", static_cast<double>(e.misses));
+    metric(out, "counter", "expert_bytes_read_total", "Bytes of experts read from the model file.",
+           static_cast<double>(e.bytes_read));
+    metric(out, "counter", "expert_read_seconds_total", "Wall time with at least one expert read in flight.",
+           e.read_busy_seconds);
+    metric(out, "counter", "expert_wait_seconds_total", "Time the forward pass waited for expert reads.", e.wait_seconds);
+    metric(out, "gauge", "expert_hit_ratio", "Share of the needed experts that were in RAM.", e.hit_rate());
+    metric(out, "gauge", "expert_prediction_accuracy", "Share of the experts used that the next-layer prediction named.",
+           e.prediction_accuracy());
+  }
   return out;
 }
 

@@ -14,6 +14,7 @@
 
 #include "grammar/token_vocabulary.h"
 #include "model/arch.h"
+#include "model/expert_source.h"
 #include "server/request.h"
 #include "server/scheduler.h"
 #include "text/chat_prompt.h"
@@ -69,6 +70,8 @@ struct ServerState {
   int64_t started_at = 0;  // Unix seconds
   uint64_t model_file_bytes = 0;
   uint64_t model_params = 0;
+  // The routed experts' cache when they do not fit in RAM (null otherwise): /metrics reports it.
+  const ExpertSource* experts = nullptr;
 
   // The vocabulary as the grammar engine reads it, built on the first constrained request
   // (a trie over every token's bytes) and shared by all requests after it.

@@ -342,6 +342,21 @@ TEST_F(PlanQwen36, CpuOnly) {
   EXPECT_FALSE(p.fits.has_value());
   ASSERT_TRUE(p.fits_ram.has_value());
   EXPECT_FALSE(*p.fits_ram);  // 21.9 GB of weights do not fit 16 GiB
+  // So the routed experts go in tiers: the same share of all 40 layers in RAM, the rest read
+  // from the file (engine/expert_tiers.h): 16 GiB less the dense weights, KV cache and
+  // scratch, over the experts' bytes.
+  ASSERT_TRUE(p.expert_tiers.has_value());
+  const ExpertTiers& t = *p.expert_tiers;
+  EXPECT_TRUE(t.stream);
+  EXPECT_TRUE(t.error.is_ok()) << t.error.message();
+  EXPECT_EQ(t.expert_bytes, kExpertBytesTotal);
+  ASSERT_EQ(t.capacity.size(), 40u);
+  const int64_t for_experts = 16384 * kMiB - (cpu.weight_bytes - kExpertBytesTotal) - cpu.kv_bytes - cpu.state_bytes -
+                              cpu.scratch_bytes;
+  const int per_layer = static_cast<int>(256 * for_experts / kExpertBytesTotal);
+  for (int c : t.capacity) EXPECT_EQ(c, per_layer);
+  EXPECT_GT(per_layer, 150);  // ~70% of each layer on a 16 GiB budget
+  EXPECT_LT(per_layer, 256);
 }
 
 TEST_F(PlanQwen36, BadParametersAreBadInput) {

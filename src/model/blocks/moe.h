@@ -22,42 +22,9 @@
 #include "core/thread_pool.h"
 #include "cpu/dot.h"
 #include "cpu/matmul.h"
+#include "model/expert_source.h"
 
 namespace moetier {
-
-// The first rows of one routed expert's gate, up and down matrices (each n_out rows of
-// row_bytes, in the stacks' layout).
-struct ExpertRows {
-  const uint8_t* gate = nullptr;
-  const uint8_t* up = nullptr;
-  const uint8_t* down = nullptr;
-};
-
-// Where a layer's routed experts are read from when they are not all in memory
-// (engine/expert_store.h: a cache of experts read from the model file on demand). The MoE
-// block requests the experts a batch routes to, waits for each before computing it and
-// releases them after; it never pins more than capacity() of a layer at once (a big batch
-// goes in waves). Called from one thread (the one running the forward pass).
-class ExpertSource {
- public:
-  virtual ~ExpertSource() = default;
-  virtual bool serves(int layer) const = 0;
-  // The layer's router, for predict_next of the layer before it.
-  virtual void set_router(int layer, const cpu::WeightMatrix& router) = 0;
-  // Experts of `layer` that may be pinned at once; at least 2 · n_expert_used.
-  virtual int capacity(int layer) const = 0;
-  // Pins `experts` of `layer` until release(); reads of those not in memory are queued in
-  // this order (behind any queued earlier).
-  virtual void request(int layer, std::span<const int32_t> experts) = 0;
-  // Whether a requested expert is in memory now.
-  virtual bool ready(int layer, int32_t expert) const = 0;
-  // Waits until a requested expert is in memory; its rows stay valid until release().
-  virtual ExpertRows wait(int layer, int32_t expert) = 0;
-  virtual void release(int layer, std::span<const int32_t> experts) = 0;
-  // h: [n][n_embd], this layer's MoE input. Guesses the next layer's experts (its router
-  // applied to h) and starts reading the missing ones, after the reads already queued.
-  virtual void predict_next(int layer, const float* h, int64_t n, ThreadPool& pool) = 0;
-};
 
 struct MoeWeights {
   cpu::WeightMatrix router;     // {n_embd, n_expert}
