@@ -9,8 +9,8 @@
 #   3. `moetier bench` and llama-bench run alternately, both -p 0 -n 64 -t 2 -r 3 and their
 #      default flags, while MemAvailable, the engine's read_bytes (/proc/PID/io) and the
 #      model's block device (/proc/diskstats) are sampled once a second;
-#   4. a table: t/s, GB the engine read from storage, the device's average read GB/s over the
-#      run, and the lowest MemAvailable seen.
+#   4. a table: t/s, GB the engine read from storage and its average rate, the device's
+#      average read GB/s over the run (other processes included), the lowest MemAvailable.
 #
 #   scripts/bench-low-ram.sh MODEL.gguf LEAVE_GIB [extra moetier bench args]
 #
@@ -135,7 +135,7 @@ python3 - "$out" "$rounds" <<'EOF'
 import json, os, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 print()
-print(f"{'engine':<9} {'round':>5} {'test':>6} {'t/s':>16} {'wall s':>7} {'read GB':>8} {'disk GB/s':>9} {'MemAvail min GiB':>16}")
+print(f"{'engine':<9} {'round':>5} {'test':>6} {'t/s':>16} {'wall s':>7} {'read GB':>8} {'read GB/s':>9} {'disk GB/s':>9} {'MemAvail min GiB':>16}")
 for r in range(1, rounds + 1):
     for e in ("moetier", "llama"):
         name = f"{e}.r{r}"
@@ -156,15 +156,17 @@ for r in range(1, rounds + 1):
         memmin = f"{min(mins) / 2**20:.2f}" if mins else "NA"
         gbps = int(summ["sectors"]) * 512 / 1e9 / wall if wall > 0 else 0.0
         rd = f"{read / 1e9:.2f}" if read is not None else "NA"
+        rgbps = f"{read / 1e9 / wall:.2f}" if read is not None and wall > 0 else "NA"
         label = "llama.cpp" if e == "llama" else e
         if not recs:
-            print(f"{label:<9} {r:>5} {'-':>6} {'failed':>16} {wall:>7.1f} {rd:>8} {gbps:>9.2f} {memmin:>16}")
+            print(f"{label:<9} {r:>5} {'-':>6} {'failed':>16} {wall:>7.1f} {rd:>8} {rgbps:>9} {gbps:>9.2f} {memmin:>16}")
         for rec in recs:
             test = f"tg{rec.get('n_gen')}" if rec.get("n_prompt", 0) == 0 else f"pp{rec.get('n_prompt')}"
             ts = f"{rec['avg_ts']:.2f} ± {rec.get('stddev_ts', 0):.2f}"
-            print(f"{label:<9} {r:>5} {test:>6} {ts:>16} {wall:>7.1f} {rd:>8} {gbps:>9.2f} {memmin:>16}")
+            print(f"{label:<9} {r:>5} {test:>6} {ts:>16} {wall:>7.1f} {rd:>8} {rgbps:>9} {gbps:>9.2f} {memmin:>16}")
 print()
 print("read GB: what the engine read from storage (its /proc/PID/io read_bytes, load included);")
+print("read GB/s: that / wall s (the engine's own average read rate);")
 print("disk GB/s: the model's block device, sectors read over the engine's whole run (load included,")
 print("other processes too) / wall s; MemAvail min: lowest MemAvailable sampled once a second.")
 EOF
