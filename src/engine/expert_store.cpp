@@ -281,32 +281,35 @@ void ExpertStore::predict_next(int layer, const float* h, int64_t n, ThreadPool&
   }
 }
 
-Status ExpertStore::read_expert(const Layer& l, int32_t slot, int32_t expert, std::vector<uint8_t>& scratch) const {
+Status ExpertStore::read_expert(const Layer& l, int32_t slot, int32_t expert, std::vector<uint8_t>& staging) const {
   const uint64_t align = file_->alignment();
   uint8_t* base = l.memory.data() + l.slot_stride * static_cast<uint64_t>(slot);
-  for (const Part& p : l.parts) {
+  for (int part = 0; part < 3; ++part) {
+    const Part& p = l.parts[part];
+    const bool interleave = part == 2 ? l.spec.interleave_down : l.spec.interleave_gate_up;
     const uint64_t offset = options_.data_offset + p.offset + p.bytes * static_cast<uint64_t>(expert);
     const uint64_t begin = align_down(offset, align);
     const uint64_t end = std::min(align_up(offset + p.bytes, align), align_up(file_->size(), align));
     uint8_t* area = base + p.slot_offset;
-    ASSIGN_OR_RETURN(const size_t got, file_->read_at(begin, area, static_cast<size_t>(end - begin)));
+    // An expert to repack is read into a staging buffer and interleaved from there into the
+    // slot: one pass over its bytes instead of a copy and an in-place pass.
+    uint8_t* dst = area;
+    if (interleave) {
+      const size_t need = static_cast<size_t>(end - begin) + 4096;
+      if (staging.size() < need) staging.resize(need);
+      dst = reinterpret_cast<uint8_t*>(align_up(reinterpret_cast<uintptr_t>(staging.data()), 4096));
+    }
+    ASSIGN_OR_RETURN(const size_t got, file_->read_at(begin, dst, static_cast<size_t>(end - begin)));
     if (got < offset + p.bytes - begin) {
       return Status::runtime(fmt::format("{}: read failed at byte {}: unexpected end of file", file_->path(), begin + got));
     }
     if (align == 1) file_->drop_cached(offset, p.bytes);  // a buffered file: not in RAM twice
-  }
-  for (int part = 0; part < 3; ++part) {
-    const Part& p = l.parts[part];
-    if (!(part == 2 ? l.spec.interleave_down : l.spec.interleave_gate_up)) continue;
-    {
-      const uint64_t offset = options_.data_offset + p.offset + p.bytes * static_cast<uint64_t>(expert);
-      uint8_t* data = base + p.slot_offset + (offset - align_down(offset, align));
-      const uint64_t group_bytes = static_cast<uint64_t>(p.row_bytes) * cpu::kInterleaveRows;
-      scratch.resize(group_bytes);
+    if (interleave) {
+      const uint8_t* src = dst + (offset - begin);
+      uint8_t* data = area + (offset - begin);
       for (int64_t r = 0; r < p.n_out; r += cpu::kInterleaveRows) {
-        uint8_t* group = data + static_cast<uint64_t>(r * p.row_bytes);
-        std::memcpy(scratch.data(), group, group_bytes);
-        cpu::interleave_group(p.type, p.n_in, scratch.data(), group);
+        const uint64_t at = static_cast<uint64_t>(r * p.row_bytes);
+        cpu::interleave_group(p.type, p.n_in, src + at, data + at);
       }
     }
   }
@@ -314,7 +317,7 @@ Status ExpertStore::read_expert(const Layer& l, int32_t slot, int32_t expert, st
 }
 
 void ExpertStore::reader_main() {
-  std::vector<uint8_t> scratch;
+  std::vector<uint8_t> staging;  // an interleaved part's bytes as read (4 KiB-aligned inside)
   std::unique_lock lock(mutex_);
   for (;;) {
     job_ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
@@ -324,7 +327,7 @@ void ExpertStore::reader_main() {
     if (reads_in_flight_++ == 0) busy_since_ = std::chrono::steady_clock::now();
     Layer& l = layers_[static_cast<size_t>(job.layer_index)];
     lock.unlock();
-    Status st = read_expert(l, job.slot, job.expert, scratch);
+    Status st = read_expert(l, job.slot, job.expert, staging);
     uint8_t* base = l.memory.data() + l.slot_stride * static_cast<uint64_t>(job.slot);
     if (!st) std::memset(base, 0, l.slot_stride);  // defined bytes; status() reports the failure
     ExpertRows rows;

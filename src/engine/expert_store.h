@@ -145,7 +145,7 @@ class ExpertStore final : public ExpertSource {
   // (may_wait) or returns -1. Lock held.
   int32_t start_read(std::unique_lock<std::mutex>& lock, int layer_index, int32_t expert, bool pin, bool may_wait);
   void reader_main();
-  Status read_expert(const Layer& l, int32_t slot, int32_t expert, std::vector<uint8_t>& scratch) const;
+  Status read_expert(const Layer& l, int32_t slot, int32_t expert, std::vector<uint8_t>& staging) const;
 
   ExpertStoreOptions options_;
   std::optional<platform::File> file_;  // set by create()
