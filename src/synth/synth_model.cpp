@@ -165,6 +165,14 @@ Result<SynthPlan> plan_synth(const SynthOptions& options) {
     plan.metadata.emplace_back("general.quantization_version", gguf::Value::make_u32(2));
   }
   for (auto& kv : tokenizer) plan.metadata.push_back(std::move(kv));
+  if (options.routing == SynthOptions::Routing::kLocality) {
+    RETURN_IF_ERROR(check_locality(hp, options.locality));
+    plan.metadata.emplace_back("moetier.synth.routing", gguf::Value::make_string("locality"));
+    for (const auto& [key, value] : locality_metadata(options.locality)) {
+      plan.metadata.emplace_back(key, gguf::Value::make_f32(static_cast<float>(value)));
+    }
+    plan.notes.push_back(locality_summary(options.locality));
+  }
   return plan;
 }
 
@@ -213,7 +221,8 @@ Result<SynthSummary> write_file(const SynthPlan& plan, const SynthOptions& optio
   std::vector<uint8_t> out;
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const TensorSpec& spec = plan.tensors[i];
-    const TensorInit init = tensor_init(spec, hp, options.seed);
+    TensorInit init = tensor_init(spec, hp, options.seed);
+    if (options.routing == SynthOptions::Routing::kLocality) apply_locality(spec, hp, options.locality, options.seed, init);
     if (auto st = write_tensor(writer, init, plan.types[i], rows_of(spec), n_threads, progress, scratch, out); !st) {
       return Status::runtime(st.message());
     }

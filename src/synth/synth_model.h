@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "model/arch.h"
+#include "synth/locality.h"
 #include "synth/quant_mix.h"
 #include "synth/vocab.h"
 #include "tensor/dtype.h"
@@ -34,6 +35,10 @@ struct SynthOptions {
   // model's metadata (what llama.cpp's converter writes with --mtp). Same seed, same tensors
   // as in the full file.
   bool mtp_only = false;
+  // kLocality: weights whose routing reuses experts across tokens (synth/locality.h);
+  // kUniform: every tensor random, routing independent from token to token.
+  enum class Routing { kUniform, kLocality } routing = Routing::kUniform;
+  LocalityParams locality;            // used with Routing::kLocality
   std::string out_path;
   int n_threads = 0;                  // 0: all hardware threads; the bytes do not depend on it
   bool progress = true;               // progress bar on stderr

@@ -1,17 +1,25 @@
 #include "synth/weights.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "synth/locality.h"
 
 namespace moetier::synth {
 namespace {
 
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;  // splitmix64's increment (2^64 / phi)
+constexpr uint64_t kGolden = kGoldenGamma;
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
+// Uniform in [0, 1) from the top 53 bits.
+inline double unit_uniform(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
 // Sum of the four 16-bit lanes of one 64-bit draw: mean 4 * 32767.5, variance
 // 4 * (65536^2 - 1) / 12. Returns the standardised value (mean 0, variance 1).
-inline float unit_gaussian(uint64_t bits) {
+float unit_gaussian(uint64_t bits) {
   const uint32_t sum = static_cast<uint32_t>(bits & 0xFFFF) + static_cast<uint32_t>((bits >> 16) & 0xFFFF) +
                        static_cast<uint32_t>((bits >> 32) & 0xFFFF) + static_cast<uint32_t>(bits >> 48);
   constexpr float kMean = 4.0f * 32767.5f;
@@ -19,10 +27,9 @@ inline float unit_gaussian(uint64_t bits) {
   return (static_cast<float>(sum) - kMean) * kInvStd;
 }
 
-// Uniform in [0, 1) from the top 53 bits.
-inline double unit_uniform(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-
-}  // namespace
+uint64_t row_stream(uint64_t tensor_seed, int64_t row) {
+  return mix64(tensor_seed ^ mix64(static_cast<uint64_t>(row) * kGolden + 1));
+}
 
 uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -90,8 +97,11 @@ void fill_rows(const TensorInit& init, int64_t first_row, int64_t n_rows, float*
     const int64_t row = first_row + r;
     float* dst = out + r * n;
     // One independent splitmix64 stream per row: state starts at a hash of (tensor, row).
-    uint64_t state = mix64(init.seed ^ mix64(static_cast<uint64_t>(row) * kGolden + 1));
+    uint64_t state = row_stream(init.seed, row);
     switch (init.kind) {
+      case InitKind::kLocality:
+        fill_locality_rows(init, row, 1, dst);
+        break;
       case InitKind::kGaussian:
       case InitKind::kNormWeight: {
         float scale = init.stddev;
@@ -101,6 +111,11 @@ void fill_rows(const TensorInit& init, int64_t first_row, int64_t n_rows, float*
         for (int64_t i = 0; i < n; ++i) {
           state += kGolden;
           dst[i] = init.mean + scale * unit_gaussian(mix64(state));
+        }
+        // --routing locality: block outputs write only the output part of the residual.
+        if (init.locality.role == LocalityRole::kBlockOut) {
+          const LocalityRows& loc = init.locality;
+          if (row % loc.n_embd < loc.n_const + loc.n_state + loc.n_token) std::fill(dst, dst + n, 0.0f);
         }
         break;
       }

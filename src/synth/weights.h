@@ -19,6 +19,8 @@
 //   output                N(0, 9/fan_in): logits with std ~3; the rows of the last 5 tokens
 //                         (the special tokens) scaled by 0.3 so greedy runs rarely pick them
 //   anything else         N(0, 1/fan_in)
+// `--routing locality` gives some tensors structured rows instead (synth/locality.h,
+// InitKind::kLocality, LocalityRole::kBlockOut).
 // "N" is approximately Gaussian: the variance-normalised sum of four 16-bit uniforms (one
 // 64-bit draw per value; exact mean and variance, tails cut at 3.46 sigma). Cheap enough to
 // fill the 35B model's 35 G values at several hundred M values/s per core.
@@ -37,7 +39,35 @@ uint64_t mix64(uint64_t x);
 // FNV-1a of the name, mixed with the seed.
 uint64_t tensor_seed(uint64_t seed, std::string_view tensor_name);
 
-enum class InitKind { kGaussian, kNormWeight, kSsmA, kSsmDtBias };
+enum class InitKind { kGaussian, kNormWeight, kSsmA, kSsmDtBias, kLocality };
+
+// The structured rows of `--routing locality` (synth/locality.cpp fills them): which part
+// a tensor plays and the few numbers its rows need.
+enum class LocalityRole {
+  kNone,
+  kEmbedding,     // token_embd
+  kRouter,        // ffn_gate_inp
+  kQkv,           // a DeltaNet layer's attn_qkv
+  kConvIdentity,  // ssm_conv1d: only the current token's tap, 1
+  kConstC,        // rows that read only the constant part (attn_gate: z, ssm_beta)
+  kConstant,      // every value `a` (ssm_alpha 0, ssm_a, ssm_dt.bias, ssm_norm)
+  kStateOut,      // ssm_out: writes the state part
+  kBlockOut,      // attn_output, ffn_down*: the default rows, zero outside the output part
+};
+
+struct LocalityRows {
+  LocalityRole role = LocalityRole::kNone;
+  int64_t n_embd = 0;
+  int64_t n_const = 0;         // residual coordinates [0, n_const): a constant direction
+  int64_t n_state = 0;         // then n_state coordinates: the carried state
+  int64_t n_token = 0;         // then n_token: the token embeddings' noise; the rest: block outputs
+  uint64_t sign_seed = 0;      // signs of the constant direction
+  int64_t key_dim = 0;         // DeltaNet: n_k_heads * d_state
+  int64_t head_dim = 0;        // DeltaNet: d_state (value head width)
+  int64_t n_heads = 0;         // DeltaNet: value heads
+  double a = 0, b = 0, c = 0;  // role-specific scales (locality.cpp)
+  double tau_min = 0, tau_max = 0;
+};
 
 struct TensorInit {
   InitKind kind = InitKind::kGaussian;
@@ -48,10 +78,18 @@ struct TensorInit {
   int64_t scaled_rows_from = -1;   // rows >= this (within one 2-D slice) get row_scale; -1: none
   int64_t rows_per_slice = 0;      // ne[1]
   float row_scale = 1.0f;
+  LocalityRows locality;           // kind == kLocality, or role kBlockOut with kGaussian rows
 };
 
 // How to initialise `spec` (from its name, role and shape) for a model of shape `hp`.
 TensorInit tensor_init(const TensorSpec& spec, const HParams& hp, uint64_t seed);
+
+// Approximately N(0, 1) from one 64-bit draw (see above).
+float unit_gaussian(uint64_t bits);
+// The start of row `row`'s random stream: value i of the row is drawn from
+// mix64(state + (i + 1) * golden).
+uint64_t row_stream(uint64_t tensor_seed, int64_t row);
+inline constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;  // splitmix64's increment (2^64 / phi)
 
 // Fill rows [first_row, first_row + n_rows) (rows of ne[0] values, 3-D tensors flattened)
 // into out[n_rows * row_elems].

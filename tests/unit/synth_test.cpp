@@ -19,8 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/file_sha256.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
+#include "synth/locality.h"
 #include "synth/presets.h"
 #include "synth/quant_mix.h"
 #include "synth/synth_model.h"
@@ -438,6 +440,150 @@ TEST(SynthFile, SameSeedSameBytesWhateverTheThreads) {
 }
 
 // ---------------------------------------------------------------------------------------
+// --routing locality (synth/locality.h)
+
+// One tensor's rows [first, first + n) as synth writes them (locality applied when asked).
+std::vector<float> rows_of_tensor(const HParams& hp, const std::string& name, int64_t first, int64_t n,
+                                  bool locality, uint64_t seed = 1) {
+  for (const TensorSpec& spec : find_arch(hp.arch)->tensor_specs(hp)) {
+    if (spec.name != name) continue;
+    TensorInit init = tensor_init(spec, hp, seed);
+    if (locality) apply_locality(spec, hp, LocalityParams{}, seed, init);
+    std::vector<float> out(static_cast<size_t>(n * init.row_elems));
+    fill_rows(init, first, n, out.data());
+    return out;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  return {};
+}
+
+TEST(SynthLocality, StructuredRows) {
+  // small: n_embd 256 = 32 constant + 96 state + 64 token + 64 output coordinates; DeltaNet
+  // d_state 64, 4 K heads (key_dim 256), 8 V heads (value_dim 512).
+  const HParams hp = (*find_preset("small"))->hparams;
+  ASSERT_TRUE(check_locality(hp, LocalityParams{}).is_ok());
+  const int64_t d = hp.n_embd, n_const = 32, state_end = 128, token_end = 192, key_dim = 256, dv = 64;
+  auto zero_in = [&](const std::vector<float>& row, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (row[static_cast<size_t>(i)] != 0.0f) return false;
+    }
+    return true;
+  };
+
+  // Token embeddings: the same constant part, no state or output part, different token parts.
+  const auto embd = rows_of_tensor(hp, "token_embd.weight", 10, 2, true);
+  const std::vector<float> e0(embd.begin(), embd.begin() + d), e1(embd.begin() + d, embd.end());
+  for (int64_t i = 0; i < n_const; ++i) {
+    EXPECT_EQ(e0[i], e1[i]);
+    EXPECT_NEAR(std::fabs(e0[i]), 0.7f, 1e-6f);
+  }
+  EXPECT_TRUE(zero_in(e0, n_const, state_end));
+  EXPECT_TRUE(zero_in(e0, token_end, d));
+  EXPECT_NE(e0[150], e1[150]);
+
+  // DeltaNet qkv: k rows equal the q rows and read only the constant part; value channel
+  // c + d_v/2 of a head is the negation of channel c and reads only the token part.
+  const auto qkv = rows_of_tensor(hp, "blk.1.attn_qkv.weight", 0, 2 * key_dim + 2 * dv, true);
+  auto row = [&](const std::vector<float>& all, int64_t r) {
+    return std::vector<float>(all.begin() + r * d, all.begin() + (r + 1) * d);
+  };
+  for (int64_t r : {int64_t{0}, int64_t{5}, key_dim - 1}) {
+    EXPECT_EQ(row(qkv, r), row(qkv, r + key_dim)) << r;
+    EXPECT_TRUE(zero_in(row(qkv, r), n_const, d)) << r;
+    EXPECT_FALSE(zero_in(row(qkv, r), 0, n_const)) << r;
+  }
+  for (int64_t c : {int64_t{0}, int64_t{7}, dv / 2 - 1, dv + 3}) {
+    const auto a = row(qkv, 2 * key_dim + c), b = row(qkv, 2 * key_dim + c + dv / 2);
+    EXPECT_TRUE(zero_in(a, 0, state_end)) << c;
+    EXPECT_FALSE(zero_in(a, state_end, token_end)) << c;
+    EXPECT_TRUE(zero_in(a, token_end, d)) << c;
+    for (int64_t i = 0; i < d; ++i) EXPECT_EQ(a[i], -b[i]) << c << " " << i;
+  }
+
+  // ssm_out writes only the state part, pairs negated.
+  const auto out = rows_of_tensor(hp, "blk.0.ssm_out.weight", 0, d, true);
+  const int64_t value_dim = hp.ssm_d_inner;
+  for (int64_t r = 0; r < d; ++r) {
+    const std::vector<float> w(out.begin() + r * value_dim, out.begin() + (r + 1) * value_dim);
+    if (r < n_const || r >= state_end) {
+      EXPECT_TRUE(zero_in(w, 0, value_dim)) << r;
+      continue;
+    }
+    EXPECT_NE(w[0], 0.0f) << r;
+    for (int64_t c = 0; c < dv / 2; ++c) EXPECT_EQ(w[dv + c], -w[dv + c + dv / 2]) << r;
+  }
+
+  // Expert outputs: the default rows in the output part, zero elsewhere; expert inputs untouched.
+  const auto down_loc = rows_of_tensor(hp, "blk.2.ffn_down_exps.weight", d, d, true);  // expert 1
+  const auto down_def = rows_of_tensor(hp, "blk.2.ffn_down_exps.weight", d, d, false);
+  const int64_t n_ff = hp.n_ff_exp;
+  for (int64_t r = 0; r < d; ++r) {
+    const std::vector<float> a(down_loc.begin() + r * n_ff, down_loc.begin() + (r + 1) * n_ff);
+    const std::vector<float> b(down_def.begin() + r * n_ff, down_def.begin() + (r + 1) * n_ff);
+    if (r < token_end) {
+      EXPECT_TRUE(zero_in(a, 0, n_ff)) << r;
+    } else {
+      EXPECT_EQ(a, b) << r;
+    }
+  }
+  EXPECT_EQ(rows_of_tensor(hp, "blk.2.ffn_up_exps.weight", 0, 64, true),
+            rows_of_tensor(hp, "blk.2.ffn_up_exps.weight", 0, 64, false));
+  EXPECT_NE(rows_of_tensor(hp, "blk.2.ffn_gate_inp.weight", 0, 4, true),
+            rows_of_tensor(hp, "blk.2.ffn_gate_inp.weight", 0, 4, false));
+}
+
+TEST(SynthLocality, RejectsWhatCannotCarryTheState) {
+  EXPECT_EQ(check_locality((*find_preset("qwen3moe-tiny"))->hparams, {}).exit_code(), 2);
+  HParams all_attention = (*find_preset("tiny"))->hparams;
+  all_attention.full_attention_interval = 1;
+  all_attention.layer_kinds = layer_pattern(all_attention, all_attention.n_layer);
+  EXPECT_EQ(check_locality(all_attention, {}).exit_code(), 2);
+  const HParams tiny = (*find_preset("tiny"))->hparams;
+  EXPECT_EQ(check_locality(tiny, {.memory = 1}).exit_code(), 2);
+  EXPECT_EQ(check_locality(tiny, {.token = -1}).exit_code(), 2);
+  EXPECT_EQ(check_locality(tiny, {.state = std::nan("")}).exit_code(), 2);
+  EXPECT_TRUE(check_locality(tiny, {.skew = 0}).is_ok());
+}
+
+TEST(SynthLocality, DefaultBytesUnchangedLocalityDeterministicAndRecorded) {
+  TempDir dir;
+  const std::string uniform = dir.file("u.gguf"), a = dir.file("a.gguf"), b = dir.file("b.gguf");
+  // The default (uniform) file of this shape, pinned: locality must not change it.
+  SynthOptions ou{.preset = "tiny", .mix = QuantMix::kQ4_K_M, .seed = 3, .out_path = uniform, .progress = false};
+  ASSERT_TRUE(synthesize(ou).is_ok());
+  auto sha = file_sha256(uniform, {.progress = false});
+  ASSERT_TRUE(sha.is_ok());
+  EXPECT_EQ(*sha, "87dc9cf2ebf0bbc0a18366a9b784725428f1ef41d44c1ca03f08968b02a453bc");
+
+  SynthOptions oa = ou, ob = ou;
+  oa.routing = ob.routing = SynthOptions::Routing::kLocality;
+  oa.out_path = a;
+  oa.n_threads = 1;
+  ob.out_path = b;
+  ob.n_threads = 3;
+  ASSERT_TRUE(synthesize(oa).is_ok());
+  ASSERT_TRUE(synthesize(ob).is_ok());
+  const std::string bu = read_bytes(uniform), ba = read_bytes(a), bb = read_bytes(b);
+  EXPECT_TRUE(ba == bb) << "same seed, 1 vs 3 threads";
+  EXPECT_FALSE(ba == bu);
+  EXPECT_GT(ba.size(), bu.size());  // the same tensors, plus the moetier.synth.* keys
+
+  auto fa = gguf::read_header(a);
+  ASSERT_TRUE(fa.is_ok());
+  EXPECT_EQ(fa->get_string_or("moetier.synth.routing", ""), "locality");
+  const LocalityParams defaults;
+  EXPECT_NEAR(fa->get_float_or("moetier.synth.locality.state", -1), defaults.state, 1e-6);
+  EXPECT_NEAR(fa->get_float_or("moetier.synth.locality.token", -1), defaults.token, 1e-6);
+  EXPECT_NEAR(fa->get_float_or("moetier.synth.locality.skew", -1), defaults.skew, 1e-6);
+  EXPECT_NEAR(fa->get_float_or("moetier.synth.locality.memory", -1), defaults.memory, 1e-6);
+  auto fu = gguf::read_header(uniform);
+  ASSERT_TRUE(fu.is_ok());
+  EXPECT_EQ(fu->find("moetier.synth.routing"), nullptr);
+  ASSERT_EQ(fa->tensors.size(), fu->tensors.size());
+  for (size_t i = 0; i < fa->tensors.size(); ++i) EXPECT_EQ(fa->tensors[i].type, fu->tensors[i].type);
+}
+
+// ---------------------------------------------------------------------------------------
 // Command line
 
 struct CliRun {
@@ -473,6 +619,10 @@ TEST(SynthCli, ErrorsAreOneLineWithTheRightExitStatus) {
       {"--preset tiny", 2, "missing -o"},
       {"-o " + out, 2, "missing --preset"},
       {"--preset tiny --bogus -o " + out, 2, "unknown flag '--bogus'"},
+      {"--preset tiny --routing zipf -o " + out, 2, "--routing must be uniform or locality"},
+      {"--preset tiny --locality-skew 0.3 -o " + out, 2, "--locality-skew needs --routing locality"},
+      {"--preset qwen3moe-tiny --routing locality -o " + out, 2, "needs the DeltaNet layers"},
+      {"--preset tiny --routing locality --locality-memory 1 -o " + out, 2, "--locality-memory must be in 2..2000"},
       {"--preset tiny -o /nonexistent-dir/sub/x.gguf", 1, "/nonexistent-dir/sub/x.gguf"},
   };
   for (const auto& c : cases) {
@@ -497,6 +647,15 @@ TEST(SynthCli, WritesAFileAndReportsIt) {
   EXPECT_EQ(file->get_int_or("general.file_type", -1), 1);
   const std::string help = run_cli("--help").output;
   for (const auto& p : presets()) EXPECT_NE(help.find(std::string(p.name)), std::string::npos) << p.name;
+  EXPECT_NE(help.find("--routing"), std::string::npos);
+  EXPECT_NE(help.find("not to predict a real model"), std::string::npos);
+
+  const std::string loc = dir.file("loc.gguf");
+  const CliRun with_locality = run_cli("--preset tiny --routing locality --locality-skew 0.25 -q -o " + loc);
+  ASSERT_EQ(with_locality.exit_code, 0) << with_locality.output;
+  EXPECT_NE(with_locality.output.find("routing locality: state 1.4, token 0.35, skew 0.25, memory 100 tokens"),
+            std::string::npos)
+      << with_locality.output;
 }
 
 }  // namespace
