@@ -137,6 +137,30 @@ TEST_F(PlatformFile, ReadAtReturnsTheBytesAndIsShortOnlyAtTheEnd) {
   EXPECT_EQ(buf, bytes);
 }
 
+// Unbuffered reads (the expert store's): aligned ranges into aligned memory give the file's
+// bytes, a range over the end is short with the tail; where the file system has no direct
+// I/O the file is buffered and alignment() is 1.
+TEST_F(PlatformFile, UnbufferedReadsGiveTheBytes) {
+  const std::string bytes = pattern(3 * 4096 + 1000);
+  const std::string p = write("direct.bin", bytes);
+  auto file = File::open_unbuffered(p);
+  ASSERT_TRUE(file) << file.status().message();
+  EXPECT_EQ(file->size(), bytes.size());
+  const uint32_t align = file->alignment();
+  EXPECT_TRUE(align == 1 || align == 4096) << align;
+  auto memory = AnonymousMemory::allocate({.bytes = 4 * 4096});
+  ASSERT_TRUE(memory);
+  uint8_t* buf = memory->data();
+  auto got = file->read_at(4096, buf, 4096);
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(*got, 4096u);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), 4096), bytes.substr(4096, 4096));
+  got = file->read_at(2 * 4096, buf, 2 * 4096);  // over the end: the last 5096 bytes
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(*got, 4096u + 1000u);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), *got), bytes.substr(2 * 4096));
+}
+
 TEST_F(PlatformFile, ReadAtFromSeveralThreadsAtOnce) {
   const std::string bytes = pattern(1 << 20);
   auto file = File::open(write("data.bin", bytes));
