@@ -157,6 +157,7 @@ constexpr const char* kEpilog =
     "                          the tokens routed to that were in RAM (of them, being read ahead), bytes read\n"
     "                          per token, the reads' GB/s while any was in flight, how often the next\n"
     "                          layer's router named the experts used, the share of the time spent waiting\n"
+    "  disk_read_gbps          --diskbw: the model file's random unbuffered read rate (null without it)\n"
     "  moetier_version, date, model_file, model_file_bytes, model_sha256   provenance (the SHA-256 is\n"
     "                          cached in $XDG_CACHE_HOME/moetier or ~/.cache/moetier by path, size and mtime)\n"
     "  gpu_device              the GPU the test ran on (null: CPU only)\n"
@@ -437,6 +438,10 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
   p.flag({"--membw"}, &b.measure_bandwidth,
          "first measure the machine's memory read bandwidth (1 GiB buffer, the largest -t); records then carry "
          "machine_read_gbps and bandwidth_fraction (achieved_gbps / machine_read_gbps) for tg tests");
+  p.flag({"--diskbw"}, &b.measure_disk,
+         "first measure each model file's storage read rate as the expert cache reads it (256 random 1 MiB "
+         "unbuffered reads, 4 at a time); records then carry disk_read_gbps, and tests that read experts from the "
+         "file say what that rate and their bytes per token predict");
   p.option({"--scale-layers"}, "N",
            "also estimate t/s for the same model with N layers (e.g. 40 for a synthesized 8-layer "
            "Qwen3.6-35B-A3B): per-layer time measured with the profiler, scaled by N / n_layer, plus the "

@@ -56,6 +56,7 @@ struct BenchParams {
   bool no_warmup = false;                    // --no-warmup
   bool profile = false;                      // --profile
   bool measure_bandwidth = false;            // --membw: time the machine's memory read bandwidth
+  bool measure_disk = false;                 // --diskbw: time random unbuffered reads of each model file
   int64_t scale_layers = 0;                  // --scale-layers N: estimate for an N-layer model
   bool verbose = false;                      // -v
   int64_t delay_seconds = 0;                 // --delay: pause before each test

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "bench/configs.h"
+#include "engine/disk_read.h"
 #include "bench/stats.h"
 #include "core/utf8_path.h"
 #include "gguf/sha256_cache.h"
@@ -62,6 +63,13 @@ Status run_model_group(const BenchRunParams& run, size_t begin, size_t end, std:
     }
   }
 
+  std::optional<double> disk_gbps;  // --diskbw, once per model file
+  if (params.measure_disk) {
+    ASSIGN_OR_RETURN(const DiskReadResult disk, measure_disk_read(first.model, {}));
+    disk_gbps = disk.gb_per_second;
+    std::fprintf(stderr, "moetier bench: %s: %.2f GB/s of random 1 MiB %sreads, 4 in flight (--diskbw)\n",
+                 first.model.c_str(), disk.gb_per_second, disk.unbuffered ? "unbuffered " : "buffered (no direct I/O here) ");
+  }
   std::vector<TestRun> runs;
   std::vector<std::string> prefixes;
   for (size_t i = begin; i < end; ++i) {
@@ -108,6 +116,7 @@ Status run_model_group(const BenchRunParams& run, size_t begin, size_t end, std:
     while (next_to_print < runs.size() && done[next_to_print] == params.repetitions) {
       TestResult result = runs[next_to_print].finish(loaded);
       result.machine_read_gbps = run.machine_gbps;
+      result.disk_read_gbps = disk_gbps;
       result.interleaved = interleave;
       run.events.result(result, prefixes[next_to_print], loaded.model->hparams().n_layer);
       run.printer.test(result);

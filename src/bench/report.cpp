@@ -161,6 +161,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       str("cpu_cores", r.cpu_cores),
       str("cpus", r.cpus),
       opt_real("machine_read_gbps", r.machine_read_gbps),
+      opt_real("disk_read_gbps", r.disk_read_gbps),
       opt_real("bandwidth_fraction", r.bandwidth_fraction()),
       opt_num("estimate_n_layer", r.estimate ? std::optional<int64_t>(r.estimate->n_layer) : std::nullopt),
       opt_real("estimate_ts", r.estimate ? std::optional<double>(r.estimate->ts) : std::nullopt),
@@ -479,8 +480,17 @@ class MarkdownPrinter : public Printer {
       contended_.push_back(oversubscribed_warning(test_name(r.spec), *r.other_busy_cpus, r.spec.n_threads, env_.usable_cpus));
     }
     if (r.experts) {
-      experts_.push_back(fmt::format("{}: {}", test_name(r.spec),
-                                     describe_expert_stats(*r.experts, r.expert_tokens, r.expert_seconds)));
+      std::string line = fmt::format("{}: {}", test_name(r.spec),
+                                     describe_expert_stats(*r.experts, r.expert_tokens, r.expert_seconds));
+      if (r.disk_read_gbps && *r.disk_read_gbps > 0 && r.expert_tokens > 0 && r.experts->bytes_read > 0) {
+        // What the storage alone allows at this many bytes per token, against what was measured.
+        const double per_token = static_cast<double>(r.experts->bytes_read) / static_cast<double>(r.expert_tokens);
+        const double disk_bound = *r.disk_read_gbps * 1e9 / per_token;
+        line += fmt::format("; the disk ({:.2f} GB/s, --diskbw) allows {:.1f} t/s at that many bytes per token: this "
+                            "test ran at {:.0f}% of it",
+                            *r.disk_read_gbps, disk_bound, 100.0 * r.avg_ts() / disk_bound);
+      }
+      experts_.push_back(std::move(line));
     }
     if (r.spec.e2e) {
       e2e_.push_back(fmt::format("{} on {}: time to first token {:.1f} ± {:.1f} ms, whole turn {:.1f} ± {:.1f} ms for {} "

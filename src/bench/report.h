@@ -98,6 +98,7 @@ struct TestResult {
   std::string vram_source;                  // "driver", "allocator" or "" (no GPU part)
   std::vector<ProfileRow> profile;   // empty without --profile
   std::optional<double> machine_read_gbps;  // --membw
+  std::optional<double> disk_read_gbps;     // --diskbw (the model file's storage)
   // CPUs that other processes (and a VM's steal) kept busy while the timed repetitions ran,
   // averaged over their wall time (cpu_load.h); nullopt without /proc/stat or when the
   // repetitions took too little time to tell (min_cpu_sample_seconds).

@@ -47,7 +47,7 @@ const std::vector<std::string> kFields = {
     "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers",
     "n_cpu_moe", "flash_attn", "tensor_buft_overrides", "use_mmap", "n_prompt", "n_gen", "n_depth", "test_time",
     "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "weight_bytes_per_token", "repacked_bytes", "achieved_gbps", "peak_rss_bytes",
-    "cpu_isa", "cpu_cores", "cpus", "machine_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts", "gpu_device",
+    "cpu_isa", "cpu_cores", "cpus", "machine_read_gbps", "disk_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts", "gpu_device",
     "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
     "spec_acceptance", "spec_draft_ms_per_token", "expert_hit_rate", "expert_read_ahead_rate",

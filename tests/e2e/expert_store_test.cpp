@@ -153,8 +153,10 @@ TEST(StreamedExpertsCli, RunSaysHowTheExpertsWereSplitAndGeneratesTheSameText) {
 
 TEST(StreamedExpertsCli, BenchReportsTheExpertCache) {
   const std::string model = moetier::testing::ref_model_path("qwen35moe-small-q4_k_m");
-  const auto r = run_moetier("bench -m " + model + " -p 16 -n 8 -r 1 -t 2 --ram-budget 29 -o json");
+  const auto r = run_moetier("bench -m " + model + " -p 16 -n 8 -r 1 -t 2 --ram-budget 29 --diskbw -o json");
   ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("(--diskbw)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("\"disk_read_gbps\": null"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"expert_hit_rate\": 0."), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"expert_bytes_read_per_token\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"expert_prediction_accuracy\": "), std::string::npos) << r.out;
