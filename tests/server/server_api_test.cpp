@@ -362,6 +362,44 @@ TEST_F(ServerApi, MetricsCountWhatWasServed) {
   EXPECT_GE(value(after.body, "requests_deferred"), 0.0);
 }
 
+// A model whose routed experts do not fit --ram-budget: /metrics reports the expert cache
+// (the server's scheduler decodes through it while /metrics reads its counters), and the
+// replies are the in-RAM server's.
+TEST(ServerExperts, MetricsReportTheExpertCacheAndRepliesAreUnchanged) {
+  const json body = {{"prompt", "The quick brown fox"}, {"max_tokens", 12}, {"ignore_eos", true}, {"temperature", 0}};
+  std::string in_ram_text;
+  {
+    ServerProcess server({"-m", model_path("qwen35moe-small-q4_k_m"), "-t", "2", "--metrics"});
+    ASSERT_TRUE(server.ready()) << server.log();
+    auto c = server.client();
+    auto r = post_json(c, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    in_ram_text = r.json["choices"][0]["text"].get<std::string>();
+    EXPECT_EQ(get(c, "/metrics").body.find("moetier:expert_"), std::string::npos);
+  }
+  ServerProcess server({"-m", model_path("qwen35moe-small-q4_k_m"), "-t", "2", "--metrics", "--ram-budget", "36"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  EXPECT_NE(server.log().find("the rest read from the file on demand"), std::string::npos) << server.log();
+  auto c = server.client();
+  auto r = post_json(c, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["choices"][0]["text"].get<std::string>(), in_ram_text);
+  const std::string metrics = get(c, "/metrics").body;
+  auto value = [&](const std::string& name) {
+    const std::string key = "\nmoetier:" + name + " ";
+    const size_t at = metrics.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + key.size()));
+  };
+  const double requests = value("expert_requests_total");
+  EXPECT_GT(requests, 0) << metrics;
+  EXPECT_EQ(requests, value("expert_hits_total") + value("expert_read_ahead_hits_total") + value("expert_misses_total"))
+      << metrics;
+  EXPECT_GT(value("expert_bytes_read_total"), 0) << metrics;
+  const double ratio = value("expert_hit_ratio");
+  EXPECT_GT(ratio, 0);
+  EXPECT_LE(ratio, 1);
+}
+
 // llama.cpp's greedy tokens and top-5 probabilities (../shared/ref) come back through the
 // API: on the F32 model every logit matches llama.cpp to 1e-4 (README section 6), so each
 // log-probability (logit minus log-sum-exp) is within 2e-4.
