@@ -115,7 +115,9 @@ int cmd_inspect(int argc, char** argv) {
     ASSIGN_OR_RETURN(plan_params.vram_budget_bytes, parse_mib(v, "--vram-budget"));
     return Status::ok();
   });
-  p.option({"--ram-budget"}, "MiB", "CPU memory to plan for", [&](std::string_view v) -> Status {
+  p.option({"--ram-budget"}, "MiB",
+           "CPU memory to plan for; when the CPU's routed experts do not fit, the plan shows how many stay in RAM "
+           "and how many are read from the file on demand (as run/serve/bench do with the same flag)", [&](std::string_view v) -> Status {
     ASSIGN_OR_RETURN(plan_params.ram_budget_bytes, parse_mib(v, "--ram-budget"));
     return Status::ok();
   });
