@@ -279,16 +279,8 @@ Result<LoadedModel> load_bench_model(const std::string& path, const BenchLoadOpt
                                                        .expert_pages = options.expert_pages,
                                                        .ram_budget_mib = options.ram_budget_mib,
                                                        .repack = options.repack}));
-    if (streaming.tiers.stream) {
-      const auto streamed = [&](const std::string& name) {
-        return std::find(streaming.streamed_tensors.begin(), streaming.streamed_tensors.end(), name) !=
-               streaming.streamed_tensors.end();
-      };
-      std::erase_if(load.expert_tensors, streamed);
-      std::erase_if(repack, streamed);
-      load.streamed_tensors = streaming.streamed_tensors;
-      std::fprintf(stderr, "moetier bench: %s\n", streaming.tiers.summary.c_str());
-    }
+    exclude_streamed_from_load(streaming, load, repack);
+    if (streaming.tiers.stream) std::fprintf(stderr, "moetier bench: %s\n", streaming.tiers.summary.c_str());
   }
   ASSIGN_OR_RETURN(m.file, gguf::ModelFile::open(path, std::move(header), load));
   if (!m.file->stats().expert_pages_note.empty()) {

@@ -252,8 +252,10 @@ void ExpertStore::predict_next(int layer, const float* h, int64_t n, ThreadPool&
   cpu::matmul_f32(l.router, 0, h, n, logits_.data(), router_input_, pool);
   // Each token's top-k, then the union; at most n_expert_used reads ahead (the slots the
   // MoE block leaves unpinned for them), the highest-scoring first.
-  std::vector<std::pair<float, int32_t>> picks;
-  std::vector<int32_t> order(static_cast<size_t>(n_expert));
+  std::vector<std::pair<float, int32_t>>& picks = predict_picks_;
+  std::vector<int32_t>& order = predict_order_;
+  picks.clear();
+  order.resize(static_cast<size_t>(n_expert));
   const int64_t k = std::min(options_.n_expert_used, n_expert);
   for (int64_t t = 0; t < n; ++t) {
     const float* p = logits_.data() + t * n_expert;
@@ -263,7 +265,8 @@ void ExpertStore::predict_next(int layer, const float* h, int64_t n, ThreadPool&
     for (int64_t i = 0; i < k; ++i) picks.push_back({p[order[static_cast<size_t>(i)]], order[static_cast<size_t>(i)]});
   }
   std::sort(picks.begin(), picks.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<int32_t> chosen;
+  std::vector<int32_t>& chosen = predict_chosen_;
+  chosen.clear();
   for (const auto& [score, e] : picks) {
     if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
     if (static_cast<int64_t>(chosen.size()) == k) break;

@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -164,7 +165,10 @@ class ExpertStore final : public ExpertSource {
   ExpertStoreStats stats_;
   Status error_;
   std::vector<std::thread> readers_;
-  std::vector<float> logits_;       // prediction scratch
+  // predict_next's scratch (the forward thread's only): router logits, top-k candidates.
+  std::vector<float> logits_;
+  std::vector<std::pair<float, int32_t>> predict_picks_;
+  std::vector<int32_t> predict_order_, predict_chosen_;
   cpu::QuantizedActivations router_input_;
 };
 

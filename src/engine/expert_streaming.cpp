@@ -77,6 +77,16 @@ Result<ExpertStreamingPlan> plan_expert_streaming(const gguf::GgufFile& header, 
   return plan;
 }
 
+void exclude_streamed_from_load(const ExpertStreamingPlan& plan, gguf::LoadOptions& load,
+                                std::vector<std::string>& repack) {
+  if (!plan.tiers.stream) return;
+  const std::set<std::string> streamed(plan.streamed_tensors.begin(), plan.streamed_tensors.end());
+  const auto is_streamed = [&](const std::string& name) { return streamed.count(name) != 0; };
+  std::erase_if(load.expert_tensors, is_streamed);
+  std::erase_if(repack, is_streamed);
+  load.streamed_tensors = plan.streamed_tensors;
+}
+
 Result<std::unique_ptr<ExpertStore>> open_expert_store(gguf::ModelFile& file, const HParams& hp,
                                                        const ExpertStreamingPlan& plan, const ExpertStoreParams& params) {
   const gguf::GgufFile& header = file.header();

@@ -40,6 +40,12 @@ struct ExpertStreamingPlan {
 Result<ExpertStreamingPlan> plan_expert_streaming(const gguf::GgufFile& header, const HParams& hp,
                                                   const ExpertStreamingRequest& request);
 
+// Leaves the streamed experts out of the load's moves (load.expert_tensors) and of the
+// repack list (the store reads and repacks them) and names them in load.streamed_tensors.
+// Nothing when the plan does not stream.
+void exclude_streamed_from_load(const ExpertStreamingPlan& plan, gguf::LoadOptions& load,
+                                std::vector<std::string>& repack);
+
 struct ExpertStoreParams {
   ExpertCachePolicy policy = ExpertCachePolicy::kLru;
   bool repack = true;

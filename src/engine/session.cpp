@@ -70,28 +70,20 @@ Result<Session> open_session(const EngineOptions& flags, const SessionOptions& o
     s.kv = {.n_ctx = n_ctx, .type_k = type_k, .type_v = type_v};
     ASSIGN_OR_RETURN(placement, plan_session(header, *hp, flags, options, s.kv));
     if (!flags.no_repack) repack = repack_candidates(header, *hp, *placement);
+    const std::vector<std::string> cpu_tensors = cpu_weight_tensors(header, *hp, placement->plan);
+    const uint64_t working_bytes = cpu_working_bytes(placement->plan);
     if (load.mode == gguf::LoadMode::kMmap) {
-      load.expert_tensors = cpu_weight_tensors(header, *hp, placement->plan);
-      load.working_bytes = cpu_working_bytes(placement->plan);
+      load.expert_tensors = cpu_tensors;
+      load.working_bytes = working_bytes;
     }
-    ASSIGN_OR_RETURN(streaming,
-                     plan_expert_streaming(header, *hp,
-                                           {.cpu_tensors = cpu_weight_tensors(header, *hp, placement->plan),
-                                            .working_bytes = static_cast<int64_t>(cpu_working_bytes(placement->plan)),
-                                            .expert_pages = flags.expert_pages,
-                                            .ram_budget_mib = flags.ram_budget_mib,
-                                            .repack = !flags.no_repack}));
-    if (streaming.tiers.stream) {
-      // The streamed experts are neither moved nor repacked at load: the store reads them.
-      const auto streamed = [&](const std::string& name) {
-        return std::find(streaming.streamed_tensors.begin(), streaming.streamed_tensors.end(), name) !=
-               streaming.streamed_tensors.end();
-      };
-      std::erase_if(load.expert_tensors, streamed);
-      std::erase_if(repack, streamed);
-      load.streamed_tensors = streaming.streamed_tensors;
-      if (report) report->note(streaming.tiers.summary);
-    }
+    ASSIGN_OR_RETURN(streaming, plan_expert_streaming(header, *hp,
+                                                      {.cpu_tensors = cpu_tensors,
+                                                       .working_bytes = static_cast<int64_t>(working_bytes),
+                                                       .expert_pages = flags.expert_pages,
+                                                       .ram_budget_mib = flags.ram_budget_mib,
+                                                       .repack = !flags.no_repack}));
+    exclude_streamed_from_load(streaming, load, repack);
+    if (report && streaming.tiers.stream) report->note(streaming.tiers.summary);
   }
   // The pool's threads and CPUs (engine/cpu_threads.h); -t 0 or below: the default, as llama.cpp's -t -1.
   ASSIGN_OR_RETURN(s.cpu_threads, choose_cpu_threads(platform::cpu_topology(), platform::usable_cpus(),

@@ -53,7 +53,7 @@ class ExpertSource {
   virtual bool serves(int layer) const = 0;
   // The layer's router, for predict_next of the layer before it.
   virtual void set_router(int layer, const cpu::WeightMatrix& router) = 0;
-  // Experts of `layer` that may be pinned at once; at least 2 · n_expert_used.
+  // Experts of `layer` in memory at once (at least 3 · n_expert_used: engine/expert_tiers.h).
   virtual int capacity(int layer) const = 0;
   // Pins `experts` of `layer` until release(); reads of those not in memory are queued in
   // this order (behind any queued earlier).
