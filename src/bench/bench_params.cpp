@@ -157,6 +157,9 @@ constexpr const char* kEpilog =
     "                          the tokens routed to that were in RAM (of them, being read ahead), bytes read\n"
     "                          per token, the reads' GB/s while any was in flight, how often the next\n"
     "                          layer's router named the experts used, the share of the time spent waiting\n"
+    "  expert_gpu_hit_rate, expert_gpu_copies_per_token\n"
+    "                          the VRAM expert cache (--gpu-expert-cache): the share of the routed\n"
+    "                          (token, expert) pairs computed from copies on the GPU, copies made per token\n"
     "  disk_read_gbps          --diskbw: the model file's random unbuffered read rate (null without it)\n"
     "  moetier_version, date, model_file, model_file_bytes, model_sha256   provenance (the SHA-256 is\n"
     "                          cached in $XDG_CACHE_HOME/moetier or ~/.cache/moetier by path, size and mtime)\n"
@@ -343,6 +346,14 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
   p.option({"-dev", "--device"}, "N", "Vulkan device (see 'moetier run --list-devices'; default: the first hardware GPU)",
            &b.device);
   p.option({"--vram-budget"}, "MiB", "use at most this much GPU memory", &b.vram_budget_mib);
+  p.option({"--gpu-expert-cache"}, "MiB",
+           "VRAM for copies of recently routed CPU experts of GPU layers (default: what the GPU has free beyond the "
+           "placement and --fit-margin's 1536 MiB, on a hardware GPU; 0 = none); expert_gpu_* fields report it",
+           [&b](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(b.gpu_expert_cache_mib, parse_int(v, "flag '--gpu-expert-cache'"));
+             if (b.gpu_expert_cache_mib < 0) return Status::bad_input("--gpu-expert-cache must not be negative");
+             return Status::ok();
+           });
   p.option({"--gpu-kernels"}, "fast|exact", "GPU kernels: fast (default) or exact (the reference kernels; slow)",
            [&b](std::string_view v) {
              if (v != "fast" && v != "exact") {

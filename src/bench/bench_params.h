@@ -63,6 +63,7 @@ struct BenchParams {
   uint32_t seed = 1234;                      // --seed: random token ids
   int device = -1;                           // -dev: Vulkan device (default: the first hardware GPU)
   int64_t vram_budget_mib = 0;               // --vram-budget: cap GPU memory (a big GPU behaves like a small one)
+  int64_t gpu_expert_cache_mib = -1;         // --gpu-expert-cache (-1: auto, 0: none; engine/expert_tiers.h)
   bool exact_kernels = false;                // --gpu-kernels exact: the reference GPU kernels
   // Speculative decoding measured with replayed drafts (runtime/speculative.h, ReplayDrafter):
   // each tg test also runs as a greedy generation without drafts and once per (acceptance,

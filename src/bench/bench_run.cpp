@@ -45,7 +45,8 @@ Status run_model_group(const BenchRunParams& run, size_t begin, size_t end, std:
   run.events.note(fmt::format("loading {} ({})", first.model, first.use_mmap ? "mmap" : "read into RAM"));
   const RunOptions placement_options{.device = params.device,
                                      .vram_budget_mib = params.vram_budget_mib,
-                                     .exact_kernels = params.exact_kernels};
+                                     .exact_kernels = params.exact_kernels,
+                                     .gpu_expert_cache_mib = params.gpu_expert_cache_mib};
   ASSIGN_OR_RETURN(LoadedModel loaded,
                    load_bench_model(first.model,
                                     {.use_mmap = first.use_mmap,
@@ -87,6 +88,7 @@ Status run_model_group(const BenchRunParams& run, size_t begin, size_t end, std:
                           .device = params.device,
                           .vram_budget_mib = params.vram_budget_mib,
                           .exact_kernels = params.exact_kernels,
+                          .gpu_expert_cache_mib = params.gpu_expert_cache_mib,
                           .topology = run.env.cpu_topology,
                           .usable_cpus = run.env.usable_cpu_list,
                           .cpu = {.mask = params.cpu_mask, .strict = params.cpu_strict},

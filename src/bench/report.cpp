@@ -208,6 +208,14 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
       opt_real("expert_wait_fraction", r.experts && r.expert_seconds > 0
                                            ? std::optional<double>(r.experts->wait_seconds / r.expert_seconds)
                                            : std::nullopt),
+      // The VRAM expert cache: the share of the routed pairs computed from copies on the GPU,
+      // and the copies made per token.
+      opt_real("expert_gpu_hit_rate", r.gpu_expert_cache ? std::optional<double>(r.gpu_expert_cache->hit_rate()) : std::nullopt),
+      opt_real("expert_gpu_copies_per_token",
+               r.gpu_expert_cache && r.gpu_expert_cache_tokens > 0
+                   ? std::optional<double>(static_cast<double>(r.gpu_expert_cache->uploads) /
+                                           static_cast<double>(r.gpu_expert_cache_tokens))
+                   : std::nullopt),
       // Provenance ("cite what was measured").
       str("moetier_version", env.version),
       str("date", env.date),
@@ -479,6 +487,10 @@ class MarkdownPrinter : public Printer {
     if (r.other_busy_cpus && oversubscribed(*r.other_busy_cpus, r.spec.n_threads, env_.usable_cpus)) {
       contended_.push_back(oversubscribed_warning(test_name(r.spec), *r.other_busy_cpus, r.spec.n_threads, env_.usable_cpus));
     }
+    if (r.gpu_expert_cache) {
+      experts_.push_back(fmt::format("{}: {}", test_name(r.spec),
+                                     describe_gpu_expert_cache(*r.gpu_expert_cache, r.gpu_expert_cache_tokens)));
+    }
     if (r.experts) {
       std::string line = fmt::format("{}: {}", test_name(r.spec),
                                      describe_expert_stats(*r.experts, r.expert_tokens, r.expert_seconds));
@@ -514,7 +526,7 @@ class MarkdownPrinter : public Printer {
     }
     for (const std::string& w : contended_) fmt::print(out_, "\nwarning: {}\n", w);
     if (!experts_.empty()) {
-      fmt::print(out_, "\nRouted experts read from the file (the model does not fit in RAM):\n");
+      fmt::print(out_, "\nRouted experts in tiers (copies in VRAM; read from the file when the model does not fit in RAM):\n");
       for (const std::string& line : experts_) fmt::print(out_, "- {}\n", line);
     }
     if (!e2e_.empty()) {

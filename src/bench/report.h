@@ -123,6 +123,10 @@ struct TestResult {
   std::optional<ExpertStoreStats> experts;
   int64_t expert_tokens = 0;
   double expert_seconds = 0;
+  // The VRAM expert cache's counters over the timed repetitions (null without one), and
+  // those repetitions' tokens.
+  std::optional<GpuExpertCacheStats> gpu_expert_cache;
+  int64_t gpu_expert_cache_tokens = 0;
 
   // llama-bench's statistics: tokens per second per sample = 1e9 * (n_prompt + n_gen) / ns
   // (e2e tests: 1e9 * n_gen / ns, the answer's tokens per second of the whole turn);

@@ -222,7 +222,8 @@ PlacementRequest placement_request(const TestSpec& test, const RunOptions& optio
           .type_v = test.type_v,
           .n_ubatch = std::min(test.n_ubatch, test.n_batch),
           .progress = true,
-          .exact_kernels = options.exact_kernels};
+          .exact_kernels = options.exact_kernels,
+          .gpu_expert_cache_mib = options.gpu_expert_cache_mib};
 }
 
 // llama-bench's context: exactly what one repetition needs (the warm-up needs no more).
@@ -433,6 +434,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     std::optional<CpuTimeSample> cpu_before;  // just before the timed part
     std::optional<ExpertStoreStats> experts_before;
     if (loaded.experts) experts_before = loaded.experts->stats();
+    GpuExpertCacheStats gpu_cache_before = model.gpu_expert_cache_stats();
     if (test_.spec) {
       cpu_before = sample_cpu_time(cpus_);
       ASSIGN_OR_RETURN(ns, speculative_repetition(loaded, test_, w, spec_prompt_, spec_expected_, rep, spec_stats_,
@@ -452,6 +454,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     } else {
       if (test_.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_depth, test_.n_batch));  // untimed
       if (loaded.experts) experts_before = loaded.experts->stats();
+      gpu_cache_before = model.gpu_expert_cache_stats();
       if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);
       (void)model.take_gpu_census();  // the untimed work so far
       cpu_before = sample_cpu_time(cpus_);
@@ -481,6 +484,17 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
       result_.expert_tokens += n_tokens;
       result_.expert_seconds += static_cast<double>(ns) / 1e9;
       RETURN_IF_ERROR(loaded.experts->status());
+    }
+    if (const GpuExpertCacheStats window = model.gpu_expert_cache_stats() - gpu_cache_before; window.pairs > 0) {
+      if (!result_.gpu_expert_cache) result_.gpu_expert_cache = GpuExpertCacheStats{};
+      GpuExpertCacheStats& sum = *result_.gpu_expert_cache;
+      sum.pairs += window.pairs;
+      sum.gpu_pairs += window.gpu_pairs;
+      sum.uploads += window.uploads;
+      sum.upload_bytes += window.upload_bytes;
+      sum.upload_seconds = window.upload_seconds;
+      sum.hits_per_upload = window.hits_per_upload;
+      result_.gpu_expert_cache_tokens += n_tokens;
     }
     if (options_.verbose || options_.repetitions <= 10 || rep + 1 == options_.repetitions) {
       progress(fmt::format("repetition {}/{}: {:.3f} ms, {:.2f} t/s", rep + 1, options_.repetitions,

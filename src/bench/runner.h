@@ -78,6 +78,7 @@ struct RunOptions {
   int device = -1;              // -dev
   int64_t vram_budget_mib = 0;  // --vram-budget
   bool exact_kernels = false;   // --gpu-kernels exact
+  int64_t gpu_expert_cache_mib = -1;  // --gpu-expert-cache
   bool quiet = false;           // no progress lines on stderr (tune draws its own progress bar)
   // The test's CPUs (engine/cpu_threads.h): the machine's topology, the process's CPUs taken
   // before any test pinned its threads (empty: unknown, nothing is pinned unless a mask or

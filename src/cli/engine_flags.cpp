@@ -82,6 +82,16 @@ void add_engine_flags(ArgParser& p, EngineOptions& f) {
          "are; needs AVX2)");
   p.flag({"--no-op-offload"}, &f.no_op_offload,
          "never stream CPU-resident experts to the GPU for prompt batches (default: when measured faster)");
+  p.option({"--gpu-expert-cache"}, "MiB",
+           "VRAM for copies of recently routed experts of the GPU layers whose experts stay on the CPU: a step "
+           "computes the tokens' experts that have a copy on the GPU while the CPU computes the rest, and experts "
+           "that missed are copied while copies measurably pay (default: what the GPU has free beyond the plan, "
+           "--fit-margin and the prompt streaming area, on a hardware GPU; 0 = none)",
+           [&f](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(f.gpu_expert_cache_mib, parse_int(v, "flag '--gpu-expert-cache'"));
+             if (f.gpu_expert_cache_mib < 0) return Status::bad_input("--gpu-expert-cache must not be negative");
+             return Status::ok();
+           });
   p.option({"--gpu-kernels"}, "fast|exact",
            "GPU kernels: fast (default) or exact, the reference kernels that reproduce the CPU's arithmetic "
            "(slow; for verification)",

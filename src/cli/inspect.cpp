@@ -45,7 +45,8 @@ Result<int64_t> parse_mib(std::string_view value, std::string_view flag) {
 }
 
 std::string epilog() {
-  return "Plan flags (-c, -ctk, -ctv, -np, -ngl, -ncmoe, -cmoe, -ub, --vram-budget, --ram-budget) imply --plan.\n"
+  return "Plan flags (-c, -ctk, -ctv, -np, -ngl, -ncmoe, -cmoe, -ub, --vram-budget, --ram-budget, --gpu-expert-cache) imply "
+         "--plan.\n"
          "-c 0 (default) uses the model's training context, as llama.cpp does.\n\n"
          "examples:\n"
          "  moetier inspect model.gguf\n"
@@ -121,6 +122,13 @@ int cmd_inspect(int argc, char** argv) {
     ASSIGN_OR_RETURN(plan_params.ram_budget_bytes, parse_mib(v, "--ram-budget"));
     return Status::ok();
   });
+  p.option({"--gpu-expert-cache"}, "MiB",
+           "VRAM for copies of recently routed CPU experts of GPU layers (default: what --vram-budget leaves "
+           "beyond the plan and the prompt streaming area; 0 = none): the plan shows the slots per layer",
+           [&](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(plan_params.gpu_expert_cache_bytes, parse_mib(v, "--gpu-expert-cache"));
+             return Status::ok();
+           });
   // Speculative decoding's memory: the MTP block (draft-mtp) and the rollback journal.
   std::string spec_type;
   int64_t spec_draft_max = 0;
@@ -153,7 +161,7 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (fit != "on" && fit != "off") return report_error(Status::bad_input(fmt::format("--fit: '{}' is not on or off", fit)));
   for (const char* flag : {"-c", "-ctk", "-ctv", "-np", "-ngl", "-ncmoe", "-cmoe", "-ub", "--vram-budget",
-                           "--ram-budget", "-ot", "--fit"}) {
+                           "--ram-budget", "--gpu-expert-cache", "-ot", "--fit"}) {
     if (p.given(flag)) want_plan = true;
   }
 

@@ -79,6 +79,7 @@ std::string render_plan_text(const Plan& plan, const PlanParams& params, const H
   } else if (plan.device(kGpuDevice) != nullptr) {
     out += fmt::format("  {} budget unknown: give --vram-budget MiB to check the fit\n", kGpuDevice);
   }
+  if (!plan.gpu_expert_cache.summary.empty()) out += fmt::format("  {}\n", plan.gpu_expert_cache.summary);
   if (plan.fits_ram.has_value()) {
     const ExpertTiers* tiers = plan.expert_tiers ? &*plan.expert_tiers : nullptr;
     if (*plan.fits_ram) {
@@ -157,6 +158,10 @@ nlohmann::ordered_json render_plan_json(const Plan& plan, const PlanParams& para
                                                                ? json(nullptr)
                                                                : json(plan.expert_tiers->error.message())}}
                                          : json(nullptr)},
+      {"gpu_expert_cache", plan.gpu_expert_cache.on() ? json{{"layers", plan.gpu_expert_cache.layers},
+                                                              {"slots_per_layer", plan.gpu_expert_cache.slots},
+                                                              {"bytes", plan.gpu_expert_cache.bytes}}
+                                                        : json(nullptr)},
       {"gpu_backend_available", false},
   };
 }

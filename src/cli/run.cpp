@@ -76,6 +76,7 @@ int cmd_run(int argc, char** argv) {
   const std::optional<CpuTimeSample> cpu_before = sample_cpu_time(cpus);
   std::atomic<bool> interrupted{false};  // Ctrl+C: stop generating, print the summary
   const ExpertStoreStats experts_before = session->experts ? session->experts->stats() : ExpertStoreStats{};
+  const GpuExpertCacheStats gpu_cache_before = session->model->gpu_expert_cache_stats();
   auto stats = [&] {
     const platform::InterruptScope interrupt(&interrupted);
     return generate(*session->model, *session->sequence, *session->tokenizer, *sampler, tokens,
@@ -102,6 +103,9 @@ int cmd_run(int argc, char** argv) {
                                        stats->prompt_seconds + stats->generation_seconds)
                      .c_str());
     if (Status st = session->experts->status(); !st) return report_error(st);
+  }
+  if (const GpuExpertCacheStats c = session->model->gpu_expert_cache_stats() - gpu_cache_before; c.pairs > 0) {
+    std::fprintf(stderr, "moetier: %s\n", describe_gpu_expert_cache(c, stats->n_prompt + stats->n_generated).c_str());
   }
   if (*speculator) {
     const SpecStats& sp = stats->spec;

@@ -132,4 +132,15 @@ std::string describe_expert_stats(const ExpertStoreStats& s, int64_t tokens, dou
   return line;
 }
 
+std::string describe_gpu_expert_cache(const GpuExpertCacheStats& s, int64_t tokens) {
+  std::string line = fmt::format("VRAM expert cache: {:.1f}% of the routed pairs computed on the GPU", 100.0 * s.hit_rate());
+  if (tokens > 0) {
+    line += fmt::format(", {:.2f} copies per token ({} per token)",
+                        static_cast<double>(s.uploads) / static_cast<double>(tokens),
+                        format_bytes(s.upload_bytes / static_cast<uint64_t>(tokens)));
+  }
+  if (s.hits_per_upload >= 0) line += fmt::format(", a copy used {:.1f} times before it was replaced", s.hits_per_upload);
+  return line;
+}
+
 }  // namespace moetier

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_census.h"
 #include "core/status.h"
 #include "engine/expert_store.h"
 #include "engine/expert_tiers.h"
@@ -60,5 +61,10 @@ Result<std::unique_ptr<ExpertStore>> open_expert_store(gguf::ModelFile& file, co
 // One line for a store's counters over a window, e.g. "experts: hit 71.2% (2.3% read ahead), 9.8 MB read per token
 // at 1.12 GB/s, prediction 84% right, waited 31% of the time".
 std::string describe_expert_stats(const ExpertStoreStats& stats, int64_t tokens, double seconds);
+
+// One line for the VRAM expert cache over a window, e.g. "VRAM expert cache: 41.3% of the
+// routed pairs computed on the GPU, 1.9 copies per token (3.4 MiB per token), a copy used 6.1
+// times before it was replaced".
+std::string describe_gpu_expert_cache(const GpuExpertCacheStats& stats, int64_t tokens);
 
 }  // namespace moetier

@@ -57,4 +57,49 @@ ExpertTiers plan_expert_tiers(const ExpertTierQuery& q) {
   return t;
 }
 
+GpuExpertCache plan_gpu_expert_cache(const GpuExpertCacheQuery& q) {
+  GpuExpertCache c;
+  int64_t per_slot_row = 0;  // bytes of one slot in every layer
+  for (const ExpertTierLayer& l : q.layers) {
+    per_slot_row += l.expert_bytes;
+    c.experts_total += l.n_expert;
+  }
+  if (q.requested_bytes == 0) return c;
+  if (q.layers.empty() || per_slot_row <= 0) {
+    if (q.requested_bytes > 0) {
+      c.summary = "--gpu-expert-cache: no layer has its dense part on the GPU and its routed experts on the CPU; no VRAM "
+                  "expert cache";
+    }
+    return c;
+  }
+  const bool asked = q.requested_bytes > 0;
+  const int64_t bytes = asked ? q.requested_bytes : q.available_bytes;
+  if (bytes <= 0) return c;  // auto with nothing left (or unknown): no cache, nothing to say
+  int64_t n_expert_max = 0;
+  for (const ExpertTierLayer& l : q.layers) n_expert_max = std::max(n_expert_max, l.n_expert);
+  const int64_t slots = std::min(bytes / per_slot_row, n_expert_max);
+  if (slots <= 0) {
+    if (asked) {
+      c.summary = fmt::format("--gpu-expert-cache {}: less than one expert per layer ({} for the {} layers); no VRAM "
+                              "expert cache",
+                              format_bytes(static_cast<uint64_t>(bytes)), format_bytes(static_cast<uint64_t>(per_slot_row)),
+                              q.layers.size());
+    }
+    return c;
+  }
+  for (const ExpertTierLayer& l : q.layers) {
+    const int64_t n = std::min(slots, l.n_expert);
+    c.layers.push_back(l.layer);
+    c.slots.push_back(static_cast<int>(n));
+    c.slots_total += n;
+    c.bytes += n * l.expert_bytes;
+  }
+  c.summary = fmt::format("VRAM expert cache: {} of {} routed experts per layer in {} layers ({:.0f}%, {}; {})", slots,
+                          n_expert_max, q.layers.size(),
+                          100.0 * static_cast<double>(c.slots_total) / static_cast<double>(c.experts_total),
+                          format_bytes(static_cast<uint64_t>(c.bytes)),
+                          asked ? "--gpu-expert-cache" : "the GPU memory the plan leaves");
+  return c;
+}
+
 }  // namespace moetier

@@ -52,4 +52,28 @@ struct ExpertTiers {
 int64_t expert_tier_reserve_bytes(int64_t total_ram_bytes);
 ExpertTiers plan_expert_tiers(const ExpertTierQuery& q);
 
+// The VRAM tier: GPU memory left after the plan (or --gpu-expert-cache MiB) holds copies of
+// recently routed experts of the layers whose dense part is on the GPU and whose routed
+// experts stay on the CPU (gpu/expert_cache.h decides which). Every such layer gets the same
+// number of slots (a token routes to the same number of experts in each), at most n_expert.
+struct GpuExpertCacheQuery {
+  std::vector<ExpertTierLayer> layers;  // GPU-dense layers with CPU experts
+  int64_t requested_bytes = -1;  // --gpu-expert-cache: -1 auto (what is left), 0 off, else this
+  // GPU memory left beyond the plan and the --fit margin (−1: unknown, e.g. no budget known).
+  int64_t available_bytes = -1;
+};
+
+struct GpuExpertCache {
+  std::vector<int> layers;       // the query's layers that get slots
+  std::vector<int> slots;        // per entry of `layers`
+  int64_t bytes = 0;             // slots × expert bytes, all layers
+  int64_t slots_total = 0, experts_total = 0;
+  // One line: "VRAM expert cache: 24 of 256 experts per layer (9%, 1.2 GiB, what --fit
+  // leaves)" or why there is none; "" when nothing was asked and nothing qualifies.
+  std::string summary;
+  bool on() const { return slots_total > 0; }
+};
+
+GpuExpertCache plan_gpu_expert_cache(const GpuExpertCacheQuery& q);
+
 }  // namespace moetier

@@ -26,6 +26,7 @@ struct GpuChoice {
   int index = -1;  // -1: none usable
   std::string why_not;
   uint64_t free_bytes = 0;
+  bool software = false;  // lavapipe: its "VRAM" is system RAM, so nothing is cached there unless asked
 };
 
 // -dev, else the first hardware GPU: software rasterisers (lavapipe) run on the CPU and are
@@ -48,7 +49,8 @@ GpuChoice choose_gpu(int device) {
       return {.why_not = fmt::format("-dev {}: there are {} Vulkan devices (see --list-devices)", device,
                                      devices->size())};
     }
-    return {.index = device, .free_bytes = (*devices)[static_cast<size_t>(device)].free_bytes};
+    const GpuDeviceInfo& d = (*devices)[static_cast<size_t>(device)];
+    return {.index = device, .free_bytes = d.free_bytes, .software = d.software};
   }
   for (size_t i = 0; i < devices->size(); ++i) {
     if (!(*devices)[i].software) return {.index = static_cast<int>(i), .free_bytes = (*devices)[i].free_bytes};
@@ -58,9 +60,39 @@ GpuChoice choose_gpu(int device) {
                      "); it runs on the CPU, slower than the CPU path (-dev 0 uses it anyway)"};
 }
 
+// The largest routed-expert stack of a GPU layer whose experts stay on the CPU: the area
+// prompt batches stream experts through (VulkanBackend), allocated only while it fits.
+int64_t expert_stream_bytes(const Plan& plan) {
+  int64_t bytes = 0;
+  for (const LayerPlan& lp : plan.layers) {
+    if (lp.dense == kGpuDevice && lp.experts != kGpuDevice && !lp.mtp) bytes = std::max(bytes, lp.expert_bytes);
+  }
+  return bytes;
+}
+
 bool has_gpu_part(const Plan& plan) { return plan.device(kGpuDevice) != nullptr && plan.device(kGpuDevice)->weight_bytes > 0; }
 
 std::string mib(uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<double>(b) / kMiB); }
+
+// The VRAM tier for the final plan (d.plan.gpu_expert_cache, d.expert_cache_note). Asked
+// for (--gpu-expert-cache MiB): that much. Auto: what the GPU has left beyond the plan, the
+// --fit margin and the prompt streaming area (as make_plan computes it from a budget), on a
+// hardware GPU only (a software device's memory is system RAM already).
+void plan_expert_cache(const HParams& hp, const PlacementRequest& r, const GpuChoice& gpu, PlacementDecision& d) {
+  int64_t available = -1;
+  if (r.gpu_expert_cache_mib < 0 && !gpu.software && gpu.index >= 0) {
+    const DevicePlan* g = d.plan.device(kGpuDevice);
+    if (d.plan.gpu_free_bytes) {
+      available = *d.plan.gpu_free_bytes;  // --fit's budget or --vram-budget, less the plan
+    } else if (gpu.free_bytes > 0 && g != nullptr) {
+      available = static_cast<int64_t>(gpu.free_bytes) - r.fit_margin_mib * kMiB - g->total_bytes();
+    }
+    available -= expert_stream_bytes(d.plan);  // as make_plan does
+  }
+  const int64_t requested = r.gpu_expert_cache_mib < 0 ? -1 : r.gpu_expert_cache_mib * kMiB;
+  d.plan.gpu_expert_cache = plan_gpu_expert_cache(gpu_expert_cache_query(hp, d.plan, requested, available));
+  d.expert_cache_note = d.plan.gpu_expert_cache.summary;
+}
 
 }  // namespace
 
@@ -100,6 +132,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
   }
   if (r.fit_margin_mib < 0) return Status::bad_input("--fit-margin must not be negative");
   if (r.vram_budget_mib < 0) return Status::bad_input("--vram-budget must not be negative");
+  if (r.gpu_expert_cache_mib < -1) return Status::bad_input("--gpu-expert-cache must not be negative");
   const bool explicit_layout = !r.n_gpu_layers.empty() || r.n_cpu_moe > 0 || r.cpu_moe || !r.override_tensor.empty();
   const bool fit = r.fit == "on" || (r.fit == "auto" && !explicit_layout);
   const ArchInfo* arch = find_arch(hp.arch);
@@ -120,6 +153,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
                       .cpu_moe = r.cpu_moe,
                       .n_ubatch = r.n_ubatch,
                       .vram_budget_bytes = r.vram_budget_mib * kMiB,
+                      .gpu_expert_cache_bytes = r.gpu_expert_cache_mib < 0 ? -1 : r.gpu_expert_cache_mib * kMiB,
                       .override_tensor = r.override_tensor};
   auto run_on_cpu = [&]() -> Status {
     params = cpu_only(params);
@@ -144,10 +178,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
       // layer's experts; it is optional, so it is only allocated while the GPU's total stays
       // within the budget (the headroom --fit promises holds). Say which it will be.
       fit_limit_bytes = params.vram_budget_bytes;
-      int64_t stream_bytes = 0;
-      for (const LayerPlan& lp : d.plan.layers) {
-        if (lp.dense == kGpuDevice && lp.experts != kGpuDevice && !lp.mtp) stream_bytes = std::max(stream_bytes, lp.expert_bytes);
-      }
+      const int64_t stream_bytes = expert_stream_bytes(d.plan);
       if (stream_bytes > 0 && r.op_offload && d.plan.gpu_free_bytes) {
         d.note += *d.plan.gpu_free_bytes >= stream_bytes
                       ? fmt::format("; prompt batches can stream CPU experts through the GPU ({} area)", mib(static_cast<uint64_t>(stream_bytes)))
@@ -179,6 +210,7 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
     }
   }
   d.gpu_part = has_gpu_part(d.plan);
+  if (d.gpu_part) plan_expert_cache(hp, r, gpu, d);
   d.gpu = GpuPlacement{.create_backend = create_gpu_backend,
                        .device = gpu.index,
                        .progress = r.progress,
@@ -190,6 +222,13 @@ Result<PlacementDecision> decide_placement(const gguf::GgufFile& header, const H
     const LayerPlan& lp = d.plan.layers[static_cast<size_t>(il)];
     d.gpu.layer_on_gpu.push_back(lp.dense == kGpuDevice);
     d.gpu.experts_on_gpu.push_back(lp.experts == kGpuDevice);
+  }
+  if (d.gpu_part && d.plan.gpu_expert_cache.on()) {
+    d.gpu.expert_cache_slots.assign(static_cast<size_t>(hp.n_layer), 0);
+    const GpuExpertCache& c = d.plan.gpu_expert_cache;
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+      if (c.layers[i] < hp.n_layer) d.gpu.expert_cache_slots[static_cast<size_t>(c.layers[i])] = c.slots[i];
+    }
   }
   d.gpu.output_on_gpu = d.gpu_part && d.plan.output_device == kGpuDevice;
   if (d.gpu_part && hp.n_layer_mtp > 0 && d.plan.layers.size() > static_cast<size_t>(hp.n_layer)) {
@@ -243,7 +282,8 @@ Result<PlacementDecision> plan_session(const gguf::GgufFile& header, const HPara
                            .n_ubatch = o.n_ubatch,
                            .progress = so.reporter != nullptr,
                            .op_offload = !o.no_op_offload,
-                           .exact_kernels = o.gpu_kernels == "exact"});
+                           .exact_kernels = o.gpu_kernels == "exact",
+                           .gpu_expert_cache_mib = o.gpu_expert_cache_mib});
 }
 
 Status place_model(Session& s, PlacementDecision d, const SessionOptions& so) {
@@ -257,6 +297,7 @@ Status place_model(Session& s, PlacementDecision d, const SessionOptions& so) {
       d.plan = d.cpu_plan;
     } else {
       s.gpu_device = d.gpu.device;
+      if (report && !d.expert_cache_note.empty()) report->note(d.expert_cache_note);
     }
     if (s.gpu_device >= 0 && report) {
       const auto m = s.model->gpu_memory();

@@ -37,6 +37,7 @@ struct PlacementRequest {
   bool progress = true;
   bool op_offload = true;    // --no-op-offload turns it off
   bool exact_kernels = false;  // --gpu-kernels exact
+  int64_t gpu_expert_cache_mib = -1;  // --gpu-expert-cache: -1 auto, 0 off
 };
 
 struct PlacementDecision {
@@ -49,6 +50,8 @@ struct PlacementDecision {
   // --fit's choice as llama.cpp's flags ("-ngl 41 -ncmoe 34"; FitResult::flags), the
   // starting point for a tuner; "" when --fit did not choose (flags given, or no GPU).
   std::string fit_flags;
+  // The VRAM expert cache (plan.gpu_expert_cache.summary), said once the GPU part is placed.
+  std::string expert_cache_note;
 };
 
 // An explicit placement (-ngl/-ncmoe/-cmoe/-ot, no --fit) against the GPU's free memory:

@@ -239,6 +239,19 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
     plan.gpu_free_bytes = gpu->budget_bytes - gpu->total_bytes();
     plan.fits = *plan.gpu_free_bytes >= 0;
   }
+  if (plan.device(kGpuDevice) != nullptr) {
+    // Auto: what the budget leaves, less the area prompt batches stream CPU experts through.
+    int64_t available = -1;
+    if (plan.gpu_free_bytes) {
+      int64_t stream_bytes = 0;
+      for (const LayerPlan& l : plan.layers) {
+        if (l.dense == kGpuDevice && l.experts != kGpuDevice && !l.mtp) stream_bytes = std::max(stream_bytes, l.expert_bytes);
+      }
+      available = *plan.gpu_free_bytes - stream_bytes;
+    }
+    plan.gpu_expert_cache =
+        plan_gpu_expert_cache(gpu_expert_cache_query(hp, plan, params.gpu_expert_cache_bytes, available));
+  }
   if (const DevicePlan& cpu = plan.devices.front(); cpu.budget_bytes > 0) {
     plan.ram_free_bytes = cpu.budget_bytes - cpu.total_bytes();
     plan.fits_ram = *plan.ram_free_bytes >= 0;
@@ -259,12 +272,24 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
   return plan;
 }
 
+GpuExpertCacheQuery gpu_expert_cache_query(const HParams& hp, const Plan& plan, int64_t requested_bytes,
+                                           int64_t available_bytes) {
+  GpuExpertCacheQuery q{.requested_bytes = requested_bytes, .available_bytes = available_bytes};
+  if (hp.n_expert <= 0) return q;
+  for (const LayerPlan& l : plan.layers) {
+    if (l.mtp || l.dense != kGpuDevice || l.experts != kCpuDevice || l.expert_bytes == 0) continue;
+    q.layers.push_back({.layer = l.layer, .n_expert = hp.n_expert, .expert_bytes = l.expert_bytes / hp.n_expert});
+  }
+  return q;
+}
+
 PlanParams cpu_only(PlanParams p) {
   p.n_gpu_layers = 0;
   p.cpu_moe = false;
   p.n_cpu_moe = 0;
   p.override_tensor.clear();
   p.vram_budget_bytes = 0;
+  p.gpu_expert_cache_bytes = 0;
   return p;
 }
 

@@ -61,6 +61,9 @@ struct PlanParams {
   int64_t n_ubatch = 512;           // -ub: tokens per compute batch (drives scratch)
   int64_t vram_budget_bytes = 0;    // --vram-budget; 0 = unknown (fit not judged)
   int64_t ram_budget_bytes = 0;     // --ram-budget; 0 = unknown
+  // --gpu-expert-cache: VRAM for copies of recently routed CPU experts (engine/expert_tiers.h):
+  // -1 = what vram_budget_bytes leaves beyond the plan (none when no budget is known), 0 = off.
+  int64_t gpu_expert_cache_bytes = -1;
   // -ot REGEX=DEV (llama.cpp's --override-tensor): tensors whose name matches REGEX go to
   // DEV (CPU, or a GPU: GPU, GPU0, Vulkan0, CUDA0). A block's dense part runs on one device,
   // so one dense tensor sent to the CPU takes its whole dense part there; the same for the
@@ -109,6 +112,9 @@ struct Plan {
   // With --ram-budget: how many of the CPU's routed experts stay in RAM and how many are
   // read from the file on demand (engine/expert_tiers.h).
   std::optional<ExpertTiers> expert_tiers;
+  // The VRAM tier, for plans with a GPU: copies of recently routed experts of the layers
+  // whose dense part is on the GPU and whose experts are on the CPU.
+  GpuExpertCache gpu_expert_cache;
 
   const DevicePlan* device(std::string_view name) const;
 };
@@ -125,6 +131,10 @@ int64_t estimate_scratch_bytes(const HParams& hp, int64_t n_ubatch, bool holds_o
 // does not divide the head width, a bad -ot regex, ...). `arch` supplies recurrent_state_bytes.
 Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vector<PlanTensor>& tensors,
                        const PlanParams& params);
+
+// The VRAM tier's query for `plan`: its GPU-dense layers with CPU experts.
+GpuExpertCacheQuery gpu_expert_cache_query(const HParams& hp, const Plan& plan, int64_t requested_bytes,
+                                           int64_t available_bytes);
 
 // `p` with nothing on the GPU: -ngl 0, no -ncmoe/-cmoe/-ot, no VRAM budget.
 PlanParams cpu_only(PlanParams p);

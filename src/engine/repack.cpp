@@ -25,7 +25,9 @@ std::vector<std::string> repack_candidates(const gguf::GgufFile& header, const H
     const bool gpu_layer = d.gpu_part && layer >= 0 && static_cast<size_t>(layer) < d.gpu.layer_on_gpu.size() &&
                            d.gpu.layer_on_gpu[static_cast<size_t>(layer)];
     if (is_routed_expert(role)) {
-      if (gpu_layer && d.gpu.op_offload) continue;  // prompt batches may stream them to the GPU
+      // Prompt batches may stream them to the GPU, or the VRAM expert cache copies them: the
+      // GPU reads the file's layout.
+      if (gpu_layer && (d.gpu.op_offload || d.plan.gpu_expert_cache.on())) continue;
     } else if (role == TensorRole::kAttention || role == TensorRole::kDeltaNet || role == TensorRole::kSharedExpert ||
                role == TensorRole::kDenseFfn || role == TensorRole::kOutput) {
       if (gpu_layer) continue;  // a GPU layer's blocks read the file's layout

@@ -18,10 +18,11 @@ namespace moetier {
 
 // The weight matrices a placement has the CPU compute with, which only matmul and the MoE
 // block read: routed experts on the CPU, but not in a GPU layer whose prompt batches may
-// stream them to the GPU (--no-op-offload keeps those on the CPU), since the GPU reads the
-// file's layout; and the attention, DeltaNet, shared-expert, dense-FFN and LM-head matrices
-// of CPU layers. Never the token embedding (read one row per token; when tied it is the LM
-// head too, so that stays as it is). MTP blocks never run.
+// stream them to the GPU (--no-op-offload keeps those on the CPU) or whose VRAM expert cache
+// copies them, since the GPU reads the file's layout; and the attention, DeltaNet,
+// shared-expert, dense-FFN and LM-head matrices of CPU layers. Never the token embedding
+// (read one row per token; when tied it is the LM head too, so that stays as it is). MTP
+// blocks never run.
 std::vector<std::string> repack_candidates(const gguf::GgufFile& header, const HParams& hp,
                                            const PlacementDecision& d);
 

@@ -59,6 +59,9 @@ struct EngineOptions {
   int64_t fit_margin_mib = 1536;   // --fit-margin: GPU memory kept free
   int64_t vram_budget_mib = 0;     // --vram-budget: plan as if the GPU had this much (0: what it has)
   bool no_op_offload = false;      // --no-op-offload
+  // --gpu-expert-cache MiB: VRAM for copies of recently routed CPU experts (-1: what the GPU
+  // has left beyond the plan and the margin, on a hardware GPU; 0: none).
+  int64_t gpu_expert_cache_mib = -1;
   bool no_repack = false;          // -nr/--no-repack: keep the file's row layout (engine/repack.h)
   std::string gpu_kernels = "fast";  // --gpu-kernels fast|exact
   bool verbose = false;

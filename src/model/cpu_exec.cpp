@@ -59,10 +59,9 @@ void CpuExec::moe(const MoeWeights& w, const MoeShape& shape, Act in, Act out) {
   moe_block(w, shape, rows(in), n_, rows(out), moe_scratch_, *pool_, profiler_);
 }
 
-void CpuExec::moe_routed(const MoeWeights& w, const MoeShape& shape, const float* h, const float* router_logits,
-                         float* out) {
-  moe_block(w, shape, h, n_, out, moe_scratch_, *pool_, profiler_,
-            {.router_logits = router_logits, .skip_shared = true});
+void CpuExec::moe_routed(const MoeWeights& w, const MoeShape& shape, const float* h, MoeOptions options, float* out) {
+  options.skip_shared = true;
+  moe_block(w, shape, h, n_, out, moe_scratch_, *pool_, profiler_, options);
 }
 
 }  // namespace moetier

@@ -31,8 +31,10 @@ class CpuExec final : public LayerExec {
   void delta_net(const DeltaNetWeights& w, const DeltaNetShape& shape, Act in, int layer, Act out) override;
   void moe(const MoeWeights& w, const MoeShape& shape, Act in, Act out) override;
 
-  // The routed experts only, from router logits computed elsewhere (the GPU): out = Σ_k w_k·e_k.
-  void moe_routed(const MoeWeights& w, const MoeShape& shape, const float* h, const float* router_logits, float* out);
+  // The routed experts only, from router logits (or a routing) computed elsewhere (the GPU):
+  // out = Σ_k w_k·e_k over the pairs not computed elsewhere (options; the shared expert is
+  // always left out).
+  void moe_routed(const MoeWeights& w, const MoeShape& shape, const float* h, MoeOptions options, float* out);
 
  private:
   int64_t n_embd_;

@@ -51,7 +51,8 @@ Status DecoderModel::place_on_gpu(const GpuPlacement& placement) {
                                                           .op_offload_limit_bytes = p.op_offload_limit_bytes,
                                                           .op_offload_min_tokens = p.op_offload_min_tokens,
                                                           .op_offload_always = p.op_offload_always,
-                                                          .exact_kernels = p.exact_kernels}));
+                                                          .exact_kernels = p.exact_kernels,
+                                                          .expert_cache_slots = p.expert_cache_slots}));
   // Upload the GPU layers' weights: each layer's code runs once in prepare mode, which
   // uploads every tensor its blocks read (so no architecture needs GPU-specific code).
   int n_gpu = 0;

@@ -25,6 +25,7 @@ class DecoderModel : public Model {
   Status place_on_gpu(const GpuPlacement& placement) final;
   std::optional<GpuMemoryReport> gpu_memory() const final;
   GpuCensus take_gpu_census() final { return gpu_ ? gpu_->take_census() : GpuCensus{}; }
+  GpuExpertCacheStats gpu_expert_cache_stats() const final { return gpu_ ? gpu_->expert_cache_stats() : GpuExpertCacheStats{}; }
   void set_gpu_timestamps(bool on) final {
     if (gpu_) gpu_->set_timestamps(on);
   }

@@ -38,6 +38,7 @@ struct GpuBackendOptions {
   int64_t op_offload_min_tokens = 32;
   bool op_offload_always = false;
   bool exact_kernels = false;        // see GpuPlacement
+  std::vector<int> expert_cache_slots;  // see GpuPlacement
 };
 
 class GpuBackend {
@@ -69,6 +70,8 @@ class GpuBackend {
   virtual void set_timestamps(bool on) = 0;
   // "Vulkan (fast kernels)" and the device, for reports.
   virtual std::string describe() const = 0;
+  // The VRAM expert cache's counters (zero when there is none).
+  virtual GpuExpertCacheStats expert_cache_stats() const { return {}; }
 };
 
 struct GpuDeviceInfo {

@@ -64,6 +64,9 @@ struct GpuPlacement {
   uint64_t op_offload_limit_bytes = 0;
   int64_t op_offload_min_tokens = 32;
   bool op_offload_always = false;    // tests: skip the cost model
+  // The VRAM expert cache: slots per layer [n_layer] for layers whose dense part is on the GPU
+  // and whose experts are on the CPU (empty: none; engine/expert_tiers.h sizes it).
+  std::vector<int> expert_cache_slots;
   // The reference GPU kernels instead of the fast ones (--gpu-kernels exact; vk_ops.h).
   bool exact_kernels = false;
   bool any() const;
@@ -188,6 +191,8 @@ class Model {
   virtual void set_gpu_timestamps(bool) {}
   // "Vulkan, fast kernels: <device>" when layers run on a GPU; empty otherwise.
   virtual std::string gpu_backend_name() const { return {}; }
+  // The VRAM expert cache's counters (zero without one).
+  virtual GpuExpertCacheStats gpu_expert_cache_stats() const { return {}; }
 
   int64_t n_ubatch() const { return n_ubatch_; }
   void set_n_ubatch(int64_t n) { n_ubatch_ = n > 0 ? n : 1; }

@@ -96,6 +96,17 @@ std::string render_metrics(const ServerState& st) {
     metric(out, "gauge", "expert_prediction_accuracy", "Share of the experts used that the next-layer prediction named.",
            e.prediction_accuracy());
   }
+  if (const GpuExpertCacheStats& c = s.gpu_expert_cache; c.pairs > 0) {
+    // The VRAM expert cache (--gpu-expert-cache).
+    metric(out, "counter", "expert_gpu_pairs_total", "Routed (token, expert) pairs of the layers with a VRAM expert cache.",
+           static_cast<double>(c.pairs));
+    metric(out, "counter", "expert_gpu_hits_total", "Of them, computed from a copy in VRAM.",
+           static_cast<double>(c.gpu_pairs));
+    metric(out, "counter", "expert_gpu_copies_total", "Experts copied to VRAM.", static_cast<double>(c.uploads));
+    metric(out, "counter", "expert_gpu_copy_bytes_total", "Bytes copied to VRAM for the cache.",
+           static_cast<double>(c.upload_bytes));
+    metric(out, "gauge", "expert_gpu_hit_ratio", "Share of those pairs computed from a copy in VRAM.", c.hit_rate());
+  }
   return out;
 }
 

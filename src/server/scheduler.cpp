@@ -360,7 +360,9 @@ void Scheduler::record_fed_tokens(Clock::time_point t_done) {
 void Scheduler::publish_step_stats(int64_t n_prompt_tokens, double step_seconds) {
   int64_t n_tokens = 0;
   for (const auto& e : entries_) n_tokens += static_cast<int64_t>(e.tokens.size());
+  const GpuExpertCacheStats gpu_cache = model_.gpu_expert_cache_stats();  // on the stepping thread
   std::lock_guard<std::mutex> lk(mu_);
+  stats_.gpu_expert_cache = gpu_cache;
   stats_.steps += 1;
   stats_.step_tokens += static_cast<uint64_t>(n_tokens);
   stats_.step_seconds += step_seconds;

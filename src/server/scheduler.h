@@ -87,6 +87,7 @@ struct SchedulerStats {
   uint64_t draft_tokens = 0;         // drafted tokens verified
   uint64_t draft_accepted = 0;       // of which the target kept
   uint64_t draft_steps = 0;          // verify passes with at least one drafted token
+  GpuExpertCacheStats gpu_expert_cache;  // the VRAM expert cache, as of the last step
 };
 
 struct SlotInfo {

@@ -51,7 +51,7 @@ const std::vector<std::string> kFields = {
     "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
     "spec_acceptance", "spec_draft_ms_per_token", "expert_hit_rate", "expert_read_ahead_rate",
-    "expert_bytes_read_per_token", "expert_read_gbps", "expert_prediction_accuracy", "expert_wait_fraction", "moetier_version", "date", "model_file", "model_file_bytes",
+    "expert_bytes_read_per_token", "expert_read_gbps", "expert_prediction_accuracy", "expert_wait_fraction", "expert_gpu_hit_rate", "expert_gpu_copies_per_token", "moetier_version", "date", "model_file", "model_file_bytes",
     "model_sha256", "min_ts", "max_ts", "cv_ts", "drift_pct", "interleaved", "other_busy_cpus", "idle_rss_bytes",
     "peak_rss_scope", "rss_peak_minus_idle_bytes", "vram_peak_minus_idle_bytes", "vram_source", "e2e", "e2e_url",
     "avg_ttft_ms", "stddev_ttft_ms"};

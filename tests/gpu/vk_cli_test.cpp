@@ -118,6 +118,37 @@ TEST(GpuCli, BenchReportsTheBackendAndTheCensus) {
 // so two identical runs give the same number of bytes (lavapipe reports no budget: the
 // allocator's figure, compared exactly; a driver's figure includes other processes and is
 // only checked to be there).
+// The VRAM expert cache as a user meets it: the load says how big it is, `run` gives the CPU's
+// greedy text (the F32 model's arithmetic differs only in summation order) and says what share
+// of the pairs the GPU computed; `bench` records it; `inspect --plan` shows the slots.
+TEST(GpuCli, GpuExpertCacheIsReportedAndKeepsTheText) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const std::string model = kRef + "/models/qwen35moe-tiny-f32.gguf";
+  const std::string common = "run -m '" + model + "' -f '" + kRef + "/prompts/p2_short.txt' -n 32 --temp 0 --ignore-eos -t 2 -ctk f32 -ctv f32";
+  const auto cpu = testing::run_moetier(common + " -ngl 0");
+  ASSERT_EQ(cpu.rc, 0) << cpu.err;
+  const auto cached = testing::run_moetier(common + " -dev 0 -ngl all -cmoe --gpu-expert-cache 2");
+  ASSERT_EQ(cached.rc, 0) << cached.err;
+  EXPECT_EQ(cached.out, cpu.out);
+  EXPECT_NE(cached.err.find("VRAM expert cache: 2 of 8 routed experts per layer"), std::string::npos) << cached.err;
+  EXPECT_NE(cached.err.find("of the routed pairs computed on the GPU"), std::string::npos) << cached.err;
+  // A software device's memory is system RAM: no cache unless asked for.
+  const auto plain = testing::run_moetier(common + " -dev 0 -ngl all -cmoe");
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("VRAM expert cache"), std::string::npos) << plain.err;
+  const auto bad = testing::run_moetier(common + " -dev 0 -ngl all -cmoe --gpu-expert-cache -5");
+  EXPECT_EQ(bad.rc, 2) << bad.err;
+  const auto bench = testing::run_moetier("bench -m '" + model + "' -dev 0 -ngl 99 -ncmoe 99 --gpu-expert-cache 2 -p 0 -n 16 "
+                                          "-r 1 -t 2 -o jsonl");
+  ASSERT_EQ(bench.rc, 0) << bench.err;
+  const auto row = nlohmann::json::parse(bench.out.substr(0, bench.out.find('\n')));
+  ASSERT_TRUE(row["expert_gpu_hit_rate"].is_number()) << bench.out;
+  EXPECT_GT(row["expert_gpu_hit_rate"].get<double>(), 0.0);
+  EXPECT_LT(row["expert_gpu_hit_rate"].get<double>(), 1.0);
+  EXPECT_TRUE(row["expert_gpu_copies_per_token"].is_number()) << bench.out;
+}
+
 TEST(GpuCli, BenchVramPeakMinusIdleIsReproducible) {
   GPU_OR_SKIP(probe);
   probe.reset();

@@ -45,6 +45,7 @@ struct Placement {
   bool all_experts_on_cpu = false;
   int n_cpu_moe = 0;
   bool output_only = false;
+  int cache_slots = 0;  // the VRAM expert cache of the layers whose experts are on the CPU
 };
 
 struct ModelCase {
@@ -89,6 +90,7 @@ GpuPlacement placement_for(const Placement& p, int64_t n_layer) {
     g.experts_on_gpu.push_back(!p.output_only && !p.all_experts_on_cpu && il >= p.n_cpu_moe);
   }
   g.output_on_gpu = true;
+  if (p.cache_slots > 0) g.expert_cache_slots.assign(static_cast<size_t>(n_layer), p.cache_slots);
   return g;
 }
 
@@ -127,6 +129,10 @@ TEST_P(GpuModel, PlacementsMatchLlamaCppAndTheCpu) {
 
   for (const Placement& p : {Placement{.name = "all on GPU"}, Placement{.name = "-ngl all -cmoe", .all_experts_on_cpu = true},
                              Placement{.name = "-ngl all -ncmoe 2", .n_cpu_moe = 2},
+                             // The VRAM expert cache: decode steps compute the pairs whose expert was
+                             // copied (after the prompt and each step) on the GPU, the rest on the CPU.
+                             Placement{.name = "-ngl all -cmoe --gpu-expert-cache", .all_experts_on_cpu = true,
+                                       .cache_slots = 6},
                              Placement{.name = "-ngl 1 (output layer only)", .output_only = true}}) {
     SCOPED_TRACE(name + ", " + p.name);
     auto m = testing::load_ref_model(name);
@@ -151,6 +157,12 @@ TEST_P(GpuModel, PlacementsMatchLlamaCppAndTheCpu) {
       if (k.margins[static_cast<size_t>(s + 1)] > 2 * k.tolerance) {
         EXPECT_EQ(argmax(out.data(), k.n_vocab), argmax(ref, k.n_vocab)) << "greedy token at step " << s + 1;
       }
+    }
+    if (p.cache_slots > 0) {
+      const GpuExpertCacheStats c = m.model->gpu_expert_cache_stats();
+      EXPECT_GT(c.uploads, 0) << "experts were copied to the cache";
+      EXPECT_GT(c.gpu_pairs, 0) << "some pairs were computed from the copies";
+      EXPECT_LT(c.gpu_pairs, c.pairs) << "and some on the CPU";
     }
   }
 }

@@ -317,8 +317,10 @@ TEST(GpuOps, RouterTopKAndCombine) {
   const auto e = testing::random_normal(static_cast<size_t>(rows * k * d), 18), sh = testing::random_normal(static_cast<size_t>(rows * d), 19),
              sg = testing::random_normal(static_cast<size_t>(rows), 20);
   auto ge = g.up(e), gsh = g.up(sh), gsg = g.up(sg), go = g.zeros(static_cast<size_t>(rows * d)), go2 = g.zeros(static_cast<size_t>(rows * d));
-  ASSERT_TRUE(vk::moe_combine(*dev, ge, gw, {}, {}, go, d, k, rows, true, false).is_ok());
-  ASSERT_TRUE(vk::moe_combine(*dev, ge, gw, gsh, gsg, go2, d, k, rows, true, true).is_ok());
+  ASSERT_TRUE(vk::moe_combine(*dev, {.experts = ge, .weights = gw, .out = go, .n_embd = d, .k = k, .n_rows = rows,
+                                       .has_routed = true}).is_ok());
+  ASSERT_TRUE(vk::moe_combine(*dev, {.experts = ge, .weights = gw, .shared = gsh, .shared_gate = gsg, .out = go2,
+                                       .n_embd = d, .k = k, .n_rows = rows, .has_routed = true, .has_shared = true}).is_ok());
   const auto out = g.down<float>(go, static_cast<size_t>(rows * d)), out2 = g.down<float>(go2, static_cast<size_t>(rows * d));
   for (int64_t t = 0; t < rows; ++t) {
     std::vector<float> o(static_cast<size_t>(d), 0.0f);
@@ -333,9 +335,50 @@ TEST(GpuOps, RouterTopKAndCombine) {
   // Fused into the residual stream: x += out, exactly the separate add.
   const auto x0 = testing::random_normal(static_cast<size_t>(rows * d), 21);
   auto gx = g.up(x0);
-  ASSERT_TRUE(vk::moe_combine(*dev, ge, gw, gsh, gsg, go, d, k, rows, true, true, gx).is_ok());
+  ASSERT_TRUE(vk::moe_combine(*dev, {.experts = ge, .weights = gw, .shared = gsh, .shared_gate = gsg, .out = go,
+                                       .residual = gx, .n_embd = d, .k = k, .n_rows = rows, .has_routed = true,
+                                       .has_shared = true}).is_ok());
   const auto x1 = g.down<float>(gx, static_cast<size_t>(rows * d));
   for (size_t i = 0; i < x1.size(); ++i) EXPECT_EQ(x1[i], x0[i] + out2[i]) << i;
+}
+
+// The VRAM expert cache's combine: `out` holds the CPU's pairs' sum; the pairs the map names
+// (rows of the GPU's compact pair outputs) are added to it in top-k order, the CPU's (−1)
+// skipped, then the shared expert.
+TEST(GpuOps, CombineWithAPairMapAddsTheGpuPairsToTheCpuSum) {
+  GPU_OR_SKIP(dev);
+  Gpu g{*dev};
+  const int64_t k = 4, rows = 3, d = 40;
+  // Pairs (row, k) computed on the GPU, in compact order; a row with none and one with all.
+  const std::vector<int32_t> map = {-1, 0, -1, 1, /**/ -1, -1, -1, -1, /**/ 2, 3, 4, 5};
+  const int64_t n_gpu = 6;
+  const auto e = testing::random_normal(static_cast<size_t>(n_gpu * d), 31);
+  const auto w = testing::random_normal(static_cast<size_t>(rows * k), 32);
+  const auto cpu_sum = testing::random_normal(static_cast<size_t>(rows * d), 33);
+  const auto sh = testing::random_normal(static_cast<size_t>(rows * d), 34), sg = testing::random_normal(static_cast<size_t>(rows), 35);
+  std::vector<uint32_t> map_bits(map.size());
+  std::memcpy(map_bits.data(), map.data(), map.size() * 4);
+  auto ge = g.up(e), gw = g.up(w), gmap = g.up_u32(map_bits), go = g.up(cpu_sum), go2 = g.up(cpu_sum), gsh = g.up(sh),
+       gsg = g.up(sg);
+  ASSERT_TRUE(vk::moe_combine(*dev, {.experts = ge, .weights = gw, .out = go, .pair_map = gmap, .n_embd = d, .k = k,
+                                     .n_rows = rows, .has_routed = true}).is_ok());
+  ASSERT_TRUE(vk::moe_combine(*dev, {.experts = ge, .weights = gw, .shared = gsh, .shared_gate = gsg, .out = go2,
+                                     .pair_map = gmap, .n_embd = d, .k = k, .n_rows = rows, .has_routed = true,
+                                     .has_shared = true}).is_ok());
+  const auto out = g.down<float>(go, static_cast<size_t>(rows * d)), out2 = g.down<float>(go2, static_cast<size_t>(rows * d));
+  for (int64_t t = 0; t < rows; ++t) {
+    std::vector<float> o(cpu_sum.begin() + t * d, cpu_sum.begin() + (t + 1) * d);
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t m = map[static_cast<size_t>(t * k + j)];
+      if (m >= 0) cpu::axpy(w[static_cast<size_t>(t * k + j)], &e[static_cast<size_t>(m * d)], d, o.data());
+    }
+    std::vector<float> o2 = o;
+    cpu::axpy(cpu::sigmoid(sg[static_cast<size_t>(t)]), &sh[static_cast<size_t>(t * d)], d, o2.data());
+    for (int64_t c = 0; c < d; ++c) {
+      EXPECT_EQ(out[static_cast<size_t>(t * d + c)], o[static_cast<size_t>(c)]) << t << "," << c;
+      EXPECT_NEAR(out2[static_cast<size_t>(t * d + c)], o2[static_cast<size_t>(c)], 32 * ulp(std::fabs(o2[static_cast<size_t>(c)]) + 1.0f));
+    }
+  }
 }
 
 // The fast router computes the exact one's probabilities and picks the same experts in

@@ -82,5 +82,58 @@ TEST(ExpertTiers, NoCpuExpertsNothingToPlan) {
   EXPECT_TRUE(t.error.is_ok());
 }
 
+// The VRAM tier: the same number of slots in every GPU-dense layer with CPU experts, whole
+// experts, at most the layer's experts; auto only from a known leftover.
+GpuExpertCacheQuery cache_query() {
+  GpuExpertCacheQuery q;
+  for (int l = 0; l < 4; ++l) q.layers.push_back({.layer = 10 + l, .n_expert = 256, .expert_bytes = 2 * kMiB});
+  return q;
+}
+
+TEST(GpuExpertCache, SlotsPerLayerFromTheRequestedBytes) {
+  GpuExpertCacheQuery q = cache_query();
+  q.requested_bytes = 4 * 2 * kMiB * 30 + kMiB;  // 30 per layer, and a remainder
+  const GpuExpertCache c = plan_gpu_expert_cache(q);
+  EXPECT_EQ(c.layers, (std::vector<int>{10, 11, 12, 13}));
+  EXPECT_EQ(c.slots, std::vector<int>(4, 30));
+  EXPECT_EQ(c.bytes, 4 * 30 * 2 * kMiB);
+  EXPECT_EQ(c.slots_total, 120);
+  EXPECT_TRUE(c.on());
+  EXPECT_NE(c.summary.find("30 of 256 routed experts per layer in 4 layers"), std::string::npos) << c.summary;
+  EXPECT_NE(c.summary.find("--gpu-expert-cache"), std::string::npos) << c.summary;
+}
+
+TEST(GpuExpertCache, AutoTakesWhatIsLeftAndNeverMoreThanEveryExpert) {
+  GpuExpertCacheQuery q = cache_query();
+  q.available_bytes = 4 * 2 * kMiB * 7;
+  EXPECT_EQ(plan_gpu_expert_cache(q).slots, std::vector<int>(4, 7));
+  q.available_bytes = 100 * kGiB;
+  EXPECT_EQ(plan_gpu_expert_cache(q).slots, std::vector<int>(4, 256));
+  q.available_bytes = -1;  // unknown: none, and nothing to say
+  GpuExpertCache c = plan_gpu_expert_cache(q);
+  EXPECT_FALSE(c.on());
+  EXPECT_TRUE(c.summary.empty());
+  q.available_bytes = 4 * 2 * kMiB - 1;  // less than one slot per layer
+  c = plan_gpu_expert_cache(q);
+  EXPECT_FALSE(c.on());
+  EXPECT_TRUE(c.summary.empty());
+}
+
+TEST(GpuExpertCache, OffOrNothingToCacheIsSaid) {
+  GpuExpertCacheQuery q = cache_query();
+  q.requested_bytes = 0;
+  q.available_bytes = 100 * kGiB;
+  EXPECT_FALSE(plan_gpu_expert_cache(q).on());
+  q.requested_bytes = kMiB;  // asked, but below one expert per layer
+  GpuExpertCache c = plan_gpu_expert_cache(q);
+  EXPECT_FALSE(c.on());
+  EXPECT_NE(c.summary.find("less than one expert per layer"), std::string::npos) << c.summary;
+  q.layers.clear();  // asked, but every layer's experts are on the GPU (or the CPU computes the layer)
+  q.requested_bytes = kGiB;
+  c = plan_gpu_expert_cache(q);
+  EXPECT_FALSE(c.on());
+  EXPECT_NE(c.summary.find("no layer has its dense part on the GPU"), std::string::npos) << c.summary;
+}
+
 }  // namespace
 }  // namespace moetier

@@ -197,6 +197,8 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   }
   if (gpu_experts) {
     for (const auto* m : {&w.gate_exps, &w.up_exps, &w.down_exps}) matrix(*m);
+  } else if (prepare_) {
+    expert_cache(w);  // a VRAM expert cache is allocated at load
   }
   if (prepare_ || !status_) return;
   flush_output({});
@@ -204,29 +206,14 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   begin_input(in);
   project_input(w.router, logits, s.n_expert);
 
-  // The shared expert into big_[5] (sigmoid gate logits into small_a_).
-  auto shared_expert = [&] {
-    if (!w.has_shared) return;
-    project_input(w.shared_gate_inp, small_a_, 1);
-    if (fuse_swiglu(w.gate_shexp, w.up_shexp)) {
-      project_input(w.gate_shexp, big_[3], s.n_ff_shexp, &w.up_shexp);
-    } else {
-      project_input(w.gate_shexp, big_[1], s.n_ff_shexp);
-      project_input(w.up_shexp, big_[2], s.n_ff_shexp);
-      fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_shexp}, {.buffer = big_[2], .stride = s.n_ff_shexp},
-                    {.buffer = big_[3], .stride = s.n_ff_shexp}, s.n_ff_shexp, n_));
-    }
-    project(w.down_shexp, big_[3], n_, s.n_ff_shexp, big_[5], d);
-  };
-
   if (gpu_experts) {
     const GpuMatrix* gate = matrix(w.gate_exps);
     const GpuMatrix* up = matrix(w.up_exps);
     const GpuMatrix* down = matrix(w.down_exps);
     if (!gate || !up || !down) return;
     fail(moe_router(*dev_, kernels_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
-    routed_on_gpu(s, *gate, *up, *down);
-    shared_expert();
+    routed_on_gpu(s, *gate, *up, *down, n_pairs);
+    shared_expert(w, s);
     defer_combine(true, w.has_shared, k, out);
     return;
   }
@@ -259,9 +246,11 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
       staged.push_back(std::move(g));
     }
     fail(moe_router(*dev_, kernels_, logits, s.n_expert, k, n_, ids_, weights_, pair_rows_));
-    routed_on_gpu(s, staged[0], staged[1], staged[2]);
-    shared_expert();
-    fail(moe_combine(*dev_, big_[4], weights_, big_[5], small_a_, rows(out), d, k, n_, true, w.has_shared));
+    routed_on_gpu(s, staged[0], staged[1], staged[2], n_pairs);
+    shared_expert(w, s);
+    fail(moe_combine(*dev_, {.experts = big_[4], .weights = weights_, .shared = big_[5], .shared_gate = small_a_,
+                             .out = rows(out), .n_embd = d, .k = k, .n_rows = n_, .has_routed = true,
+                             .has_shared = w.has_shared}));
     fail(dev_->stream().finish());  // the area is reused by the next layer
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double bytes = static_cast<double>(stream_area_.bytes);
@@ -272,6 +261,9 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
     return;
   }
 
+  // Some experts copied to VRAM: those on the GPU, the rest on the CPU, at once.
+  if (ExpertCacheLayer* cache = expert_cache(w)) return moe_with_expert_cache(w, s, in, out, *cache, logits);
+
   // Routed experts on the CPU: hand it the normalised rows and the router logits, run the
   // shared expert on the GPU meanwhile, then add the CPU's routed sum.
   host_a_.resize(static_cast<size_t>(n_ * d));
@@ -281,11 +273,11 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
                                         {.src = logits, .data = host_b_.data(), .bytes = host_b_.size() * 4}};
   fail(dev_->download(downloads));
   if (!status_) return;
-  shared_expert();
+  shared_expert(w, s);
   fail(dev_->stream().submit());
   cpu_.begin(host_a_.data(), seqs_, *pool_, profiler_);
   const auto t0 = std::chrono::steady_clock::now();
-  cpu_.moe_routed(w, s, host_a_.data(), host_b_.data(), host_c_.data());
+  cpu_.moe_routed(w, s, host_a_.data(), {.router_logits = host_b_.data()}, host_c_.data());
   if (n_ >= options_.op_offload_min_tokens) {  // the cost model's CPU side, from prompt batches only
     const double per_pair =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(n_pairs);
@@ -295,11 +287,25 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   defer_combine(false, w.has_shared, k, out);
 }
 
-// The routed experts of the pairs in ids_/pair_rows_ on the GPU: gate and up per pair,
-// SwiGLU, down per pair into big_[4] (pair order).
+void VulkanBackend::shared_expert(const MoeWeights& w, const MoeShape& s) {
+  if (!w.has_shared) return;
+  project_input(w.shared_gate_inp, small_a_, 1);
+  if (fuse_swiglu(w.gate_shexp, w.up_shexp)) {
+    project_input(w.gate_shexp, big_[3], s.n_ff_shexp, &w.up_shexp);
+  } else {
+    project_input(w.gate_shexp, big_[1], s.n_ff_shexp);
+    project_input(w.up_shexp, big_[2], s.n_ff_shexp);
+    fail(silu_mul(*dev_, {.buffer = big_[1], .stride = s.n_ff_shexp}, {.buffer = big_[2], .stride = s.n_ff_shexp},
+                  {.buffer = big_[3], .stride = s.n_ff_shexp}, s.n_ff_shexp, n_));
+  }
+  project(w.down_shexp, big_[3], n_, s.n_ff_shexp, big_[5], s.n_embd);
+}
+
+// The routed experts of the n_pairs pairs in ids_/pair_rows_ on the GPU: gate and up per
+// pair, SwiGLU, down per pair into big_[4] (pair order).
 void VulkanBackend::routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up,
-                                  const GpuMatrix& down) {
-  const int64_t d = s.n_embd, n_pairs = n_ * s.n_expert_used;
+                                  const GpuMatrix& down, int64_t n_pairs) {
+  const int64_t d = s.n_embd;
   const Converted xg = input_for(gate);
   const Converted xu = input_for(up);
   // Prompt batches (fast kernels): the pairs grouped by expert once, every stack then tiled

@@ -159,11 +159,13 @@ Status VulkanBackend::allocate_scratch() {
   // The block intermediates, each sized for its largest use (vk_blocks.cpp): [0] q|gate,
   // qkv, router logits; [1] k, conv out, gate products; [2] v, z, up products; [3] q, y,
   // SwiGLU outputs; [4] attention out, routed experts' outputs per pair (only when experts
-  // can run on the GPU: placed there, or streamed for prompts); [5] shared expert out.
+  // can run on the GPU: placed there, streamed for prompts, or copied to the VRAM expert
+  // cache); [5] shared expert out.
   const int64_t kv_width = hp.n_head_kv * hp.head_dim_k, q_dim = hp.n_head * hp.head_dim_v;
   const int64_t pairs_ff = R * k * hp.n_ff_exp;
   bool experts_on_gpu = options_.op_offload;
   for (bool b : options_.experts_on_gpu) experts_on_gpu = experts_on_gpu || b;
+  for (int slots : options_.expert_cache_slots) experts_on_gpu = experts_on_gpu || slots > 0;
   const int64_t big_floats[kBig] = {
       std::max({R * q_width, R * channels, R * hp.n_expert}),
       std::max({R * kv_width, R * channels, R * hp.ssm_d_inner, pairs_ff, R * hp.n_ff_shexp}),
@@ -192,6 +194,7 @@ Status VulkanBackend::allocate_scratch() {
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, ids_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, weights_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, pair_rows_));
+  RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, pair_map_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(std::max<int64_t>(hp.n_expert, 1) + 1) * 4, group_offsets_));
   RETURN_IF_ERROR(take(static_cast<uint64_t>(R * k) * 4, group_order_));
   std::vector<uint32_t> iota(static_cast<size_t>(R * k));
@@ -252,8 +255,9 @@ void VulkanBackend::defer_projection(const cpu::WeightMatrix& w, const BufferRef
   pending_ = {.kind = PendingOutput::Kind::kProjection, .out = out, .w = &w, .in = in, .in_stride = in_stride};
 }
 
-void VulkanBackend::defer_combine(bool has_routed, bool has_shared, int64_t k, Act out) {
-  pending_ = {.kind = PendingOutput::Kind::kCombine, .out = out, .has_routed = has_routed, .has_shared = has_shared, .k = k};
+void VulkanBackend::defer_combine(bool has_routed, bool has_shared, int64_t k, Act out, bool pair_map) {
+  pending_ = {.kind = PendingOutput::Kind::kCombine, .out = out, .has_routed = has_routed, .has_shared = has_shared,
+              .pair_map = pair_map, .k = k};
 }
 
 void VulkanBackend::flush_output(const BufferRef& residual) {
@@ -274,8 +278,18 @@ void VulkanBackend::flush_output(const BufferRef& residual) {
       return;
     }
     case PendingOutput::Kind::kCombine:
-      fail(moe_combine(*dev_, p.has_routed ? big_[4] : BufferRef{}, p.has_routed ? weights_ : BufferRef{}, big_[5],
-                       small_a_, rows(p.out), d, p.k, n_, p.has_routed, p.has_shared, residual));
+      fail(moe_combine(*dev_, {.experts = p.has_routed ? big_[4] : BufferRef{},
+                               .weights = p.has_routed ? weights_ : BufferRef{},
+                               .shared = big_[5],
+                               .shared_gate = small_a_,
+                               .out = rows(p.out),
+                               .residual = residual,
+                               .pair_map = p.pair_map ? pair_map_ : BufferRef{},
+                               .n_embd = d,
+                               .k = p.k,
+                               .n_rows = n_,
+                               .has_routed = p.has_routed,
+                               .has_shared = p.has_shared}));
       return;
   }
 }

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpu/expert_cache.h"
 #include "gpu/vulkan/vk_device.h"
 #include "gpu/vulkan/vk_ops.h"
 #include "model/cpu_exec.h"
@@ -71,6 +72,7 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   GpuCensus take_census() override { return dev_->stream().take_census(); }
   void set_timestamps(bool on) override { dev_->stream().set_timestamps(on); }
   std::string describe() const override;
+  GpuExpertCacheStats expert_cache_stats() const override;
 
   // LayerExec (vk_blocks.cpp)
   void rms_norm(Act in, const float* w, Act out) override;
@@ -123,10 +125,11 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
     BufferRef in;
     int64_t in_stride = 0;
     bool has_routed = false, has_shared = false;  // combine (buffers: big_[4], weights_, big_[5], small_a_)
+    bool pair_map = false;                         // combine with pair_map_ (the VRAM expert cache)
     int64_t k = 0;
   } pending_;
   void defer_projection(const cpu::WeightMatrix& w, const BufferRef& in, int64_t in_stride, Act out);
-  void defer_combine(bool has_routed, bool has_shared, int64_t k, Act out);
+  void defer_combine(bool has_routed, bool has_shared, int64_t k, Act out, bool pair_map = false);
   // Records the pending op: into rows(out), or added into `residual` when it is valid.
   void flush_output(const BufferRef& residual);
   void fail(const Status& s) {
@@ -187,8 +190,35 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   // The cost model compares, for the pairs of a batch, the CPU's measured seconds per routed
   // pair with the upload (measured host→device GB/s) plus the GPU's measured seconds per pair.
   bool stream_experts(const MoeWeights& w, int64_t n_pairs);
-  // The block input's routed experts (begin_input), pairs in ids_/pair_rows_.
-  void routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up, const GpuMatrix& down);
+  // The block input's routed experts (begin_input), n_pairs pairs in ids_/pair_rows_ (all n·k
+  // of them, or the VRAM expert cache's).
+  void routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up, const GpuMatrix& down,
+                     int64_t n_pairs);
+  // The shared expert of the block input into big_[5] (its gate logits into small_a_).
+  void shared_expert(const MoeWeights& w, const MoeShape& s);
+
+  // The VRAM expert cache (vk_expert_cache.cpp): per layer, copies of recently routed experts
+  // in `slots` matrices of each stack, and the policy deciding which (gpu/expert_cache.h).
+  struct ExpertCacheLayer {
+    GpuMatrix gate, up, down;  // n_mat = slots
+    std::unique_ptr<GpuExpertCachePolicy> policy;
+  };
+  // The cache of layer_ when it has one (allocated in prepare mode), else null.
+  ExpertCacheLayer* expert_cache(const MoeWeights& w);
+  Status allocate_expert_cache(const MoeWeights& w, int slots, ExpertCacheLayer& cache);
+  // The routed experts of a layer with a cache: the cached experts' pairs on the GPU, the rest
+  // on the CPU at the same time, the copies for the next steps after. `logits`: the router's.
+  void moe_with_expert_cache(const MoeWeights& w, const MoeShape& s, Act in, Act out, ExpertCacheLayer& cache,
+                             const BufferRef& logits);
+  std::vector<ExpertCacheLayer> expert_caches_;  // [n_layer]
+  BufferRef pair_map_;                            // [rows·k] i32
+  std::vector<int32_t> host_selected_, host_map_, host_gpu_ids_, host_gpu_rows_, host_order_;
+  std::vector<float> host_selected_weight_;
+  std::vector<uint8_t> host_elsewhere_;
+  std::vector<int> host_missed_;
+  GpuExpertCacheStats cache_stats_;
+  double decode_cpu_seconds_per_pair_ = 0;  // the CPU's time per routed pair in small batches
+  double upload_gbps_ = 0;                  // host → GPU, measured when the first cache is made
   struct Streamed {
     std::vector<BufferRef> buffers;  // the staging area on the GPU, in binding-sized pieces
     uint64_t bytes = 0;

@@ -238,8 +238,19 @@ Status moe_router(Device& dev, KernelSet kernels, const BufferRef& logits, int64
                   const BufferRef& ids, const BufferRef& weights, const BufferRef& rows);
 // out[t] = Σ_k w·e (when routed) + sigmoid(g)·shared (when shared); without routed, out
 // already holds the routed sum. With a residual, x[t] += that sum instead (out not written).
-Status moe_combine(Device& dev, const BufferRef& experts, const BufferRef& weights, const BufferRef& shared,
-                   const BufferRef& shared_gate, const BufferRef& out, int64_t n_embd, int64_t k, int64_t n_rows,
-                   bool has_routed, bool has_shared, const BufferRef& residual = {});
+// With a pair map (the VRAM expert cache) out holds the sum of the pairs computed on the
+// CPU, and only the pairs the map names are added from `experts`.
+struct MoeCombineArgs {
+  BufferRef experts;      // [pairs][n_embd] expert outputs (has_routed)
+  BufferRef weights;      // [n_rows·k] routing weights (has_routed)
+  BufferRef shared;       // [n_rows][n_embd] shared expert outputs (has_shared)
+  BufferRef shared_gate;  // [n_rows] its gate logits (has_shared)
+  BufferRef out;          // [n_rows][n_embd]
+  BufferRef residual;     // [n_rows][n_embd], optional
+  BufferRef pair_map;     // [n_rows·k] i32, optional: the row of `experts` of each pair, −1 for the CPU's
+  int64_t n_embd = 0, k = 0, n_rows = 0;
+  bool has_routed = false, has_shared = false;
+};
+Status moe_combine(Device& dev, const MoeCombineArgs& a);
 
 }  // namespace moetier::vk

@@ -199,18 +199,17 @@ Status moe_router(Device& dev, KernelSet kernels, const BufferRef& logits, int64
                                spread(dev, static_cast<uint64_t>(n_rows)));
 }
 
-Status moe_combine(Device& dev, const BufferRef& experts, const BufferRef& weights, const BufferRef& shared,
-                   const BufferRef& shared_gate, const BufferRef& out, int64_t n_embd, int64_t k, int64_t n_rows,
-                   bool has_routed, bool has_shared, const BufferRef& residual) {
-  if (n_rows == 0) return Status::ok();
+Status moe_combine(Device& dev, const MoeCombineArgs& a) {
+  if (a.n_rows == 0) return Status::ok();
   const struct {
-    uint32_t n_embd, k, n_rows, has_shared, has_routed, add_residual;
-  } push{u32(n_embd), u32(k), u32(n_rows), has_shared ? 1u : 0u, has_routed ? 1u : 0u, residual.valid() ? 1u : 0u};
+    uint32_t n_embd, k, n_rows, has_shared, has_routed, add_residual, use_map;
+  } push{u32(a.n_embd), u32(a.k), u32(a.n_rows), a.has_shared ? 1u : 0u, a.has_routed ? 1u : 0u,
+         a.residual.valid() ? 1u : 0u, a.pair_map.valid() ? 1u : 0u};
+  const auto or_out = [&](const BufferRef& b) { return b.valid() ? b : a.out; };
   return dev.stream().dispatch("moe_combine",
-                               {experts.valid() ? experts : out, weights.valid() ? weights : out,
-                                shared.valid() ? shared : out, shared_gate.valid() ? shared_gate : out, out,
-                                residual.valid() ? residual : out},
-                               push, per_invocation(dev, static_cast<uint64_t>(n_embd * n_rows)));
+                               {or_out(a.experts), or_out(a.weights), or_out(a.shared), or_out(a.shared_gate), a.out,
+                                or_out(a.residual), or_out(a.pair_map)},
+                               push, per_invocation(dev, static_cast<uint64_t>(a.n_embd * a.n_rows)));
 }
 
 }  // namespace moetier::vk

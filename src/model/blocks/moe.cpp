@@ -23,36 +23,31 @@ void grow(std::vector<T>& v, int64_t n) {
 void route(const MoeShape& s, int64_t n, MoeScratch& sc) {
   grow(sc.selected, n * s.n_expert_used);
   grow(sc.selected_weight, n * s.n_expert_used);
-  grow(sc.order, s.n_expert);
-  auto order = sc.order.begin();
-  for (int64_t t = 0; t < n; ++t) {
-    float* p = sc.router_logits.data() + t * s.n_expert;
-    cpu::softmax(p, s.n_expert);
-    std::iota(order, order + s.n_expert, 0);
-    std::partial_sort(order, order + s.n_expert_used, order + s.n_expert,
-                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float sum = 0;
-    for (int64_t k = 0; k < s.n_expert_used; ++k) sum += p[order[k]];
-    sum = std::max(sum, 6.1035e-5f);
-    for (int64_t k = 0; k < s.n_expert_used; ++k) {
-      sc.selected[static_cast<size_t>(t * s.n_expert_used + k)] = order[k];
-      sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)] = p[order[k]] / sum;
-    }
-  }
+  moe_select_experts(s, sc.router_logits.data(), n, sc.selected.data(), sc.selected_weight.data(), sc.order);
 }
 
-// Counting sort of the n·k (token, slot) pairs by expert.
-void group_pairs(const MoeShape& s, int64_t n, MoeScratch& sc) {
+// Counting sort of the n·k (token, slot) pairs by expert. Pairs of experts computed
+// elsewhere are left out (pair_index −1); expert_first[n_expert] is the pairs kept.
+void group_pairs(const MoeShape& s, int64_t n, const uint8_t* elsewhere, MoeScratch& sc) {
   const int64_t n_pairs = n * s.n_expert_used;
+  const auto kept = [&](int32_t e) { return elsewhere == nullptr || elsewhere[e] == 0; };
   sc.expert_first.assign(static_cast<size_t>(s.n_expert + 1), 0);
-  for (int64_t p = 0; p < n_pairs; ++p) ++sc.expert_first[static_cast<size_t>(sc.selected[static_cast<size_t>(p)] + 1)];
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    const int32_t e = sc.selected[static_cast<size_t>(p)];
+    if (kept(e)) ++sc.expert_first[static_cast<size_t>(e + 1)];
+  }
   for (int64_t e = 0; e < s.n_expert; ++e) sc.expert_first[static_cast<size_t>(e + 1)] += sc.expert_first[static_cast<size_t>(e)];
   grow(sc.pair_token, n_pairs);
   grow(sc.pair_index, n_pairs);
   grow(sc.order, s.n_expert);
   std::copy(sc.expert_first.begin(), sc.expert_first.end() - 1, sc.order.begin());  // next free slot per expert
   for (int64_t p = 0; p < n_pairs; ++p) {  // p = t·k_used + k, in token order: stable
-    const int32_t pos = sc.order[static_cast<size_t>(sc.selected[static_cast<size_t>(p)])]++;
+    const int32_t e = sc.selected[static_cast<size_t>(p)];
+    if (!kept(e)) {
+      sc.pair_index[static_cast<size_t>(p)] = -1;
+      continue;
+    }
+    const int32_t pos = sc.order[static_cast<size_t>(e)]++;
     sc.pair_token[static_cast<size_t>(pos)] = static_cast<int32_t>(p / s.n_expert_used);
     sc.pair_index[static_cast<size_t>(p)] = pos;
   }
@@ -294,24 +289,53 @@ const cpu::DotKernel& kernel_for(const cpu::WeightMatrix& w) {
 
 }  // namespace
 
+void moe_select_experts(const MoeShape& s, float* logits, int64_t n, int32_t* selected, float* weight,
+                        std::vector<int32_t>& order_scratch) {
+  grow(order_scratch, s.n_expert);
+  auto order = order_scratch.begin();
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = logits + t * s.n_expert;
+    cpu::softmax(p, s.n_expert);
+    std::iota(order, order + s.n_expert, 0);
+    std::partial_sort(order, order + s.n_expert_used, order + s.n_expert,
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float sum = 0;
+    for (int64_t k = 0; k < s.n_expert_used; ++k) sum += p[order[k]];
+    sum = std::max(sum, 6.1035e-5f);
+    for (int64_t k = 0; k < s.n_expert_used; ++k) {
+      selected[t * s.n_expert_used + k] = order[k];
+      weight[t * s.n_expert_used + k] = p[order[k]] / sum;
+    }
+  }
+}
+
 void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_t n, float* out, MoeScratch& sc,
                ThreadPool& pool, Profiler* profiler, const MoeOptions& options) {
   MoeWeights w = w_in;
   if (options.skip_shared) w.has_shared = false;
   const int64_t d = s.n_embd;
-  const int64_t n_pairs = n * s.n_expert_used;
   sc.input.reset(h, n, d);
   {
     ScopedProfile p(profiler, ProfileBlock::kMoeRouter);
-    grow(sc.router_logits, n * s.n_expert);
-    if (options.router_logits) {
-      std::copy(options.router_logits, options.router_logits + n * s.n_expert, sc.router_logits.begin());
+    if (options.selected != nullptr) {
+      const int64_t n_sel = n * s.n_expert_used;
+      grow(sc.selected, n_sel);
+      grow(sc.selected_weight, n_sel);
+      std::copy(options.selected, options.selected + n_sel, sc.selected.begin());
+      std::copy(options.selected_weight, options.selected_weight + n_sel, sc.selected_weight.begin());
     } else {
-      cpu::matmul_cached(w.router, 0, sc.input, sc.router_logits.data(), pool);
+      grow(sc.router_logits, n * s.n_expert);
+      if (options.router_logits) {
+        std::copy(options.router_logits, options.router_logits + n * s.n_expert, sc.router_logits.begin());
+      } else {
+        cpu::matmul_cached(w.router, 0, sc.input, sc.router_logits.data(), pool);
+      }
+      route(s, n, sc);
     }
-    route(s, n, sc);
-    group_pairs(s, n, sc);
+    group_pairs(s, n, options.experts_elsewhere, sc);
   }
+  // The pairs computed here (all n·k unless some experts are computed elsewhere).
+  const int64_t n_pairs = sc.expert_first[static_cast<size_t>(s.n_expert)];
   ScopedProfile p(profiler, ProfileBlock::kMoeExperts);
   if (w.has_shared) {
     grow(sc.shared_gate, n);
@@ -414,6 +438,7 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
   const int64_t stride_shared_up = w.has_shared ? sc.input.get(w.up_shexp.type, pool).row_bytes : 0;
 
   plan_waves(w, s, n_routed_groups, h, n, sc, pool);
+  if (sc.waves.empty()) sc.waves.emplace_back();  // nothing to compute here: phase D still writes `out`
   for (size_t wave_index = 0; wave_index < sc.waves.size(); ++wave_index) {
     const std::vector<int32_t>& wave = sc.waves[wave_index];
     const bool last_wave = wave_index + 1 == sc.waves.size();
@@ -488,6 +513,7 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
         std::memset(o, 0, static_cast<size_t>(d) * sizeof(float));
         for (int64_t k = 0; k < s.n_expert_used; ++k) {
           const int64_t pair = sc.pair_index[static_cast<size_t>(t * s.n_expert_used + k)];
+          if (pair < 0) continue;  // computed elsewhere
           cpu::axpy(sc.selected_weight[static_cast<size_t>(t * s.n_expert_used + k)],
                     sc.out_routed.data() + pair * d, d, o);
         }

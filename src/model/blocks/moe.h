@@ -125,8 +125,21 @@ struct MoeScratch {
 // shared expert while the CPU computes the routed experts).
 struct MoeOptions {
   const float* router_logits = nullptr;  // [n][n_expert]: use these instead of computing them
+  // The routing, already chosen by the caller (moe_select_experts): [n][n_expert_used] each;
+  // router_logits is then not read.
+  const int32_t* selected = nullptr;
+  const float* selected_weight = nullptr;
+  // [n_expert], nonzero: the caller computes this expert's pairs elsewhere (the GPU's copy of
+  // it) and adds them itself; they are left out of `out`.
+  const uint8_t* experts_elsewhere = nullptr;
   bool skip_shared = false;              // leave the shared expert out of `out`
 };
+
+// The router's choice for n tokens from their logits [n][n_expert] (softmaxed in place):
+// the top n_expert_used by probability (lower id first on ties) into selected[t·k + j] and
+// their weights, renormalised over the k, into weight[t·k + j]. `order`: scratch.
+void moe_select_experts(const MoeShape& s, float* logits, int64_t n, int32_t* selected, float* weight,
+                        std::vector<int32_t>& order);
 
 // h: [n][n_embd] (normalised); writes out: [n][n_embd]. profiler may be null.
 void moe_block(const MoeWeights& w, const MoeShape& shape, const float* h, int64_t n, float* out,
