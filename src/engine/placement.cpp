@@ -74,7 +74,7 @@ bool has_gpu_part(const Plan& plan) { return plan.device(kGpuDevice) != nullptr 
 
 std::string mib(uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<double>(b) / kMiB); }
 
-// The VRAM tier for the final plan (d.plan.gpu_expert_cache, d.expert_cache_note). Asked
+// The VRAM tier for the final plan (d.plan.gpu_expert_cache; the plan's table prints it). Asked
 // for (--gpu-expert-cache MiB): that much. Auto: what the GPU has left beyond the plan, the
 // --fit margin and the prompt streaming area (as make_plan computes it from a budget), on a
 // hardware GPU only (a software device's memory is system RAM already).
@@ -91,7 +91,15 @@ void plan_expert_cache(const HParams& hp, const PlacementRequest& r, const GpuCh
   }
   const int64_t requested = r.gpu_expert_cache_mib < 0 ? -1 : r.gpu_expert_cache_mib * kMiB;
   d.plan.gpu_expert_cache = plan_gpu_expert_cache(gpu_expert_cache_query(hp, d.plan, requested, available));
-  d.expert_cache_note = d.plan.gpu_expert_cache.summary;
+  // An asked-for size is taken as asked; say when it eats the headroom --fit would keep.
+  const DevicePlan* g = d.plan.device(kGpuDevice);
+  if (requested > 0 && d.plan.gpu_expert_cache.on() && gpu.free_bytes > 0 && g != nullptr) {
+    const int64_t left = static_cast<int64_t>(gpu.free_bytes) - g->total_bytes() - d.plan.gpu_expert_cache.bytes;
+    if (left < r.fit_margin_mib * kMiB) {
+      d.plan.gpu_expert_cache.summary += fmt::format("; warning: with it the GPU keeps {} free, less than --fit-margin {} MiB",
+                                         left >= 0 ? mib(static_cast<uint64_t>(left)) : "nothing", r.fit_margin_mib);
+    }
+  }
 }
 
 }  // namespace
@@ -297,7 +305,6 @@ Status place_model(Session& s, PlacementDecision d, const SessionOptions& so) {
       d.plan = d.cpu_plan;
     } else {
       s.gpu_device = d.gpu.device;
-      if (report && !d.expert_cache_note.empty()) report->note(d.expert_cache_note);
     }
     if (s.gpu_device >= 0 && report) {
       const auto m = s.model->gpu_memory();

@@ -50,8 +50,6 @@ struct PlacementDecision {
   // --fit's choice as llama.cpp's flags ("-ngl 41 -ncmoe 34"; FitResult::flags), the
   // starting point for a tuner; "" when --fit did not choose (flags given, or no GPU).
   std::string fit_flags;
-  // The VRAM expert cache (plan.gpu_expert_cache.summary), said once the GPU part is placed.
-  std::string expert_cache_note;
 };
 
 // An explicit placement (-ngl/-ncmoe/-cmoe/-ot, no --fit) against the GPU's free memory:
