@@ -299,6 +299,42 @@ TEST(ChatTemplateExpressions, Tests) {
   EXPECT_EQ(render("{{ i is divisibleby 3 }}{{ i is odd }}{{ i is eq(3) }}{{ 2 is in([1, 2]) }}", ctx), "TrueTrueTrueTrue");
 }
 
+// Dict keys of every hashable type, as Python dicts (real templates build {0: ..., 1: ...});
+// the expected texts are what Jinja2 3.1 renders with Hugging Face's tojson.
+TEST(ChatTemplateDicts, KeysOfAnyHashableTypeAsInPython) {
+  EXPECT_EQ(render("{% set d = {1: 'a', 2: 'b'} %}{{ d[1] }}{{ d[2] }}|{{ d['1'] is defined }}|{{ d }}"),
+            "ab|False|{1: 'a', 2: 'b'}");
+  // 1, 1.0 and True are one key (the first spelling stays); "1" and None are others.
+  EXPECT_EQ(render("{% set d = {1: 'int', '1': 'str', True: 'bool', none: 'none', 1.5: 'float'} %}{{ d }}|"
+                   "{{ d[1] }}{{ d['1'] }}{{ d[none] }}{{ d[1.5] }}|{{ d | length }}"),
+            "{1: 'bool', '1': 'str', None: 'none', 1.5: 'float'}|boolstrnonefloat|4");
+  EXPECT_EQ(render("{% set d = {1: 'x', true: 'y'} %}{{ d }}"), "{1: 'y'}");
+  // Iteration keeps insertion order; dictsort orders the keys.
+  EXPECT_EQ(render("{% set d = {2: 'b', 1: 'a', 3: 'c'} %}{% for k in d %}{{ k }}{% endfor %}|"
+                   "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}|"
+                   "{% for k, v in d | dictsort %}{{ k }}={{ v }};{% endfor %}|{{ d | dictsort(reverse=true) }}"),
+            "213|2=b;1=a;3=c;|1=a;2=b;3=c;|[(3, 'c'), (2, 'b'), (1, 'a')]");
+  // json.dumps writes the keys as strings: 1 -> "1", None -> "null", False -> "false".
+  EXPECT_EQ(render("{{ {1: 'a', 'b': [1, 2], none: true, false: 0, 2.5: none} | tojson }}|"
+                   "{{ {1: 'a', 2: 'b'} | tojson(indent=2) }}|{{ {2: 1, 1: 2} | tojson(sort_keys=true) }}"),
+            "{\"1\": \"a\", \"b\": [1, 2], \"null\": true, \"false\": 0, \"2.5\": null}|{\n  \"1\": \"a\",\n  \"2\": \"b\"\n}|"
+            "{\"1\": 2, \"2\": 1}");
+  EXPECT_EQ(render("{% set d = {1: 'a'} %}{{ 1 in d }}{{ '1' in d }}{{ 1.0 in d }}{{ true in d }}|{{ d.get(1) }}"
+                   "{{ d.get(2, 'x') }}|{{ d.keys() | list }}{{ d.values() | list }}"),
+            "TrueFalseTrueTrue|ax|[1]['a']");
+  EXPECT_EQ(render("{% set d = {(1, 2): 'pair'} %}{{ d[(1, 2)] }}|{{ d }}"), "pair|{(1, 2): 'pair'}");
+  EXPECT_EQ(render("{{ dict([(1, 'a'), ('b', 2)], c=3) }}|{{ dict({1: 2}) }}"), "{1: 'a', 'b': 2, 'c': 3}|{1: 2}");
+  EXPECT_EQ(render("{% set d = {1: 'a'} %}{{ d == {1.0: 'a'} }}{{ d == {'1': 'a'} }}"), "TrueFalse");
+  // JSON objects from the context keep string keys: d['1'] finds "1", d[1] does not.
+  EXPECT_EQ(render("[{{ d['1'] }}][{{ d[1] }}]", R"({"d": {"1": "x"}})"), "[x][]");
+  // What Python refuses: unhashable keys, ordering mixed key types, tuple keys in JSON.
+  EXPECT_EQ(render("{{ {[1]: 2} }}"), "ERROR: chat template 1:5: unhashable dict key: a list");
+  EXPECT_EQ(render("{{ {1: 'a', 'x': 2} | dictsort }}").rfind("ERROR: chat template 1:23: unsupported operand types", 0), 0u);
+  EXPECT_EQ(render("{{ {1: 'a', 'x': 2} | tojson(sort_keys=true) }}").rfind("ERROR: ", 0), 0u);
+  EXPECT_EQ(render("{{ {(1, 2): 2} | tojson }}"),
+            "ERROR: chat template 1:18: tojson: keys must be str, int, float, bool or None, not tuple");
+}
+
 TEST(ChatTemplateUndefined, Jinja2DefaultUndefinedSemantics) {
   // Printing, testing and iterating undefined values is fine ...
   EXPECT_EQ(render("[{{ missing }}]{% if missing %}x{% endif %}{% for x in missing %}x{% endfor %}"), "[]");

@@ -65,7 +65,10 @@ Result<bool> contains(const Value& haystack, const Value& needle, SourcePos pos)
       }
       return false;
     case Value::Kind::kDict:
-      return needle.is_string() && dict_find(haystack.dict(), needle.as_string()) != nullptr;
+      if (!is_hashable(needle)) {
+        return template_error(pos, fmt::format("'in <mapping>': unhashable key: a {}", needle.type_name()));
+      }
+      return map_find(haystack.dict(), needle) != nullptr;
     case Value::Kind::kUndefined: return false;
     default:
       return template_error(pos, fmt::format("'in' needs a string, list or mapping on the right, got {}",
