@@ -335,6 +335,22 @@ TEST(ChatTemplateDicts, KeysOfAnyHashableTypeAsInPython) {
             "ERROR: chat template 1:18: tojson: keys must be str, int, float, bool or None, not tuple");
 }
 
+// Unknown filters and tests fail when the template is parsed, except under an `if` or a
+// conditional expression: there only when reached (DeepSeek V3.2's `args | from_json`).
+TEST(ChatTemplateErrors, UnknownFiltersUnderAnIfFailOnlyWhenReached) {
+  EXPECT_EQ(render("{% if false %}{{ x|from_json }}{% endif %}ok"), "ok");
+  EXPECT_EQ(render("{% if true %}{{ x|from_json }}{% endif %}"), "ERROR: chat template 1:19: unknown filter 'from_json'");
+  EXPECT_EQ(render("{{ x|from_json if false else 'y' }}"), "y");
+  EXPECT_EQ(render("{% if false %}{% set y = x|frob %}{% endif %}ok"), "ok");
+  EXPECT_EQ(render("{% if false and x is frob %}{% endif %}ok"), "ok");
+  EXPECT_EQ(render("{% if x is frob %}{% endif %}ok"), "ERROR: chat template 1:12: unknown test 'frob'");
+  // Loop and macro bodies are checked when parsed, even under an if (as Jinja2's compiler does).
+  EXPECT_EQ(render("{% if false %}{% for i in l %}{{ i|frob }}{% endfor %}{% endif %}"),
+            "ERROR: chat template 1:36: unknown filter 'frob'");
+  EXPECT_EQ(render("{% if false %}{% macro m() %}{{ x|frob }}{% endmacro %}{% endif %}"),
+            "ERROR: chat template 1:35: unknown filter 'frob'");
+}
+
 TEST(ChatTemplateUndefined, Jinja2DefaultUndefinedSemantics) {
   // Printing, testing and iterating undefined values is fine ...
   EXPECT_EQ(render("[{{ missing }}]{% if missing %}x{% endif %}{% for x in missing %}x{% endfor %}"), "[]");
