@@ -335,6 +335,14 @@ TEST(ChatTemplateDicts, KeysOfAnyHashableTypeAsInPython) {
             "ERROR: chat template 1:18: tojson: keys must be str, int, float, bool or None, not tuple");
 }
 
+// Jinja2's Markup: `safe` text plus plain text HTML-escapes the plain side (Functionary v3.1's
+// template builds its tool list that way); `~` joins plain strings.
+TEST(ChatTemplateFilters, SafeTextEscapesWhatIsAddedToIt) {
+  EXPECT_EQ(render("{{ '<b>'|safe + '<i>' }}|{{ '<i>' + '<b>'|safe }}|{{ '<b>'|safe ~ '<i>' }}|{{ '<'|e|e }}|"
+                   "{{ ('a'|safe + '&') + '<' }}|{{ 'x' + 'y' }}"),
+            "<b>&lt;i&gt;|&lt;i&gt;<b>|<b><i>|&lt;|a&amp;&lt;|xy");
+}
+
 // Unknown filters and tests fail when the template is parsed, except under an `if` or a
 // conditional expression: there only when reached (DeepSeek V3.2's `args | from_json`).
 TEST(ChatTemplateErrors, UnknownFiltersUnderAnIfFailOnlyWhenReached) {

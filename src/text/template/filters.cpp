@@ -98,21 +98,14 @@ Result<Value> f_title(const Value& in, const CallArgs&, SourcePos) { return Valu
 Result<Value> f_capitalize(const Value& in, const CallArgs&, SourcePos) {
   return Value(python_capitalize(in.to_output()));
 }
-Result<Value> f_safe(const Value& in, const CallArgs&, SourcePos) { return in; }
+// Jinja2's Markup: `safe` marks the text as HTML; `escape` escapes it once (Markup stays as is).
+Result<Value> f_safe(const Value& in, const CallArgs&, SourcePos) {
+  return Value::make_markup(in.is_string() ? in.as_string() : in.to_output());
+}
 
 Result<Value> f_escape(const Value& in, const CallArgs&, SourcePos) {
-  std::string out;
-  for (char c : in.to_output()) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return Value(std::move(out));
+  if (in.is_markup()) return in;
+  return Value::make_markup(html_escape(in.to_output()));
 }
 
 Result<Value> first_or_last(const Value& in, bool first, SourcePos pos) {

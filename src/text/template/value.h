@@ -81,6 +81,13 @@ class Value {
     v.is_tuple_ = true;
     return v;
   }
+  // Jinja2's Markup (a `|safe` or `|escape` result): a string that `+` keeps unescaped while
+  // HTML-escaping the plain string on the other side, as markupsafe's Markup.__add__ does.
+  static Value make_markup(std::string s) {
+    Value v(std::move(s));
+    v.is_markup_ = true;
+    return v;
+  }
   static Value make_namespace(ValueDict attrs);
   static Value make_callable(std::string name, decltype(Callable::call) fn);
 
@@ -94,6 +101,7 @@ class Value {
   bool is_string() const { return kind() == Kind::kString; }
   bool is_list() const { return kind() == Kind::kList; }  // lists and tuples
   bool is_tuple() const { return is_tuple_; }
+  bool is_markup() const { return is_markup_; }
   bool is_dict() const { return kind() == Kind::kDict; }
   bool is_namespace() const { return kind() == Kind::kNamespace; }
   bool is_callable() const { return kind() == Kind::kCallable; }
@@ -129,6 +137,7 @@ class Value {
                std::shared_ptr<ValueMap>, std::shared_ptr<Namespace>, std::shared_ptr<Callable>>
       data_;
   bool is_tuple_ = false;
+  bool is_markup_ = false;
 };
 
 // Name lookup in scopes and namespaces; nullptr when the name is absent.
@@ -162,6 +171,9 @@ struct JsonFormat {
 
 // json.dumps(value, ...). Fails for undefined values, namespaces and callables.
 Result<std::string> to_json_text(const Value& value, const JsonFormat& format, SourcePos pos);
+
+// markupsafe.escape: & < > ' " as HTML entities.
+std::string html_escape(std::string_view s);
 
 // Python float repr: shortest round-trip digits, "1.0", "1e-05", "1e+16", "inf", "nan".
 std::string python_float_repr(double d);
