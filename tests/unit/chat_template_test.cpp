@@ -493,6 +493,93 @@ TEST(BuiltinChatTemplates, DetectsTheFormatATemplateWrites) {
   EXPECT_EQ(detect_builtin_chat_template(qwen3.str()), "chatml");
   EXPECT_EQ(detect_builtin_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}"), "");
   EXPECT_EQ(detect_builtin_chat_template(""), "");
+  // The markers of model families' own templates.
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ '<|im_start|>' + m.role + '<|im_sep|>' }}", "phi4"},
+      {"{{ '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{{ '[INST]' }}", "mistral-v7-tekken"},
+      {"{{ '[SYSTEM_PROMPT] ' + system_message }}[INST]", "mistral-v7"},
+      {"{{ bos_token }}{{ ' [INST] ' + system_message }}", "mistral-v1"},
+      {"[AVAILABLE_TOOLS] {{ \"[INST]\" + m.content }}", "mistral-v3-tekken"},
+      {"[AVAILABLE_TOOLS]{{ '[INST]' + m.content }}", "mistral-v3"},
+      {"{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}", "llama2-sys-strip"},
+      {"{{ bos_token + '[INST] ' + content }}<<SYS>>", "llama2-sys-bos"},
+      {"[INST] <<SYS>>\\n{{ system }}", "llama2-sys"},
+      {"{{ '[INST] ' + content + ' [/INST]' }}", "llama2"},
+      {"[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>", "chatglm4"},
+      {"[gMASK]sop<|user|>", "chatglm3"},
+      {"<|user|>\\n{{ c }}<|assistant|>", "glmedge"},
+      {"<|user|>\\n{{ c }}</s><|assistant|>", ""},  // Falcon 3: no built-in
+      {"<|header_start|>{{ role }}<|header_end|>", "llama4"},
+      {"<|start|>assistant<|channel|>final<|message|>", "gpt-oss"},
+      {"<|im_assistant|>assistant<|im_middle|>", "kimi-k2"},
+      {"<|startoftext|>{{ c }}<|extra_0|>{{ s }}<|extra_4|>", "hunyuan-moe"},
+      {"### Instruction:\\n{{ c }}\\n<|EOT|>", "deepseek"},
+      {"{{ 'Assistant: ' + message['content'] + eos_token }}", "deepseek2"},
+      {"<｜User｜>{{ c }}<｜Assistant｜>", "deepseek3"},
+  };
+  for (const auto& [source, name] : cases) EXPECT_EQ(detect_builtin_chat_template(source), name) << source;
+}
+
+// Each built-in renders a system + user + assistant + user conversation as llama-server's
+// formatter of the same name does.
+TEST(BuiltinChatTemplates, RenderAsLlamaServersFormatters) {
+  const nlohmann::ordered_json context = nlohmann::ordered_json::parse(R"({"messages": [
+      {"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
+      {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}], "add_generation_prompt": true})");
+  const std::pair<const char*, const char*> cases[] = {
+      {"chatml", "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+                 "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n"},
+      {"llama2", "[INST] S\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+      {"llama2-sys", "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+      {"llama2-sys-bos", "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST]A1</s><s>[INST] U2 [/INST]"},
+      {"llama2-sys-strip", "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+      {"mistral-v1", " [INST] S\n\nU1 [/INST] A1</s> [INST] U2 [/INST]"},
+      {"mistral-v3", "[INST] S\n\nU1[/INST] A1</s>[INST] U2[/INST]"},
+      {"mistral-v3-tekken", "[INST]S\n\nU1[/INST]A1</s>[INST]U2[/INST]"},
+      {"mistral-v7", "[SYSTEM_PROMPT] S[/SYSTEM_PROMPT][INST] U1[/INST] A1</s>[INST] U2[/INST]"},
+      {"mistral-v7-tekken", "[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]U1[/INST]A1</s>[INST]U2[/INST]"},
+      {"llama4", "<|header_start|>system<|header_end|>\n\nS<|eot|><|header_start|>user<|header_end|>\n\nU1<|eot|>"
+                 "<|header_start|>assistant<|header_end|>\n\nA1<|eot|><|header_start|>user<|header_end|>\n\nU2<|eot|>"
+                 "<|header_start|>assistant<|header_end|>\n\n"},
+      {"gemma", "<start_of_turn>user\nS\n\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
+                "<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n"},
+      {"phi4", "<|im_start|>system<|im_sep|>S<|im_end|><|im_start|>user<|im_sep|>U1<|im_end|><|im_start|>assistant"
+               "<|im_sep|>A1<|im_end|><|im_start|>user<|im_sep|>U2<|im_end|><|im_start|>assistant<|im_sep|>"},
+      {"zephyr", "<|system|>\nS<|endoftext|>\n<|user|>\nU1<|endoftext|>\n<|assistant|>\nA1<|endoftext|>\n"
+                 "<|user|>\nU2<|endoftext|>\n<|assistant|>\n"},
+      {"command-r", "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>S<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>U1"
+                    "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>A1<|END_OF_TURN_TOKEN|>"
+                    "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>U2<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
+      {"deepseek", "S### Instruction:\nU1\n### Response:\nA1\n<|EOT|>\n### Instruction:\nU2\n### Response:\n"},
+      {"deepseek2", "S\n\nUser: U1\n\nAssistant: A1<｜end▁of▁sentence｜>User: U2\n\nAssistant:"},
+      {"deepseek3", "S\n\n<｜User｜>U1<｜Assistant｜>A1<｜end▁of▁sentence｜><｜User｜>U2<｜Assistant｜>"},
+      {"chatglm3", "[gMASK]sop<|system|>\n S<|user|>\n U1<|assistant|>\n A1<|user|>\n U2<|assistant|>"},
+      {"chatglm4", "[gMASK]<sop><|system|>\nS<|user|>\nU1<|assistant|>\nA1<|user|>\nU2<|assistant|>\n"},
+      {"glmedge", "<|system|>\nS<|user|>\nU1<|assistant|>\nA1<|user|>\nU2<|assistant|>"},
+      {"gpt-oss", "<|start|>system<|message|>S<|end|><|start|>user<|message|>U1<|end|><|start|>assistant<|message|>A1"
+                  "<|return|><|start|>user<|message|>U2<|end|><|start|>assistant"},
+      {"kimi-k2", "<|im_system|>system<|im_middle|>S<|im_end|><|im_user|>user<|im_middle|>U1<|im_end|>"
+                  "<|im_assistant|>assistant<|im_middle|>A1<|im_end|><|im_user|>user<|im_middle|>U2<|im_end|>"
+                  "<|im_assistant|>assistant<|im_middle|>"},
+      {"hunyuan-moe", "<|startoftext|>S<|extra_4|><|startoftext|>U1<|extra_0|>A1<|eos|><|startoftext|>U2<|extra_0|>"},
+  };
+  for (const auto& [name, expected] : cases) {
+    const char* source = find_builtin_chat_template(name);
+    ASSERT_NE(source, nullptr) << name;
+    Result<text::ChatTemplate> tmpl = text::ChatTemplate::parse(source);
+    ASSERT_TRUE(tmpl.is_ok()) << name << ": " << tmpl.status().message();
+    Result<std::string> out = tmpl->render(context);
+    ASSERT_TRUE(out.is_ok()) << name << ": " << out.status().message();
+    EXPECT_EQ(*out, expected) << name;
+  }
+  // -sys-strip trims every text; names llama-server knows without a built-in here are refused.
+  Result<text::ChatTemplate> strip = text::ChatTemplate::parse(find_builtin_chat_template("llama2-sys-strip"));
+  ASSERT_TRUE(strip.is_ok());
+  EXPECT_EQ(*strip->render(nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": " U \n"}]})")),
+            "[INST] U [/INST]");
+  EXPECT_TRUE(is_other_llama_server_template_name("granite"));
+  EXPECT_FALSE(is_other_llama_server_template_name("llama3"));
+  EXPECT_FALSE(is_other_llama_server_template_name("{{ x }}"));
 }
 
 }  // namespace
