@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -518,6 +519,38 @@ TEST(BuiltinChatTemplates, DetectsTheFormatATemplateWrites) {
       {"<｜User｜>{{ c }}<｜Assistant｜>", "deepseek3"},
   };
   for (const auto& [source, name] : cases) EXPECT_EQ(detect_builtin_chat_template(source), name) << source;
+}
+
+// llama.cpp's template collection (models/templates), when MOETIER_LLAMA_TEMPLATES_DIR or
+// MOETIER_LLAMA_CPP_DIR points at it: --no-jinja picks the format llama-server picks.
+TEST(BuiltinChatTemplates, DetectsLlamaCppTemplates) {
+  std::filesystem::path dir;
+  if (const char* t = std::getenv("MOETIER_LLAMA_TEMPLATES_DIR"); t && *t) {
+    dir = t;
+  } else if (const char* c = std::getenv("MOETIER_LLAMA_CPP_DIR"); c && *c) {
+    dir = std::filesystem::path(c) / "models" / "templates";
+  } else {
+    GTEST_SKIP() << "set MOETIER_LLAMA_TEMPLATES_DIR to llama.cpp's models/templates";
+  }
+  const std::pair<const char*, const char*> expected[] = {
+      {"Qwen-Qwen3-0.6B", "chatml"},
+      {"meta-llama-Llama-3.1-8B-Instruct", "llama3"},
+      {"Mistral-Small-3.2-24B-Instruct-2506", "mistral-v7-tekken"},
+      {"mistralai-Mistral-Nemo-Instruct-2407", "mistral-v3-tekken"},
+      {"google-gemma-2-2b-it", "gemma"},
+      {"microsoft-Phi-3.5-mini-instruct", "phi3"},
+      {"GLM-4.6", "chatglm4"},
+      {"deepseek-ai-DeepSeek-V3.1", "deepseek3"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "deepseek3"},
+      {"openai-gpt-oss-120b", "gpt-oss"},
+      {"Kimi-K2-Instruct", "kimi-k2"},
+      {"CohereForAI-c4ai-command-r-plus-tool_use", "command-r"},
+  };
+  for (const auto& [name, format] : expected) {
+    const std::string source = text::read_file(dir / (std::string(name) + ".jinja"));
+    ASSERT_FALSE(source.empty()) << name;
+    EXPECT_EQ(detect_builtin_chat_template(source), format) << name;
+  }
 }
 
 // Each built-in renders a system + user + assistant + user conversation as llama-server's
