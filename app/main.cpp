@@ -28,6 +28,7 @@ constexpr Command kCommands[] = {
     {"logits", "write the f32 logits of a prompt to a file (verification against other engines)",
      moetier::cmd_logits},
     {"tokenize", "show the token ids of a text (works on vocab-only files)", moetier::cmd_tokenize},
+    {"template", "render a chat template with a JSON context, or print a model's template", moetier::cmd_template},
     {"bench", "measure prompt and generation speed (llama-bench's flags and output formats)", moetier::cmd_bench},
     {"tune", "search -ngl/-ncmoe/-t/-ub/mmap/KV type by measurement; prints the winning command line", moetier::cmd_tune},
     {"eval", "evaluation suites (longcontext-v1, capability-v1) against moetier or any OpenAI-compatible server",

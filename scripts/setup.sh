@@ -14,6 +14,7 @@ packages=(
   clang libclang-rt-14-dev   # libFuzzer target and sanitizer runtime
   g++-mingw-w64-x86-64-posix mingw-w64-tools dpkg-dev   # the Windows build (scripts/build-windows.sh)
   wine64 xvfb xauth curl python3   # its tests under Wine (scripts/windows-tests.sh); Wine's Vulkan needs an X display
+  python3-jinja2             # template_parity: chat templates rendered by Jinja2 and by moetier (scripts/template-parity.py)
 )
 # The Windows build compiles PCRE2 and cpp-httplib from Debian's own source packages
 # (apt-get source): that needs a deb-src entry for the release.

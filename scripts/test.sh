@@ -31,6 +31,8 @@ export MOETIER_REQUIRE_NODE=1
 export MOETIER_REQUIRE_CHROMIUM=1
 # The GPU tests run on Mesa's lavapipe here; a missing Vulkan device fails them instead of skipping.
 export MOETIER_REQUIRE_VULKAN=1
+# The chat-template parity tests need Python's Jinja2 (setup.sh installs python3-jinja2).
+export MOETIER_REQUIRE_JINJA2=1
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOETIER_REF_DIR="$ref_dir" >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build -j"$jobs" --output-on-failure | tee build/ctest.log

@@ -11,6 +11,7 @@ int cmd_run(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_template(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
 int cmd_serve(int argc, char** argv);

@@ -1,7 +1,8 @@
 // Chat templates by name, for `--chat-template NAME` (llama-server's named built-ins), written
 // as Jinja for moetier's template engine. Each renders `messages` (system/user/assistant)
-// and, with add_generation_prompt, the header of the assistant's turn; the BOS token is left
-// to the tokenizer, as llama.cpp does.
+// as llama-server's formatter of the same name does and, with add_generation_prompt, the
+// header of the assistant's turn where that formatter writes one; the BOS token is left to
+// the tokenizer, as llama.cpp does.
 #pragma once
 
 #include <string>
@@ -16,9 +17,13 @@ std::vector<std::string> builtin_chat_template_names();
 // The names, comma-separated (for --help).
 std::string builtin_chat_template_list();
 
+// A name llama-server's --chat-template knows that has no built-in here (falcon3, granite, ...).
+bool is_other_llama_server_template_name(std::string_view name);
+
 // The built-in whose format a model's Jinja template writes, told by the special markers
 // the template prints (<|im_start|> → chatml, <|start_header_id|> → llama3, ...); empty when
-// none matches. What `--no-jinja` renders with, as llama-server picks its formatter.
+// none matches (or the format has no built-in). A built-in's own source is detected as itself.
+// What `--no-jinja` renders with, as llama-server picks its formatter.
 std::string detect_builtin_chat_template(std::string_view source);
 
 }  // namespace moetier

@@ -39,6 +39,11 @@ Result<ChatPrompt> ChatPrompt::load(const gguf::GgufFile& header, const text::To
     if (const char* builtin = find_builtin_chat_template(choice.name_or_source)) {
       source = builtin;
       origin = "built-in " + choice.name_or_source;
+    } else if (is_other_llama_server_template_name(choice.name_or_source)) {
+      return Status::bad_input(fmt::format(
+          "--chat-template {}: llama-server's built-in of that name is not available here; give the model's Jinja "
+          "template with --chat-template-file, or one of: {}",
+          choice.name_or_source, builtin_chat_template_list()));
     } else {
       source = choice.name_or_source;
       origin = "--chat-template (Jinja source)";

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -299,6 +300,66 @@ TEST(ChatTemplateExpressions, Tests) {
   EXPECT_EQ(render("{{ i is divisibleby 3 }}{{ i is odd }}{{ i is eq(3) }}{{ 2 is in([1, 2]) }}", ctx), "TrueTrueTrueTrue");
 }
 
+// Dict keys of every hashable type, as Python dicts (real templates build {0: ..., 1: ...});
+// the expected texts are what Jinja2 3.1 renders with Hugging Face's tojson.
+TEST(ChatTemplateDicts, KeysOfAnyHashableTypeAsInPython) {
+  EXPECT_EQ(render("{% set d = {1: 'a', 2: 'b'} %}{{ d[1] }}{{ d[2] }}|{{ d['1'] is defined }}|{{ d }}"),
+            "ab|False|{1: 'a', 2: 'b'}");
+  // 1, 1.0 and True are one key (the first spelling stays); "1" and None are others.
+  EXPECT_EQ(render("{% set d = {1: 'int', '1': 'str', True: 'bool', none: 'none', 1.5: 'float'} %}{{ d }}|"
+                   "{{ d[1] }}{{ d['1'] }}{{ d[none] }}{{ d[1.5] }}|{{ d | length }}"),
+            "{1: 'bool', '1': 'str', None: 'none', 1.5: 'float'}|boolstrnonefloat|4");
+  EXPECT_EQ(render("{% set d = {1: 'x', true: 'y'} %}{{ d }}"), "{1: 'y'}");
+  // Iteration keeps insertion order; dictsort orders the keys.
+  EXPECT_EQ(render("{% set d = {2: 'b', 1: 'a', 3: 'c'} %}{% for k in d %}{{ k }}{% endfor %}|"
+                   "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}|"
+                   "{% for k, v in d | dictsort %}{{ k }}={{ v }};{% endfor %}|{{ d | dictsort(reverse=true) }}"),
+            "213|2=b;1=a;3=c;|1=a;2=b;3=c;|[(3, 'c'), (2, 'b'), (1, 'a')]");
+  // json.dumps writes the keys as strings: 1 -> "1", None -> "null", False -> "false".
+  EXPECT_EQ(render("{{ {1: 'a', 'b': [1, 2], none: true, false: 0, 2.5: none} | tojson }}|"
+                   "{{ {1: 'a', 2: 'b'} | tojson(indent=2) }}|{{ {2: 1, 1: 2} | tojson(sort_keys=true) }}"),
+            "{\"1\": \"a\", \"b\": [1, 2], \"null\": true, \"false\": 0, \"2.5\": null}|{\n  \"1\": \"a\",\n  \"2\": \"b\"\n}|"
+            "{\"1\": 2, \"2\": 1}");
+  EXPECT_EQ(render("{% set d = {1: 'a'} %}{{ 1 in d }}{{ '1' in d }}{{ 1.0 in d }}{{ true in d }}|{{ d.get(1) }}"
+                   "{{ d.get(2, 'x') }}|{{ d.keys() | list }}{{ d.values() | list }}"),
+            "TrueFalseTrueTrue|ax|[1]['a']");
+  EXPECT_EQ(render("{% set d = {(1, 2): 'pair'} %}{{ d[(1, 2)] }}|{{ d }}"), "pair|{(1, 2): 'pair'}");
+  EXPECT_EQ(render("{{ dict([(1, 'a'), ('b', 2)], c=3) }}|{{ dict({1: 2}) }}"), "{1: 'a', 'b': 2, 'c': 3}|{1: 2}");
+  EXPECT_EQ(render("{% set d = {1: 'a'} %}{{ d == {1.0: 'a'} }}{{ d == {'1': 'a'} }}"), "TrueFalse");
+  // JSON objects from the context keep string keys: d['1'] finds "1", d[1] does not.
+  EXPECT_EQ(render("[{{ d['1'] }}][{{ d[1] }}]", R"({"d": {"1": "x"}})"), "[x][]");
+  // What Python refuses: unhashable keys, ordering mixed key types, tuple keys in JSON.
+  EXPECT_EQ(render("{{ {[1]: 2} }}"), "ERROR: chat template 1:5: unhashable dict key: a list");
+  EXPECT_EQ(render("{{ {1: 'a', 'x': 2} | dictsort }}").rfind("ERROR: chat template 1:23: unsupported operand types", 0), 0u);
+  EXPECT_EQ(render("{{ {1: 'a', 'x': 2} | tojson(sort_keys=true) }}").rfind("ERROR: ", 0), 0u);
+  EXPECT_EQ(render("{{ {(1, 2): 2} | tojson }}"),
+            "ERROR: chat template 1:18: tojson: keys must be str, int, float, bool or None, not tuple");
+}
+
+// Jinja2's Markup: `safe` text plus plain text HTML-escapes the plain side (Functionary v3.1's
+// template builds its tool list that way); `~` joins plain strings.
+TEST(ChatTemplateFilters, SafeTextEscapesWhatIsAddedToIt) {
+  EXPECT_EQ(render("{{ '<b>'|safe + '<i>' }}|{{ '<i>' + '<b>'|safe }}|{{ '<b>'|safe ~ '<i>' }}|{{ '<'|e|e }}|"
+                   "{{ ('a'|safe + '&') + '<' }}|{{ 'x' + 'y' }}"),
+            "<b>&lt;i&gt;|&lt;i&gt;<b>|<b><i>|&lt;|a&amp;&lt;|xy");
+}
+
+// Unknown filters and tests fail when the template is parsed, except under an `if` or a
+// conditional expression: there only when reached (DeepSeek V3.2's `args | from_json`).
+TEST(ChatTemplateErrors, UnknownFiltersUnderAnIfFailOnlyWhenReached) {
+  EXPECT_EQ(render("{% if false %}{{ x|from_json }}{% endif %}ok"), "ok");
+  EXPECT_EQ(render("{% if true %}{{ x|from_json }}{% endif %}"), "ERROR: chat template 1:19: unknown filter 'from_json'");
+  EXPECT_EQ(render("{{ x|from_json if false else 'y' }}"), "y");
+  EXPECT_EQ(render("{% if false %}{% set y = x|frob %}{% endif %}ok"), "ok");
+  EXPECT_EQ(render("{% if false and x is frob %}{% endif %}ok"), "ok");
+  EXPECT_EQ(render("{% if x is frob %}{% endif %}ok"), "ERROR: chat template 1:12: unknown test 'frob'");
+  // Loop and macro bodies are checked when parsed, even under an if (as Jinja2's compiler does).
+  EXPECT_EQ(render("{% if false %}{% for i in l %}{{ i|frob }}{% endfor %}{% endif %}"),
+            "ERROR: chat template 1:36: unknown filter 'frob'");
+  EXPECT_EQ(render("{% if false %}{% macro m() %}{{ x|frob }}{% endmacro %}{% endif %}"),
+            "ERROR: chat template 1:35: unknown filter 'frob'");
+}
+
 TEST(ChatTemplateUndefined, Jinja2DefaultUndefinedSemantics) {
   // Printing, testing and iterating undefined values is fine ...
   EXPECT_EQ(render("[{{ missing }}]{% if missing %}x{% endif %}{% for x in missing %}x{% endfor %}"), "[]");
@@ -433,6 +494,125 @@ TEST(BuiltinChatTemplates, DetectsTheFormatATemplateWrites) {
   EXPECT_EQ(detect_builtin_chat_template(qwen3.str()), "chatml");
   EXPECT_EQ(detect_builtin_chat_template("{% for m in messages %}{{ m.content }}{% endfor %}"), "");
   EXPECT_EQ(detect_builtin_chat_template(""), "");
+  // The markers of model families' own templates.
+  const std::pair<const char*, const char*> cases[] = {
+      {"{{ '<|im_start|>' + m.role + '<|im_sep|>' }}", "phi4"},
+      {"{{ '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{{ '[INST]' }}", "mistral-v7-tekken"},
+      {"{{ '[SYSTEM_PROMPT] ' + system_message }}[INST]", "mistral-v7"},
+      {"{{ bos_token }}{{ ' [INST] ' + system_message }}", "mistral-v1"},
+      {"[AVAILABLE_TOOLS] {{ \"[INST]\" + m.content }}", "mistral-v3-tekken"},
+      {"[AVAILABLE_TOOLS]{{ '[INST]' + m.content }}", "mistral-v3"},
+      {"{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}", "llama2-sys-strip"},
+      {"{{ bos_token + '[INST] ' + content }}<<SYS>>", "llama2-sys-bos"},
+      {"[INST] <<SYS>>\\n{{ system }}", "llama2-sys"},
+      {"{{ '[INST] ' + content + ' [/INST]' }}", "llama2"},
+      {"[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>", "chatglm4"},
+      {"[gMASK]sop<|user|>", "chatglm3"},
+      {"<|user|>\\n{{ c }}<|assistant|>", "glmedge"},
+      {"<|user|>\\n{{ c }}</s><|assistant|>", ""},  // Falcon 3: no built-in
+      {"<|header_start|>{{ role }}<|header_end|>", "llama4"},
+      {"<|start|>assistant<|channel|>final<|message|>", "gpt-oss"},
+      {"<|im_assistant|>assistant<|im_middle|>", "kimi-k2"},
+      {"<|startoftext|>{{ c }}<|extra_0|>{{ s }}<|extra_4|>", "hunyuan-moe"},
+      {"### Instruction:\\n{{ c }}\\n<|EOT|>", "deepseek"},
+      {"{{ 'Assistant: ' + message['content'] + eos_token }}", "deepseek2"},
+      {"<｜User｜>{{ c }}<｜Assistant｜>", "deepseek3"},
+  };
+  for (const auto& [source, name] : cases) EXPECT_EQ(detect_builtin_chat_template(source), name) << source;
+}
+
+// llama.cpp's template collection (models/templates), when MOETIER_LLAMA_TEMPLATES_DIR or
+// MOETIER_LLAMA_CPP_DIR points at it: --no-jinja picks the format llama-server picks.
+TEST(BuiltinChatTemplates, DetectsLlamaCppTemplates) {
+  std::filesystem::path dir;
+  if (const char* t = std::getenv("MOETIER_LLAMA_TEMPLATES_DIR"); t && *t) {
+    dir = t;
+  } else if (const char* c = std::getenv("MOETIER_LLAMA_CPP_DIR"); c && *c) {
+    dir = std::filesystem::path(c) / "models" / "templates";
+  } else {
+    GTEST_SKIP() << "set MOETIER_LLAMA_TEMPLATES_DIR to llama.cpp's models/templates";
+  }
+  const std::pair<const char*, const char*> expected[] = {
+      {"Qwen-Qwen3-0.6B", "chatml"},
+      {"meta-llama-Llama-3.1-8B-Instruct", "llama3"},
+      {"Mistral-Small-3.2-24B-Instruct-2506", "mistral-v7-tekken"},
+      {"mistralai-Mistral-Nemo-Instruct-2407", "mistral-v3-tekken"},
+      {"google-gemma-2-2b-it", "gemma"},
+      {"microsoft-Phi-3.5-mini-instruct", "phi3"},
+      {"GLM-4.6", "chatglm4"},
+      {"deepseek-ai-DeepSeek-V3.1", "deepseek3"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "deepseek3"},
+      {"openai-gpt-oss-120b", "gpt-oss"},
+      {"Kimi-K2-Instruct", "kimi-k2"},
+      {"CohereForAI-c4ai-command-r-plus-tool_use", "command-r"},
+  };
+  for (const auto& [name, format] : expected) {
+    const std::string source = text::read_file(dir / (std::string(name) + ".jinja"));
+    ASSERT_FALSE(source.empty()) << name;
+    EXPECT_EQ(detect_builtin_chat_template(source), format) << name;
+  }
+}
+
+// Each built-in renders a system + user + assistant + user conversation as llama-server's
+// formatter of the same name does.
+TEST(BuiltinChatTemplates, RenderAsLlamaServersFormatters) {
+  const nlohmann::ordered_json context = nlohmann::ordered_json::parse(R"({"messages": [
+      {"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
+      {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}], "add_generation_prompt": true})");
+  const std::pair<const char*, const char*> cases[] = {
+      {"chatml", "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+                 "<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n"},
+      {"llama2", "[INST] S\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+      {"llama2-sys", "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+      {"llama2-sys-bos", "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST]A1</s><s>[INST] U2 [/INST]"},
+      {"llama2-sys-strip", "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST]A1</s>[INST] U2 [/INST]"},
+      {"mistral-v1", " [INST] S\n\nU1 [/INST] A1</s> [INST] U2 [/INST]"},
+      {"mistral-v3", "[INST] S\n\nU1[/INST] A1</s>[INST] U2[/INST]"},
+      {"mistral-v3-tekken", "[INST]S\n\nU1[/INST]A1</s>[INST]U2[/INST]"},
+      {"mistral-v7", "[SYSTEM_PROMPT] S[/SYSTEM_PROMPT][INST] U1[/INST] A1</s>[INST] U2[/INST]"},
+      {"mistral-v7-tekken", "[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]U1[/INST]A1</s>[INST]U2[/INST]"},
+      {"llama4", "<|header_start|>system<|header_end|>\n\nS<|eot|><|header_start|>user<|header_end|>\n\nU1<|eot|>"
+                 "<|header_start|>assistant<|header_end|>\n\nA1<|eot|><|header_start|>user<|header_end|>\n\nU2<|eot|>"
+                 "<|header_start|>assistant<|header_end|>\n\n"},
+      {"gemma", "<start_of_turn>user\nS\n\nU1<end_of_turn>\n<start_of_turn>model\nA1<end_of_turn>\n"
+                "<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n"},
+      {"phi4", "<|im_start|>system<|im_sep|>S<|im_end|><|im_start|>user<|im_sep|>U1<|im_end|><|im_start|>assistant"
+               "<|im_sep|>A1<|im_end|><|im_start|>user<|im_sep|>U2<|im_end|><|im_start|>assistant<|im_sep|>"},
+      {"zephyr", "<|system|>\nS<|endoftext|>\n<|user|>\nU1<|endoftext|>\n<|assistant|>\nA1<|endoftext|>\n"
+                 "<|user|>\nU2<|endoftext|>\n<|assistant|>\n"},
+      {"command-r", "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>S<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|USER_TOKEN|>U1"
+                    "<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>A1<|END_OF_TURN_TOKEN|>"
+                    "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>U2<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"},
+      {"deepseek", "S### Instruction:\nU1\n### Response:\nA1\n<|EOT|>\n### Instruction:\nU2\n### Response:\n"},
+      {"deepseek2", "S\n\nUser: U1\n\nAssistant: A1<｜end▁of▁sentence｜>User: U2\n\nAssistant:"},
+      {"deepseek3", "S\n\n<｜User｜>U1<｜Assistant｜>A1<｜end▁of▁sentence｜><｜User｜>U2<｜Assistant｜>"},
+      {"chatglm3", "[gMASK]sop<|system|>\n S<|user|>\n U1<|assistant|>\n A1<|user|>\n U2<|assistant|>"},
+      {"chatglm4", "[gMASK]<sop><|system|>\nS<|user|>\nU1<|assistant|>\nA1<|user|>\nU2<|assistant|>\n"},
+      {"glmedge", "<|system|>\nS<|user|>\nU1<|assistant|>\nA1<|user|>\nU2<|assistant|>"},
+      {"gpt-oss", "<|start|>system<|message|>S<|end|><|start|>user<|message|>U1<|end|><|start|>assistant<|message|>A1"
+                  "<|return|><|start|>user<|message|>U2<|end|><|start|>assistant"},
+      {"kimi-k2", "<|im_system|>system<|im_middle|>S<|im_end|><|im_user|>user<|im_middle|>U1<|im_end|>"
+                  "<|im_assistant|>assistant<|im_middle|>A1<|im_end|><|im_user|>user<|im_middle|>U2<|im_end|>"
+                  "<|im_assistant|>assistant<|im_middle|>"},
+      {"hunyuan-moe", "<|startoftext|>S<|extra_4|><|startoftext|>U1<|extra_0|>A1<|eos|><|startoftext|>U2<|extra_0|>"},
+  };
+  for (const auto& [name, expected] : cases) {
+    const char* source = find_builtin_chat_template(name);
+    ASSERT_NE(source, nullptr) << name;
+    Result<text::ChatTemplate> tmpl = text::ChatTemplate::parse(source);
+    ASSERT_TRUE(tmpl.is_ok()) << name << ": " << tmpl.status().message();
+    Result<std::string> out = tmpl->render(context);
+    ASSERT_TRUE(out.is_ok()) << name << ": " << out.status().message();
+    EXPECT_EQ(*out, expected) << name;
+  }
+  // -sys-strip trims every text; names llama-server knows without a built-in here are refused.
+  Result<text::ChatTemplate> strip = text::ChatTemplate::parse(find_builtin_chat_template("llama2-sys-strip"));
+  ASSERT_TRUE(strip.is_ok());
+  EXPECT_EQ(*strip->render(nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": " U \n"}]})")),
+            "[INST] U [/INST]");
+  EXPECT_TRUE(is_other_llama_server_template_name("granite"));
+  EXPECT_FALSE(is_other_llama_server_template_name("llama3"));
+  EXPECT_FALSE(is_other_llama_server_template_name("{{ x }}"));
 }
 
 }  // namespace

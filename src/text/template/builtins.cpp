@@ -68,8 +68,8 @@ Result<Value> python_getitem(const Value& object, const Value& index, SourcePos 
     if (i < 0 || i >= n) return Value::undefined();
     return Value(s.substr(offsets[i], offsets[i + 1] - offsets[i]));
   }
-  if (object.is_dict() && index.is_string()) {
-    if (const Value* v = dict_find(object.dict(), index.as_string())) return *v;
+  if (object.is_dict() && is_hashable(index)) {
+    if (const Value* v = map_find(object.dict(), index)) return *v;
     return Value::undefined();
   }
   if (object.is_namespace() && index.is_string()) {
@@ -123,7 +123,7 @@ Result<ValueList> iterate(const Value& value, SourcePos pos) {
     case Value::Kind::kList: return value.list();
     case Value::Kind::kDict: {
       ValueList keys;
-      for (const auto& [key, v] : value.dict()) keys.emplace_back(key);
+      for (const auto& [key, v] : value.dict()) keys.push_back(key);
       return keys;
     }
     case Value::Kind::kString: {
@@ -245,15 +245,35 @@ ValueDict builtin_globals() {
     ValueDict attrs;
     for (const Value& v : args.positional) {  // namespace({'a': 1}) copies a dict
       if (!v.is_dict()) return template_error(pos, "namespace() takes keyword arguments or a dict");
-      for (const auto& [k, item] : v.dict()) dict_set(attrs, k, item);
+      for (const auto& [k, item] : v.dict()) {
+        if (k.is_string()) dict_set(attrs, k.as_string(), item);  // other keys cannot be read as attributes
+      }
     }
     for (const auto& [k, v] : args.keyword) dict_set(attrs, k, v);
     return Value::make_namespace(std::move(attrs));
   }));
   globals.emplace_back("dict", Value::make_callable("dict", [](const CallArgs& args, SourcePos pos) -> Result<Value> {
-    if (!args.positional.empty()) return template_error(pos, "dict() takes keyword arguments only");
-    ValueDict dict;
-    for (const auto& [k, v] : args.keyword) dict_set(dict, k, v);
+    // dict(mapping or iterable of pairs, **kwargs), as Python's.
+    if (args.positional.size() > 1) return template_error(pos, "dict() takes at most one positional argument");
+    ValueMap dict;
+    if (!args.positional.empty()) {
+      const Value& source = args.positional[0];
+      if (source.is_dict()) {
+        dict = source.dict();
+      } else {
+        ASSIGN_OR_RETURN(ValueList pairs, iterate(source, pos));
+        for (const Value& pair : pairs) {
+          if (!pair.is_list() || pair.list().size() != 2) {
+            return template_error(pos, "dict(): each item of the sequence must be a pair");
+          }
+          if (!is_hashable(pair.list()[0])) {
+            return template_error(pos, fmt::format("dict(): unhashable key: a {}", pair.list()[0].type_name()));
+          }
+          map_set(dict, pair.list()[0], pair.list()[1]);
+        }
+      }
+    }
+    for (const auto& [k, v] : args.keyword) map_set(dict, Value(k), v);
     return Value(std::move(dict));
   }));
   globals.emplace_back("range", Value::make_callable("range", [](const CallArgs& args, SourcePos pos) -> Result<Value> {

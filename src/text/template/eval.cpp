@@ -269,7 +269,7 @@ class Evaluator {
   Result<Value> get_attr(const Value& object, const Expr& e) {
     if (object.is_undefined()) return undefined_error(object, e, fmt::format("read attribute '{}'", e.name));
     const Value* found = nullptr;
-    if (object.is_dict()) found = dict_find(object.dict(), e.name);
+    if (object.is_dict()) found = map_find(object.dict(), std::string_view(e.name));
     if (object.is_namespace()) found = dict_find(object.ns().attrs, e.name);
     if (found) return *found;
     return Value::undefined(describe(e));
@@ -323,14 +323,14 @@ class Evaluator {
         return Value(std::move(items));
       }
       case ExprKind::kDict: {
-        ValueDict dict;
+        ValueMap dict;
         for (const auto& [key_expr, value_expr] : e.dict_items) {
           ASSIGN_OR_RETURN(Value key, eval(*key_expr, scope));
-          if (!key.is_string()) {
-            return template_error(key_expr->pos, fmt::format("dict keys must be strings, got {}", key.type_name()));
+          if (!is_hashable(key)) {
+            return template_error(key_expr->pos, fmt::format("unhashable dict key: a {}", key.type_name()));
           }
           ASSIGN_OR_RETURN(Value value, eval(*value_expr, scope));
-          dict_set(dict, key.as_string(), std::move(value));
+          map_set(dict, std::move(key), std::move(value));
         }
         return Value(std::move(dict));
       }

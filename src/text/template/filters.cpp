@@ -98,21 +98,14 @@ Result<Value> f_title(const Value& in, const CallArgs&, SourcePos) { return Valu
 Result<Value> f_capitalize(const Value& in, const CallArgs&, SourcePos) {
   return Value(python_capitalize(in.to_output()));
 }
-Result<Value> f_safe(const Value& in, const CallArgs&, SourcePos) { return in; }
+// Jinja2's Markup: `safe` marks the text as HTML; `escape` escapes it once (Markup stays as is).
+Result<Value> f_safe(const Value& in, const CallArgs&, SourcePos) {
+  return Value::make_markup(in.is_string() ? in.as_string() : in.to_output());
+}
 
 Result<Value> f_escape(const Value& in, const CallArgs&, SourcePos) {
-  std::string out;
-  for (char c : in.to_output()) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return Value(std::move(out));
+  if (in.is_markup()) return in;
+  return Value::make_markup(html_escape(in.to_output()));
 }
 
 Result<Value> first_or_last(const Value& in, bool first, SourcePos pos) {
@@ -154,7 +147,7 @@ Result<Value> f_items(const Value& in, const CallArgs&, SourcePos pos) {
   if (in.is_undefined()) return Value(ValueList{});
   if (!in.is_dict()) return template_error(pos, fmt::format("filter 'items' needs a mapping, got {}", in.type_name()));
   ValueList out;
-  for (const auto& [key, value] : in.dict()) out.push_back(Value::make_tuple({Value(key), value}));
+  for (const auto& [key, value] : in.dict()) out.push_back(Value::make_tuple({key, value}));
   return Value(std::move(out));
 }
 
@@ -166,11 +159,11 @@ Result<Value> f_dictsort(const Value& in, const CallArgs& args, SourcePos pos) {
   const Value* reverse_arg = find_arg(args, 2, "reverse");
   const bool case_sensitive = case_arg && case_arg->truthy();
   const bool by_value = by_arg && by_arg->is_string() && by_arg->as_string() == "value";
-  ValueDict entries = in.dict();
+  ValueMap entries = in.dict();
   Status failure;
   std::stable_sort(entries.begin(), entries.end(), [&](const auto& a, const auto& b) {
-    Value x = by_value ? a.second : Value(a.first);
-    Value y = by_value ? b.second : Value(b.first);
+    Value x = by_value ? a.second : a.first;
+    Value y = by_value ? b.second : b.first;
     if (!case_sensitive && x.is_string() && y.is_string()) {
       x = Value(python_lower(x.as_string()));
       y = Value(python_lower(y.as_string()));
@@ -185,7 +178,7 @@ Result<Value> f_dictsort(const Value& in, const CallArgs& args, SourcePos pos) {
   RETURN_IF_ERROR(failure);
   if (reverse_arg && reverse_arg->truthy()) std::reverse(entries.begin(), entries.end());
   ValueList out;
-  for (auto& [key, value] : entries) out.push_back(Value::make_tuple({Value(key), value}));
+  for (auto& [key, value] : entries) out.push_back(Value::make_tuple({key, value}));
   return Value(std::move(out));
 }
 
@@ -472,7 +465,7 @@ Result<Value> f_attr(const Value& in, const CallArgs& args, SourcePos pos) {
   const Value* name = find_arg(args, 0, "name");
   if (!name || !name->is_string()) return template_error(pos, "filter 'attr' needs an attribute name");
   if (in.is_dict()) {
-    if (const Value* v = dict_find(in.dict(), name->as_string())) return *v;
+    if (const Value* v = map_find(in.dict(), std::string_view(name->as_string()))) return *v;
   }
   if (in.is_namespace()) {
     if (const Value* v = dict_find(in.ns().attrs, name->as_string())) return *v;

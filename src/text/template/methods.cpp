@@ -216,13 +216,13 @@ bool is_string_method(std::string_view name) {
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
 }
 
-Result<Value> dict_method(const ValueDict& dict, std::string_view name, const CallArgs& args, SourcePos pos) {
+Result<Value> dict_method(const ValueMap& dict, std::string_view name, const CallArgs& args, SourcePos pos) {
   if (name == "items" || name == "keys" || name == "values") {
     RETURN_IF_ERROR(check_args(args, name, {}, pos));
     ValueList out;
     for (const auto& [key, value] : dict) {
-      if (name == "items") out.push_back(Value::make_tuple({Value(key), value}));
-      else if (name == "keys") out.emplace_back(key);
+      if (name == "items") out.push_back(Value::make_tuple({key, value}));
+      else if (name == "keys") out.push_back(key);
       else out.push_back(value);
     }
     return Value(std::move(out));
@@ -231,9 +231,8 @@ Result<Value> dict_method(const ValueDict& dict, std::string_view name, const Ca
   RETURN_IF_ERROR(check_args(args, name, {"key", "default"}, pos));
   const Value* key = find_arg(args, 0, "key");
   if (!key) return template_error(pos, "dict.get() needs a key");
-  if (key->is_string()) {
-    if (const Value* v = dict_find(dict, key->as_string())) return *v;
-  }
+  if (!is_hashable(*key)) return template_error(pos, fmt::format("dict.get(): unhashable key: a {}", key->type_name()));
+  if (const Value* v = map_find(dict, *key)) return *v;
   const Value* fallback = find_arg(args, 1, "default");
   return fallback ? *fallback : Value::none();
 }

@@ -65,7 +65,10 @@ Result<bool> contains(const Value& haystack, const Value& needle, SourcePos pos)
       }
       return false;
     case Value::Kind::kDict:
-      return needle.is_string() && dict_find(haystack.dict(), needle.as_string()) != nullptr;
+      if (!is_hashable(needle)) {
+        return template_error(pos, fmt::format("'in <mapping>': unhashable key: a {}", needle.type_name()));
+      }
+      return map_find(haystack.dict(), needle) != nullptr;
     case Value::Kind::kUndefined: return false;
     default:
       return template_error(pos, fmt::format("'in' needs a string, list or mapping on the right, got {}",
@@ -98,7 +101,13 @@ Result<Value> binary_op(std::string_view op, const Value& a, const Value& b, Sou
     return Value(op == "in" ? found : !found);
   }
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) {
+      if (a.is_markup() || b.is_markup()) {  // Markup + str escapes the str, either side
+        auto part = [](const Value& v) { return v.is_markup() ? v.as_string() : html_escape(v.as_string()); };
+        return Value::make_markup(part(a) + part(b));
+      }
+      return Value(a.as_string() + b.as_string());
+    }
     if (a.is_list() && b.is_list()) {
       ValueList joined = a.list();
       joined.insert(joined.end(), b.list().begin(), b.list().end());

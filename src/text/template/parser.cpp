@@ -428,7 +428,6 @@ class ExprParser {
       const Token& name = peek();
       if (name.kind != TokenKind::kName) return error_here("expected a filter name");
       next();
-      if (!is_known_filter(name.text)) return template_error(name.pos, fmt::format("unknown filter '{}'", name.text));
       ExprPtr e = make_expr(ExprKind::kFilter, name.pos);
       e->name = name.text;
       if (node) e->args.push_back(std::move(node));
@@ -446,7 +445,6 @@ class ExprParser {
         const Token& name = peek();
         if (name.kind != TokenKind::kName) return error_here("expected a filter name after '|'");
         next();
-        if (!is_known_filter(name.text)) return template_error(name.pos, fmt::format("unknown filter '{}'", name.text));
         ExprPtr e = make_expr(ExprKind::kFilter, name.pos);
         e->name = name.text;
         e->args.push_back(std::move(node));
@@ -462,7 +460,6 @@ class ExprParser {
         const Token& name = peek();
         if (name.kind != TokenKind::kName) return error_here("expected a test name after 'is'");
         next();
-        if (!is_known_test(name.text)) return template_error(name.pos, fmt::format("unknown test '{}'", name.text));
         e->pos = name.pos;
         e->name = name.text;
         e->args.push_back(std::move(node));
@@ -501,6 +498,7 @@ class TemplateParser {
     StmtList body;
     ASSIGN_OR_RETURN(std::string end, parse_body(body, {}, "", SourcePos{}));
     (void)end;
+    RETURN_IF_ERROR(check_names(body, /*soft=*/false));
     return body;
   }
 
@@ -695,6 +693,67 @@ class TemplateParser {
     loop_depth_ = saved_depth;
     if (cur_->peek().kind == TokenKind::kName && cur_->peek().text == stmt.name) cur_->next();
     return cur_->expect_end();
+  }
+
+  // Unknown filters and tests, as Jinja2's compiler treats them: an error when the template
+  // is parsed, except inside an `{% if %}` (its conditions and branches) or a conditional
+  // expression, where the error comes only if the filter is reached when rendering
+  // (templates guard newer filters that way). Loop, macro, set-block and filter-block bodies
+  // are strict again, as Jinja2's inner frames are.
+  static Status check_names(const Expr* e, bool soft) {
+    if (!e) return Status::ok();
+    if (e->kind == ExprKind::kCondExpr) soft = true;
+    if (!soft && e->kind == ExprKind::kFilter && !is_known_filter(e->name)) {
+      return template_error(e->pos, fmt::format("unknown filter '{}'", e->name));
+    }
+    if (!soft && e->kind == ExprKind::kTest && !is_known_test(e->name)) {
+      return template_error(e->pos, fmt::format("unknown test '{}'", e->name));
+    }
+    for (const auto& a : e->args) RETURN_IF_ERROR(check_names(a.get(), soft));
+    for (const auto& a : e->call_args) RETURN_IF_ERROR(check_names(a.get(), soft));
+    for (const auto& [k, a] : e->call_kwargs) RETURN_IF_ERROR(check_names(a.get(), soft));
+    for (const auto& [k, v] : e->dict_items) {
+      RETURN_IF_ERROR(check_names(k.get(), soft));
+      RETURN_IF_ERROR(check_names(v.get(), soft));
+    }
+    return Status::ok();
+  }
+
+  static Status check_names(const StmtList& list, bool soft) {
+    for (const auto& stmt : list) {
+      switch (stmt->kind) {
+        case StmtKind::kIf:
+          for (const auto& [cond, body] : stmt->branches) {
+            RETURN_IF_ERROR(check_names(cond.get(), true));
+            RETURN_IF_ERROR(check_names(body, true));
+          }
+          RETURN_IF_ERROR(check_names(stmt->else_body, true));
+          break;
+        case StmtKind::kFor:
+          RETURN_IF_ERROR(check_names(stmt->expr.get(), soft));
+          RETURN_IF_ERROR(check_names(stmt->condition.get(), false));
+          RETURN_IF_ERROR(check_names(stmt->body, false));
+          RETURN_IF_ERROR(check_names(stmt->else_body, false));
+          break;
+        case StmtKind::kMacro:
+          for (const MacroParam& p : stmt->params) RETURN_IF_ERROR(check_names(p.default_value.get(), false));
+          RETURN_IF_ERROR(check_names(stmt->body, false));
+          break;
+        case StmtKind::kSetBlock:
+        case StmtKind::kScope:
+          RETURN_IF_ERROR(check_names(stmt->body, false));
+          break;
+        case StmtKind::kFilterBlock:
+          RETURN_IF_ERROR(check_names(stmt->expr.get(), soft));
+          RETURN_IF_ERROR(check_names(stmt->body, false));
+          break;
+        default:
+          RETURN_IF_ERROR(check_names(stmt->expr.get(), soft));
+          RETURN_IF_ERROR(check_names(stmt->target_object.get(), soft));
+          break;
+      }
+    }
+    return Status::ok();
   }
 
   const std::vector<Segment>& segs_;

@@ -1,5 +1,6 @@
 #include "text/template/value.h"
 
+#include "text/template/operators.h"
 #include "text/template/string_ops.h"
 
 #include <algorithm>
@@ -16,6 +17,12 @@ Value Value::make_namespace(ValueDict attrs) {
   auto ns = std::make_shared<Namespace>();
   ns->attrs = std::move(attrs);
   return Value(std::move(ns));
+}
+
+Value::Value(const ValueDict& d) : data_(std::make_shared<ValueMap>()) {
+  ValueMap& map = dict();
+  map.reserve(d.size());
+  for (const auto& [key, value] : d) map.emplace_back(Value(key), value);
 }
 
 Value Value::make_callable(std::string name, decltype(Callable::call) fn) {
@@ -45,6 +52,21 @@ bool Value::truthy() const {
     case Kind::kCallable: return true;
   }
   return false;
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
 }
 
 std::string python_float_repr(double d) {
@@ -118,6 +140,15 @@ std::string dict_repr(const ValueDict& dict) {
   return out + "}";
 }
 
+std::string map_repr(const ValueMap& map) {
+  std::string out = "{";
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (i) out += ", ";
+    out += map[i].first.repr() + ": " + map[i].second.repr();
+  }
+  return out + "}";
+}
+
 }  // namespace
 
 std::string Value::to_output() const {
@@ -146,7 +177,7 @@ std::string Value::repr() const {
       if (is_tuple_) return out + (items.size() == 1 ? ",)" : ")");
       return out + "]";
     }
-    case Kind::kDict: return dict_repr(dict());
+    case Kind::kDict: return map_repr(dict());
     case Kind::kNamespace: return "<Namespace " + dict_repr(ns().attrs) + ">";
     case Kind::kCallable: return "<function " + callable().name + ">";
   }
@@ -186,6 +217,44 @@ void dict_set(ValueDict& dict, const std::string& key, Value value) {
   dict.emplace_back(key, std::move(value));
 }
 
+bool is_hashable(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kNone:
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+    case Value::Kind::kFloat:
+    case Value::Kind::kString: return true;
+    case Value::Kind::kList:
+      return v.is_tuple() && std::all_of(v.list().begin(), v.list().end(), [](const Value& item) { return is_hashable(item); });
+    default: return false;
+  }
+}
+
+const Value* map_find(const ValueMap& map, const Value& key) {
+  if (key.is_string()) return map_find(map, std::string_view(key.as_string()));
+  for (const auto& [k, v] : map) {
+    if (values_equal(k, key)) return &v;
+  }
+  return nullptr;
+}
+
+const Value* map_find(const ValueMap& map, std::string_view key) {
+  for (const auto& [k, v] : map) {
+    if (k.is_string() && k.as_string() == key) return &v;
+  }
+  return nullptr;
+}
+
+void map_set(ValueMap& map, Value key, Value value) {
+  for (auto& [k, v] : map) {
+    if (values_equal(k, key)) {
+      v = std::move(value);
+      return;
+    }
+  }
+  map.emplace_back(std::move(key), std::move(value));
+}
+
 Value value_from_json(const nlohmann::ordered_json& json) {
   using J = nlohmann::ordered_json::value_t;
   switch (json.type()) {
@@ -207,9 +276,9 @@ Value value_from_json(const nlohmann::ordered_json& json) {
       return Value(std::move(items));
     }
     case J::object: {
-      ValueDict dict;
+      ValueMap dict;
       dict.reserve(json.size());
-      for (const auto& [key, item] : json.items()) dict.emplace_back(key, value_from_json(item));
+      for (const auto& [key, item] : json.items()) dict.emplace_back(Value(key), value_from_json(item));
       return Value(std::move(dict));
     }
     default: return Value::undefined();  // binary / discarded: not produced by the JSON parser
@@ -268,6 +337,26 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
   out += '"';
 }
 
+// json.dumps turns the keys that are not strings into strings: 1 -> "1", 1.5 -> "1.5",
+// True -> "true", None -> "null"; any other key (a tuple) fails.
+Result<std::string> json_key(const Value& key, SourcePos pos) {
+  switch (key.kind()) {
+    case Value::Kind::kString: return key.as_string();
+    case Value::Kind::kInt: return std::to_string(key.as_int());
+    case Value::Kind::kBool: return std::string(key.as_bool() ? "true" : "false");
+    case Value::Kind::kNone: return std::string("null");
+    case Value::Kind::kFloat: {
+      const double d = key.as_number();
+      if (std::isnan(d)) return std::string("NaN");
+      if (std::isinf(d)) return std::string(d > 0 ? "Infinity" : "-Infinity");
+      return python_float_repr(d);
+    }
+    default:
+      return template_error(pos, fmt::format("tojson: keys must be str, int, float, bool or None, not {}",
+                                             key.is_tuple() ? "tuple" : key.type_name()));
+  }
+}
+
 Status append_json(std::string& out, const Value& v, const JsonFormat& format, int level, SourcePos pos) {
   using K = Value::Kind;
   auto newline = [&](int lvl) {
@@ -304,10 +393,20 @@ Status append_json(std::string& out, const Value& v, const JsonFormat& format, i
       return Status::ok();
     }
     case K::kDict: {
-      std::vector<const std::pair<std::string, Value>*> entries;
+      std::vector<const std::pair<Value, Value>*> entries;
       for (const auto& entry : v.dict()) entries.push_back(&entry);
       if (format.sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+        // Python sorts the items before converting the keys, so mixed key types fail as there.
+        Status failure;
+        std::stable_sort(entries.begin(), entries.end(), [&](auto* a, auto* b) {
+          Result<int> c = compare_values(a->first, b->first, pos);
+          if (!c.is_ok()) {
+            if (failure.is_ok()) failure = c.status();
+            return false;
+          }
+          return *c < 0;
+        });
+        RETURN_IF_ERROR(failure);
       }
       if (entries.empty()) {
         out += "{}";
@@ -317,7 +416,8 @@ Status append_json(std::string& out, const Value& v, const JsonFormat& format, i
       for (size_t i = 0; i < entries.size(); ++i) {
         if (i) out += format.item_separator;
         newline(level + 1);
-        append_json_string(out, entries[i]->first, format.ensure_ascii);
+        ASSIGN_OR_RETURN(std::string key, json_key(entries[i]->first, pos));
+        append_json_string(out, key, format.ensure_ascii);
         out += format.key_separator;
         RETURN_IF_ERROR(append_json(out, entries[i]->second, format, level + 1, pos));
       }
@@ -366,11 +466,11 @@ bool values_equal(const Value& a, const Value& b) {
       return true;
     }
     case K::kDict: {
-      const ValueDict& x = a.dict();
-      const ValueDict& y = b.dict();
+      const ValueMap& x = a.dict();
+      const ValueMap& y = b.dict();
       if (x.size() != y.size()) return false;
       for (const auto& [key, val] : x) {
-        const Value* other = dict_find(y, key);
+        const Value* other = map_find(y, key);
         if (!other || !values_equal(val, *other)) return false;
       }
       return true;

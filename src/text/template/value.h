@@ -1,7 +1,8 @@
 // Runtime values of the Jinja-subset template engine. They mirror the Python objects Jinja2
 // works with when Hugging Face renders a chat template: undefined, None, bool, int, float,
-// str (UTF-8 bytes; length and slicing count code points), list, dict (keys are strings and
-// keep insertion order, as Python dicts and the JSON input do), namespace() objects and callables.
+// str (UTF-8 bytes; length and slicing count code points), list, dict (any hashable key: None,
+// bool, int, float, str or a tuple of those, as Python dicts; insertion order kept, as Python
+// dicts and the JSON input do), namespace() objects and callables.
 // Lists, dicts and namespaces are shared by reference like Python objects, so `set ns.x = ...`
 // inside a loop is visible outside it.
 #pragma once
@@ -32,7 +33,11 @@ Status template_error(SourcePos pos, const std::string& message);
 
 class Value;
 using ValueList = std::vector<Value>;
-using ValueDict = std::vector<std::pair<std::string, Value>>;  // insertion order, unique keys
+// Names to values (scopes, namespace attributes, keyword arguments): insertion order, unique keys.
+using ValueDict = std::vector<std::pair<std::string, Value>>;
+// A Python dict: hashable keys (see is_hashable), insertion order, unique keys under Python's
+// key equality (1, 1.0 and True are one key; "1" is another).
+using ValueMap = std::vector<std::pair<Value, Value>>;
 
 // Positional and keyword arguments of a call, filter or test (the filter's input and the
 // tested value are passed separately).
@@ -68,11 +73,19 @@ class Value {
   Value(std::string s) : data_(std::move(s)) {}   // NOLINT
   Value(const char* s) : data_(std::string(s)) {}  // NOLINT
   Value(ValueList l) : data_(std::make_shared<ValueList>(std::move(l))) {}  // NOLINT
-  Value(ValueDict d) : data_(std::make_shared<ValueDict>(std::move(d))) {}  // NOLINT
+  Value(ValueMap d) : data_(std::make_shared<ValueMap>(std::move(d))) {}  // NOLINT
+  Value(const ValueDict& d);  // NOLINT: a dict with string keys
   // A Python tuple: a list that prints as (a, b) (dict.items() pairs, `(a, b)` literals).
   static Value make_tuple(ValueList items) {
     Value v(std::move(items));
     v.is_tuple_ = true;
+    return v;
+  }
+  // Jinja2's Markup (a `|safe` or `|escape` result): a string that `+` keeps unescaped while
+  // HTML-escaping the plain string on the other side, as markupsafe's Markup.__add__ does.
+  static Value make_markup(std::string s) {
+    Value v(std::move(s));
+    v.is_markup_ = true;
     return v;
   }
   static Value make_namespace(ValueDict attrs);
@@ -88,6 +101,7 @@ class Value {
   bool is_string() const { return kind() == Kind::kString; }
   bool is_list() const { return kind() == Kind::kList; }  // lists and tuples
   bool is_tuple() const { return is_tuple_; }
+  bool is_markup() const { return is_markup_; }
   bool is_dict() const { return kind() == Kind::kDict; }
   bool is_namespace() const { return kind() == Kind::kNamespace; }
   bool is_callable() const { return kind() == Kind::kCallable; }
@@ -97,7 +111,7 @@ class Value {
   double as_number() const;  // int, float or bool as double
   const std::string& as_string() const { return std::get<std::string>(data_); }
   ValueList& list() const { return *std::get<std::shared_ptr<ValueList>>(data_); }
-  ValueDict& dict() const { return *std::get<std::shared_ptr<ValueDict>>(data_); }
+  ValueMap& dict() const { return *std::get<std::shared_ptr<ValueMap>>(data_); }
   Namespace& ns() const { return *std::get<std::shared_ptr<Namespace>>(data_); }
   const Callable& callable() const { return *std::get<std::shared_ptr<Callable>>(data_); }
   const std::string& undefined_hint() const { return std::get<Undefined>(data_).hint; }
@@ -120,14 +134,26 @@ class Value {
 
   // Order matches Kind.
   std::variant<Undefined, std::nullptr_t, bool, int64_t, double, std::string, std::shared_ptr<ValueList>,
-               std::shared_ptr<ValueDict>, std::shared_ptr<Namespace>, std::shared_ptr<Callable>>
+               std::shared_ptr<ValueMap>, std::shared_ptr<Namespace>, std::shared_ptr<Callable>>
       data_;
   bool is_tuple_ = false;
+  bool is_markup_ = false;
 };
 
-// Dict / namespace lookup; nullptr when the key is absent.
+// Name lookup in scopes and namespaces; nullptr when the name is absent.
 const Value* dict_find(const ValueDict& dict, std::string_view key);
 void dict_set(ValueDict& dict, const std::string& key, Value value);
+
+// Python's hashable values, the ones a dict key may be: None, bool, int, float, str, and tuples
+// of hashable values (undefined, lists, dicts, namespaces and functions are not).
+bool is_hashable(const Value& v);
+// Dict lookup by key under Python's key equality; nullptr when absent. The string form is
+// `d.name` and `d['name']`.
+const Value* map_find(const ValueMap& map, const Value& key);
+const Value* map_find(const ValueMap& map, std::string_view key);
+// d[key] = value: an equal key keeps its place and its first spelling (d[1] = x after {True: y}
+// leaves the key True), as in Python. `key` must be hashable (checked by the callers).
+void map_set(ValueMap& map, Value key, Value value);
 
 // Conversions to and from JSON. ordered_json keeps object key order, which tojson must reproduce.
 Value value_from_json(const nlohmann::ordered_json& json);
@@ -145,6 +171,9 @@ struct JsonFormat {
 
 // json.dumps(value, ...). Fails for undefined values, namespaces and callables.
 Result<std::string> to_json_text(const Value& value, const JsonFormat& format, SourcePos pos);
+
+// markupsafe.escape: & < > ' " as HTML entities.
+std::string html_escape(std::string_view s);
 
 // Python float repr: shortest round-trip digits, "1.0", "1e-05", "1e+16", "inf", "nan".
 std::string python_float_repr(double d);
