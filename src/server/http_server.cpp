@@ -262,7 +262,8 @@ void HttpServer::routes() {
     // CORS, so browser chat UIs on other origins can call the API: as llama-server, an
     // allowed Origin is reflected with credentials allowed (the API key travels in a header);
     // a page on an origin --cors-origins does not allow gets no CORS headers, so the browser
-    // keeps it from reading any answer.
+    // keeps it from reading any answer (its preflight too is a 200 without a grant, as
+    // llama-server answers it: the missing grant is what the browser acts on).
     const std::string origin = req.get_header_value("Origin");
     res.set_header("Vary", "Origin");
     const bool cors_ok = cors_origin_allowed(st.config.cors_origins, origin);
@@ -274,7 +275,7 @@ void HttpServer::routes() {
     }
     if (req.method == "OPTIONS") {
       if (!cors_ok && !origin.empty()) {
-        res.status = 403;
+        res.status = 200;
         return httplib::Server::HandlerResponse::Handled;
       }
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");

@@ -355,6 +355,12 @@ TEST_F(LlamaServerApi, InfillNeedsFimTokensAndCorsFollowsTheAllowlist) {
   EXPECT_EQ(preflight.status, 200);
   EXPECT_EQ(preflight.headers.count("Access-Control-Allow-Origin"), 1u);
   EXPECT_EQ(preflight.headers.count("Access-Control-Allow-Methods"), 1u);
+  // From another origin: a 200 without any grant, which is what the browser refuses on.
+  auto refused = testing::to_reply(c.Options("/v1/chat/completions", {{"Origin", "http://evil.example"},
+                                                             {"Access-Control-Request-Method", "POST"}}));
+  EXPECT_EQ(refused.status, 200);
+  EXPECT_EQ(refused.headers.count("Access-Control-Allow-Origin"), 0u);
+  EXPECT_EQ(refused.headers.count("Access-Control-Allow-Methods"), 0u);
 }
 
 TEST_F(LlamaServerApi, GenerationSettingsShowTheBiasesApplied) {
