@@ -716,15 +716,70 @@ TEST(ServerConstrained, RequiredToolCallHasNoRunsOfWhitespace) {
   }
 }
 
+// A Llama 3.x-style template: a tool call is bare {"name", "parameters"} JSON.
+const std::string kLlama3ToolTemplate =
+    "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+    "{%- if m.tool_calls %}{{ '{\"name\": \"' + m.tool_calls[0].function.name + '\", \"parameters\": ' }}"
+    "{{ m.tool_calls[0].function.arguments | tojson }}}{%- else %}{{ m.content }}{%- endif %}<|eot_id|>{%- endfor %}"
+    "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}";
+
+// A required call with one string parameter closes within 64 tokens on a random-weight
+// model, whatever the seed: the call's fixed text, up to 4 characters of argument (up to 16
+// bytes: this vocabulary spells most text a byte a token), the closing braces and the end of
+// text take at most 59 tokens, and the arguments' JSON allows at most one whitespace character
+// between its tokens (4 places here). (Qwen3's <tool_call>...</tool_call> wrapper adds about
+// 25 tokens of this vocabulary, so its calls need a larger budget: see
+// RequiredToolCallHasNoRunsOfWhitespace.)
+TEST(ServerConstrained, RequiredOneStringCallClosesWithin64Tokens) {
+  const std::string path = testing::temp_file("llama3-tools.jinja");
+  std::ofstream(path) << kLlama3ToolTemplate;
+  ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "1024", "--chat-template-file", path});
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  const json tools = {{{"type", "function"},
+                       {"function", {{"name", "search"},
+                                     {"parameters", {{"type", "object"},
+                                                     {"properties", {{"q", {{"type", "string"}, {"maxLength", 4}}}}},
+                                                     {"required", {"q"}}}}}}}};
+  const json user = json::array({{{"role", "user"}, {"content", "Look up the weather in Paris."}}});
+  for (const auto& [temperature, seed] : {std::pair{0.0, 1}, std::pair{1.0, 1}, std::pair{1.0, 2}, std::pair{1.0, 3},
+                                          std::pair{0.8, 4}, std::pair{0.8, 5}, std::pair{1.0, 6}, std::pair{0.7, 7}}) {
+    SCOPED_TRACE(fmt::format("temperature {} seed {}", temperature, seed));
+    json req = {{"messages", user}, {"max_tokens", 64}, {"temperature", temperature}, {"seed", seed},
+                {"tools", tools}, {"tool_choice", "required"}, {"parallel_tool_calls", false}};
+    auto t = post_json(c, "/v1/chat/completions", req);
+    ASSERT_EQ(t.status, 200) << t.body;
+    EXPECT_EQ(t.json["choices"][0]["finish_reason"], "tool_calls") << t.body;
+    EXPECT_LE(t.json["usage"]["completion_tokens"].get<int>(), 64) << t.body;
+    const json& msg = t.json["choices"][0]["message"];
+    ASSERT_TRUE(msg.contains("tool_calls") && msg["tool_calls"].size() == 1) << t.body;
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "search");
+    const json args = json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(args.is_object() && args["q"].is_string()) << t.body;
+    // Streamed, the same call arrives whole.
+    req["stream"] = true;
+    auto s = post_sse(c, "/v1/chat/completions", req);
+    ASSERT_EQ(s.status, 200);
+    EXPECT_TRUE(s.done) << s.raw;
+    EXPECT_EQ(testing::stream_finish_reason(s), "tool_calls") << s.raw;
+    std::string arguments;
+    for (const auto& e : s.events) {
+      if (!e.contains("choices") || e["choices"].empty() || !e["choices"][0]["delta"].contains("tool_calls")) continue;
+      for (const auto& tc : e["choices"][0]["delta"]["tool_calls"]) {
+        if (tc.contains("function") && tc["function"].contains("arguments")) {
+          arguments += tc["function"]["arguments"].get<std::string>();
+        }
+      }
+    }
+    EXPECT_EQ(arguments, msg["tool_calls"][0]["function"]["arguments"]) << s.raw;
+  }
+}
+
 // Forced calls in formats other than Qwen's, end to end: a Llama 3.x-style template (bare
 // {"name", "parameters"} JSON) and a Functionary v3.2-style one (">>>name\n" + arguments,
 // which concatenates the arguments as text: the request's string arguments must reach it).
 TEST(ServerConstrained, ForcedToolCallsInOtherFormats) {
-  const std::string llama3 =
-      "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
-      "{%- if m.tool_calls %}{{ '{\"name\": \"' + m.tool_calls[0].function.name + '\", \"parameters\": ' }}"
-      "{{ m.tool_calls[0].function.arguments | tojson }}}{%- else %}{{ m.content }}{%- endif %}<|eot_id|>{%- endfor %}"
-      "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}";
+  const std::string llama3 = kLlama3ToolTemplate;
   const std::string functionary =
       "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
       "{%- if m.tool_calls %}{%- for tc in m.tool_calls %}{{ '>>>' + tc.function.name + '\n' + tc.function.arguments }}"
