@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/args.h"
 #include "core/utf8_path.h"
 #include "server/generation_endpoint.h"
 #include "server/http_util.h"
@@ -254,6 +256,79 @@ void HttpServer::shutdown() {
   }
 }
 
+namespace {
+
+// The resumable-stream routes (server/stream_sessions.h).
+void register_stream_routes(ServerState& st, httplib::Server& h) {
+  auto now = [] { return static_cast<int64_t>(std::time(nullptr)); };
+  h.Get("/v1/stream", [&st, now](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.get_param_value("conv_id");
+    if (id.empty()) return send_error(res, ApiError::bad_request("give the stream's conv_id", "conv_id"));
+    auto session = st.stream_sessions.find(id, now());
+    if (!session) {
+      return send_error(res, {.http_status = 404, .type = "not_found_error", .message = "stream not found or expired"});
+    }
+    size_t from = 0;
+    if (req.has_param("from")) {
+      const std::string text = req.get_param_value("from");
+      auto value = parse_int(text, "from");
+      if (!value || *value < 0) return send_error(res, ApiError::bad_request("'from' must be a byte offset", "from"));
+      from = static_cast<size_t>(*value);
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    auto offset = std::make_shared<size_t>(from);
+    res.set_chunked_content_provider("text/event-stream", [session, offset](size_t, httplib::DataSink& sink) {
+      std::string chunk;
+      while (true) {
+        chunk.clear();
+        switch (session->read(*offset, chunk, std::chrono::milliseconds(200))) {
+          case StreamSession::Read::kData:
+            *offset += chunk.size();
+            if (!sink.write(chunk.data(), chunk.size())) return false;
+            break;
+          case StreamSession::Read::kFinished:
+            sink.done();
+            return true;
+          case StreamSession::Read::kLost:
+            return false;  // the bytes asked for were dropped (a reply larger than the buffer)
+          case StreamSession::Read::kTimeout:
+            if (!sink.is_writable()) return false;
+            break;
+        }
+      }
+    });
+  });
+  h.Delete("/v1/stream", [&st](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.get_param_value("conv_id");
+    if (id.empty()) return send_error(res, ApiError::bad_request("give the stream's conv_id", "conv_id"));
+    st.stream_sessions.stop(id);  // as llama-server: 204 whether or not it was still there
+    res.status = 204;
+  });
+  h.Post("/v1/streams/lookup", [&st, now](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return send_error(res, ApiError::bad_request("the body is not a JSON object"));
+    std::vector<std::string> ids;
+    if (auto it = body.find("conversation_ids"); it != body.end() && it->is_array()) {
+      for (const auto& v : *it) {
+        if (v.is_string()) ids.push_back(v.get<std::string>());
+      }
+    }
+    json out = json::array();
+    for (const auto& session : st.stream_sessions.lookup(ids, now())) {
+      const StreamSession::Info info = session->info();
+      out.push_back({{"conversation_id", session->id()},
+                     {"is_done", info.done},
+                     {"total_bytes", info.total_bytes},
+                     {"started_at", info.started_at},
+                     {"completed_at", info.completed_at}});
+    }
+    send_json(res, out);
+  });
+}
+
+}  // namespace
+
 void HttpServer::routes() {
   ServerState& st = state_;
   httplib::Server& h = *http_;
@@ -404,6 +479,8 @@ void HttpServer::routes() {
     res.set_header("Process-Start-Time-Unix", std::to_string(st.started_at));  // as llama-server
     res.set_content(render_metrics(st), "text/plain; version=0.0.4; charset=utf-8");
   });
+
+  register_stream_routes(st, h);
 
   h.Get("/slots", [&st](const httplib::Request&, httplib::Response& res) {
     if (!st.config.slots_endpoint) {

@@ -17,6 +17,7 @@
 #include "model/expert_source.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "server/stream_sessions.h"
 #include "text/chat_prompt.h"
 #include "text/tokenizer.h"
 
@@ -72,6 +73,8 @@ struct ServerState {
   uint64_t model_params = 0;
   // The routed experts' cache when they do not fit in RAM (null otherwise): /metrics reports it.
   const ExpertSource* experts = nullptr;
+  // Streamed replies a client can read again (X-Conversation-Id; server/stream_sessions.h).
+  StreamSessions stream_sessions;
 
   // The vocabulary as the grammar engine reads it, built on the first constrained request
   // (a trie over every token's bytes) and shared by all requests after it.

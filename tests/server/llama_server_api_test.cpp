@@ -363,6 +363,59 @@ TEST_F(LlamaServerApi, InfillNeedsFimTokensAndCorsFollowsTheAllowlist) {
   EXPECT_EQ(refused.headers.count("Access-Control-Allow-Methods"), 0u);
 }
 
+// Resumable streams: a streamed reply with X-Conversation-Id goes on after its client leaves,
+// and can be read again from any byte offset until the user's Stop. The id holds a model
+// name with '/', so it travels in the query string.
+TEST_F(LlamaServerApi, ResumableStreamOutlivesItsConnection) {
+  auto c = server_->client();
+  const std::string id = "conv-1::org/model-GGUF:Q8_0";
+  const std::string query = "conv_id=conv-1%3A%3Aorg%2Fmodel-GGUF%3AQ8_0";
+  const json req = {{"model", "org/model-GGUF:Q8_0"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                    {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"max_tokens", 200},
+                    {"ignore_eos", true}, {"temperature", 0}};
+  int seen = 0;
+  auto first = post_sse(c, "/v1/chat/completions", req, [&seen](const json&) { return ++seen < 3; },
+                        {{"X-Conversation-Id", id}});
+  ASSERT_EQ(first.status, 200) << first.raw;
+  EXPECT_FALSE(first.done);
+  // The reply ran to its end without a client: the replay holds all 200 tokens.
+  std::string full;
+  for (int i = 0; i < 100; ++i) {
+    auto replay = get(c, "/v1/stream?" + query + "&from=0");
+    ASSERT_EQ(replay.status, 200) << replay.body;
+    full = replay.body;
+    if (full.find("data: [DONE]") != std::string::npos) break;
+  }
+  ASSERT_NE(full.find("data: [DONE]"), std::string::npos) << full;
+  EXPECT_EQ(full.compare(0, first.raw.size(), first.raw), 0) << "the replay does not start with what the client read";
+  const size_t usage_at = full.rfind("data: {");
+  const json usage = json::parse(full.substr(usage_at + 6, full.find("\n\n", usage_at) - usage_at - 6), nullptr, false);
+  ASSERT_TRUE(usage.is_object()) << full;
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 200) << full;
+  // From an offset: the rest.
+  auto rest = get(c, "/v1/stream?" + query + "&from=100");
+  ASSERT_EQ(rest.status, 200);
+  EXPECT_EQ(rest.body, full.substr(100));
+  // Lookup answers for the ids asked about (and their per-model keys) only.
+  auto found = post_json(c, "/v1/streams/lookup", {{"conversation_ids", {"conv-1", "other"}}});
+  ASSERT_EQ(found.status, 200) << found.body;
+  ASSERT_EQ(found.json.size(), 1u) << found.body;
+  EXPECT_EQ(found.json[0]["conversation_id"], id);
+  EXPECT_EQ(found.json[0]["is_done"], true);
+  EXPECT_EQ(found.json[0]["total_bytes"], full.size());
+  EXPECT_EQ(post_json(c, "/v1/streams/lookup", json::object()).json, json::array());
+  // The Stop forgets it; bad requests are 400s.
+  EXPECT_EQ(testing::to_reply(c.Delete(("/v1/stream?" + query).c_str())).status, 204);
+  EXPECT_EQ(get(c, "/v1/stream?" + query + "&from=0").status, 404);
+  EXPECT_EQ(testing::to_reply(c.Delete(("/v1/stream?" + query).c_str())).status, 204);
+  EXPECT_EQ(get(c, "/v1/stream").status, 400);
+  // Without the header a stream is not kept.
+  auto plain = post_sse(c, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                                    {"stream", true}, {"max_tokens", 3}});
+  EXPECT_TRUE(plain.done);
+  EXPECT_EQ(post_json(c, "/v1/streams/lookup", {{"conversation_ids", {""}}}).json, json::array());
+}
+
 TEST_F(LlamaServerApi, GenerationSettingsShowTheBiasesApplied) {
   auto c = server_->client();
   auto r = post_json(c, "/completion", {{"prompt", "x"}, {"n_predict", 2}, {"ignore_eos", true},
