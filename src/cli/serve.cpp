@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/load_report.h"
+#include "core/args.h"
 #include "core/utf8_path.h"
 #include "engine/session.h"
 #include "engine/summary.h"
@@ -123,6 +125,22 @@ int cmd_serve(int argc, char** argv) {
   if (auto st = check_spec_options(spec_flags); !st) return report_error(st);
   if (config.api_key.empty()) {
     if (const char* env = std::getenv("MOETIER_API_KEY")) config.api_key = env;
+  }
+  // Vertex AI starts a custom container with these set (llama-server reads them too).
+  if (const char* mode = std::getenv("AIP_MODE"); mode != nullptr && std::string_view(mode) == "PREDICTION") {
+    auto route = [](const char* name, const char* fallback) {
+      const char* v = std::getenv(name);
+      std::string r = v != nullptr && *v != '\0' ? v : fallback;
+      if (!r.empty() && r[0] != '/') r.insert(r.begin(), '/');
+      return r;
+    };
+    config.vertex_predict_route = route("AIP_PREDICT_ROUTE", "/predict");
+    config.vertex_health_route = route("AIP_HEALTH_ROUTE", "");
+    if (const char* port = std::getenv("AIP_HTTP_PORT"); port != nullptr && *port != '\0') {
+      auto p = parse_int(port, "AIP_HTTP_PORT");
+      if (!p) return report_error(p.status());
+      config.port = static_cast<int>(*p);
+    }
   }
   if (n_parallel < 1 || n_parallel > 256) return report_error(Status::bad_input("-np must be in [1, 256]"));
   if (config.port < 0 || config.port > 65535) return report_error(Status::bad_input("--port must be in [0, 65535]"));

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <future>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -327,6 +329,102 @@ void register_stream_routes(ServerState& st, httplib::Server& h) {
   });
 }
 
+// Runs `handler` on a request made inside the server and returns its status and whole body
+// (a streamed or chunked answer read to its end).
+std::pair<int, std::string> run_inside(const httplib::Server::Handler& handler, httplib::Request& req) {
+  httplib::Response res;
+  handler(req, res);
+  std::string body = res.body;
+  if (res.content_provider_) {
+    bool done = false;
+    httplib::DataSink sink;
+    sink.write = [&body](const char* data, size_t size) {
+      body.append(data, size);
+      return true;
+    };
+    sink.is_writable = [] { return true; };
+    sink.done = [&done] { done = true; };
+    size_t offset = 0;
+    while (!done) {
+      const size_t before = body.size();
+      if (!res.content_provider_(offset, res.content_length_ > 0 ? res.content_length_ - offset : 0, sink)) break;
+      offset += body.size() - before;
+      if (res.content_length_ > 0 && offset >= res.content_length_) break;
+    }
+    res.content_provider_success_ = done || (res.content_length_ > 0 && offset >= res.content_length_);
+  }
+  return {res.status, std::move(body)};
+}
+
+// Vertex AI's predict route (ServerConfig::vertex_predict_route): the instances run at once,
+// each by the endpoint its "@requestFormat" names, never streamed; an instance that fails
+// gets its error object as its prediction.
+void register_vertex_predict(ServerState& st, httplib::Server& h) {
+  using Handler = httplib::Server::Handler;
+  auto generation = [&st](Endpoint e) -> Handler {
+    return [&st, e](const httplib::Request& req, httplib::Response& res) { handle_generation(st, e, req, res); };
+  };
+  // Vertex's camelCase names of the paths (the /v1/ prefix left out), and the paths themselves.
+  const std::map<std::string, std::pair<std::string, Handler>> endpoints = {
+      {"chatCompletions", {"/v1/chat/completions", generation(Endpoint::kChat)}},
+      {"completions", {"/v1/completions", generation(Endpoint::kCompletion)}},
+      {"completion", {"/completion", generation(Endpoint::kNative)}},
+      {"infill", {"/infill", generation(Endpoint::kInfill)}},
+      {"tokenize", {"/tokenize", [&st](const httplib::Request& q, httplib::Response& r) { handle_tokenize(st, q, r); }}},
+      {"detokenize",
+       {"/detokenize", [&st](const httplib::Request& q, httplib::Response& r) { handle_detokenize(st, q, r); }}},
+      {"applyTemplate",
+       {"/apply-template", [&st](const httplib::Request& q, httplib::Response& r) { handle_apply_template(st, q, r); }}},
+  };
+  auto find = [endpoints](const std::string& format) -> const std::pair<std::string, Handler>* {
+    if (auto it = endpoints.find(format); it != endpoints.end()) return &it->second;
+    for (const auto& [name, entry] : endpoints) {
+      if (entry.first == format || (format.rfind("/v1/", 0) != 0 && "/v1" + format == entry.first)) return &entry;
+    }
+    return nullptr;
+  };
+  h.Post(st.config.vertex_predict_route, [find](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return send_error(res, ApiError::bad_request("the body is not a JSON object"));
+    auto it = body.find("instances");
+    if (it == body.end() || !it->is_array()) {
+      return send_error(res, ApiError::bad_request("the body needs an array 'instances'", "instances"));
+    }
+    constexpr size_t kMaxInstances = 128;  // as llama-server
+    if (it->size() > kMaxInstances) {
+      return send_error(res, ApiError::bad_request(fmt::format("at most {} instances", kMaxInstances), "instances"));
+    }
+    std::vector<std::future<json>> runs;
+    for (const json& instance : *it) {
+      runs.push_back(std::async(std::launch::async, [&req, &find, instance]() -> json {
+        if (!instance.is_object() || !instance.contains("@requestFormat") || !instance["@requestFormat"].is_string()) {
+          return ApiError::bad_request("each instance is an object with a string '@requestFormat'").to_json();
+        }
+        const auto* endpoint = find(instance["@requestFormat"].get<std::string>());
+        if (endpoint == nullptr) {
+          return ApiError::bad_request("no endpoint for @requestFormat '" + instance["@requestFormat"].get<std::string>() + "'")
+              .to_json();
+        }
+        json payload = instance;
+        payload.erase("@requestFormat");
+        if (payload.contains("stream")) payload["stream"] = false;  // one answer per instance
+        httplib::Request inner;
+        inner.method = "POST";
+        inner.path = endpoint->first;
+        inner.headers = req.headers;
+        inner.body = payload.dump();
+        auto [status, text] = run_inside(endpoint->second, inner);
+        json out = json::parse(text, nullptr, false);
+        if (out.is_discarded()) return ApiError{.http_status = 500, .type = "server_error", .message = text}.to_json();
+        return out;
+      }));
+    }
+    json predictions = json::array();
+    for (auto& run : runs) predictions.push_back(run.get());
+    send_json(res, json{{"predictions", predictions}});
+  });
+}
+
 }  // namespace
 
 void HttpServer::routes() {
@@ -359,7 +457,10 @@ void HttpServer::routes() {
       res.status = 200;  // as llama-server answers a preflight
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (st.config.api_key.empty() || public_path(req.path) || is_webui_request(req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (st.config.api_key.empty() || public_path(req.path) || req.path == st.config.vertex_health_route ||
+        is_webui_request(req)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     std::string key;
     const std::string auth = req.get_header_value("Authorization");
     if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
@@ -481,6 +582,8 @@ void HttpServer::routes() {
   });
 
   register_stream_routes(st, h);
+  if (!st.config.vertex_predict_route.empty()) register_vertex_predict(st, h);
+  if (!st.config.vertex_health_route.empty()) h.Get(st.config.vertex_health_route, health);
 
   h.Get("/slots", [&st](const httplib::Request&, httplib::Response& res) {
     if (!st.config.slots_endpoint) {

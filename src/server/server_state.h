@@ -47,6 +47,12 @@ struct ServerConfig {
   std::string cors_origins = "*";
   std::string slot_save_path;      // --slot-save-path: where slots are saved ("": saving is off)
   std::string model_tags;          // --tags
+  // Vertex AI's custom-container contract (AIP_MODE=PREDICTION in the environment, which
+  // llama-server reads too): POST vertex_predict_route answers {"instances": [...]} with
+  // {"predictions": [...]}, each instance run by the endpoint its "@requestFormat" names
+  // ("chatCompletions", "completions", ... or a path). "": off.
+  std::string vertex_predict_route;
+  std::string vertex_health_route;  // AIP_HEALTH_ROUTE: one more path for /health ("": none)
 };
 
 // Whether a browser page at `origin` (the Origin header) may call the API under `allowed`

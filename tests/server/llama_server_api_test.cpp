@@ -416,6 +416,36 @@ TEST_F(LlamaServerApi, ResumableStreamOutlivesItsConnection) {
   EXPECT_EQ(post_json(c, "/v1/streams/lookup", {{"conversation_ids", {""}}}).json, json::array());
 }
 
+// Vertex AI's custom-container contract (AIP_MODE=PREDICTION): each instance of a predict
+// request runs by the endpoint its @requestFormat names, at once, never streamed.
+TEST(ServerVertex, PredictRunsEachInstance) {
+  ::setenv("AIP_MODE", "PREDICTION", 1);
+  ::setenv("AIP_HEALTH_ROUTE", "healthz", 1);
+  ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "1024", "-np", "2", "--api-key", "k"});
+  ::unsetenv("AIP_MODE");
+  ::unsetenv("AIP_HEALTH_ROUTE");
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  EXPECT_EQ(get(c, "/healthz").status, 200);  // open, as /health
+  const httplib::Headers key = {{"Authorization", "Bearer k"}};
+  const json chat = {{"@requestFormat", "chatCompletions"}, {"max_tokens", 4}, {"stream", true},
+                     {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  const json body = {{"instances", {chat, {{"@requestFormat", "completion"}, {"prompt", "a"}, {"n_predict", 3}},
+                                    {{"@requestFormat", "/tokenize"}, {"content", "ab"}}, {{"@requestFormat", "nope"}}}}};
+  EXPECT_EQ(post_json(c, "/predict", body).status, 401);  // behind the key like every endpoint
+  auto r = post_json(c, "/predict", body, key);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& p = r.json["predictions"];
+  ASSERT_EQ(p.size(), 4u) << r.body;
+  EXPECT_EQ(p[0]["object"], "chat.completion") << r.body;
+  EXPECT_EQ(p[0]["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(p[0]["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(p[1]["tokens_predicted"], 3) << r.body;
+  EXPECT_EQ(p[2]["tokens"].size(), 2u) << r.body;
+  EXPECT_EQ(p[3]["error"]["type"], "invalid_request_error") << r.body;
+  EXPECT_EQ(post_json(c, "/predict", {{"instances", 1}}, key).status, 400);
+}
+
 TEST_F(LlamaServerApi, GenerationSettingsShowTheBiasesApplied) {
   auto c = server_->client();
   auto r = post_json(c, "/completion", {{"prompt", "x"}, {"n_predict", 2}, {"ignore_eos", true},
