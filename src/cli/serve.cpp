@@ -70,6 +70,11 @@ int cmd_serve(int argc, char** argv) {
          "render chats with the built-in format the model's template writes (chatml, llama3, ...; ChatML when none "
          "matches) instead of the model's Jinja template; requests with tools are refused");
   p.flag({"--offline"}, &ignored, "accepted for compatibility: moetier never downloads anything");
+  p.flag({"--swa-full"}, &ignored,
+         "accepted for compatibility: no architecture moetier runs has sliding-window attention, so every cache is full-size");
+  p.flag({"--no-cache-idle-slots"}, &ignored,
+         "accepted for compatibility: moetier keeps no RAM copy of idle slots (their caches stay in the slots)");
+  p.flag({"-bs", "--backend-sampling"}, &ignored, "accepted for compatibility: moetier samples on the CPU");
   p.flag({"--slots"}, &slots_on, "serve the /slots endpoint (the default)");
   p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore (off without it)",
            &config.slot_save_path);
