@@ -119,7 +119,8 @@ int cmd_serve(int argc, char** argv) {
   p.epilog(
       "Endpoints: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /apply-template;\n"
       "GET /v1/models, /health, /metrics (--metrics), /slots, /props; a chat page at / (--no-ui: off);\n"
-      "resumable streams (X-Conversation-Id): GET|DELETE /v1/stream?conv_id=ID, POST /v1/streams/lookup.\n"
+      "resumable streams (X-Conversation-Id): GET|DELETE /v1/stream?conv_id=ID, POST /v1/streams/lookup;\n"
+      "Anthropic's POST /v1/messages and /v1/messages/count_tokens.\n"
       "example: moetier serve -m model.gguf -c 65536 -np 1 --host 0.0.0.0 --port 18080 --no-mmap");
   if (auto st = p.parse(argc, argv); !st) return report_error(st);
   if (p.help_requested()) {

@@ -15,6 +15,7 @@
 
 #include "core/args.h"
 #include "core/utf8_path.h"
+#include "server/anthropic.h"
 #include "server/generation_endpoint.h"
 #include "server/http_util.h"
 #include "server/metrics.h"
@@ -329,33 +330,6 @@ void register_stream_routes(ServerState& st, httplib::Server& h) {
   });
 }
 
-// Runs `handler` on a request made inside the server and returns its status and whole body
-// (a streamed or chunked answer read to its end).
-std::pair<int, std::string> run_inside(const httplib::Server::Handler& handler, httplib::Request& req) {
-  httplib::Response res;
-  handler(req, res);
-  std::string body = res.body;
-  if (res.content_provider_) {
-    bool done = false;
-    httplib::DataSink sink;
-    sink.write = [&body](const char* data, size_t size) {
-      body.append(data, size);
-      return true;
-    };
-    sink.is_writable = [] { return true; };
-    sink.done = [&done] { done = true; };
-    size_t offset = 0;
-    while (!done) {
-      const size_t before = body.size();
-      if (!res.content_provider_(offset, res.content_length_ > 0 ? res.content_length_ - offset : 0, sink)) break;
-      offset += body.size() - before;
-      if (res.content_length_ > 0 && offset >= res.content_length_) break;
-    }
-    res.content_provider_success_ = done || (res.content_length_ > 0 && offset >= res.content_length_);
-  }
-  return {res.status, std::move(body)};
-}
-
 // Vertex AI's predict route (ServerConfig::vertex_predict_route): the instances run at once,
 // each by the endpoint its "@requestFormat" names, never streamed; an instance that fails
 // gets its error object as its prediction.
@@ -582,6 +556,9 @@ void HttpServer::routes() {
   });
 
   register_stream_routes(st, h);
+  register_anthropic_routes(st, h, [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_count_chat_tokens(st, req, res);
+  });
   if (!st.config.vertex_predict_route.empty()) register_vertex_predict(st, h);
   if (!st.config.vertex_health_route.empty()) h.Get(st.config.vertex_health_route, health);
 
