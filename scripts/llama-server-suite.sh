@@ -45,7 +45,8 @@ cat >"$out_dir/llama-server" <<WRAP
 args=()
 have_model=0
 drop_unknown=\$( [ "$suite_flags" = drop-unknown ] && echo 1 || echo 0 )
-known() { grep -qxF -e "\$1" "$out_dir/moetier-flags.txt"; }
+# moetier, as llama.cpp, takes '_' for '-' in a long flag (--backend_sampling).
+known() { local f="\$1"; [[ "\$f" == --* ]] && f="\${f//_/-}"; grep -qxF -e "\$f" "$out_dir/moetier-flags.txt"; }
 is_value() { [ \$# -gt 0 ] && { [[ "\$1" != -* ]] || [[ "\$1" =~ ^-[0-9.]+\$ ]]; }; }
 while [ \$# -gt 0 ]; do
   case "\$1" in
