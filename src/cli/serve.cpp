@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/load_report.h"
+#include "core/args.h"
 #include "core/utf8_path.h"
 #include "engine/session.h"
 #include "engine/summary.h"
@@ -68,6 +70,11 @@ int cmd_serve(int argc, char** argv) {
          "render chats with the built-in format the model's template writes (chatml, llama3, ...; ChatML when none "
          "matches) instead of the model's Jinja template; requests with tools are refused");
   p.flag({"--offline"}, &ignored, "accepted for compatibility: moetier never downloads anything");
+  p.flag({"--swa-full"}, &ignored,
+         "accepted for compatibility: no architecture moetier runs has sliding-window attention, so every cache is full-size");
+  p.flag({"--no-cache-idle-slots"}, &ignored,
+         "accepted for compatibility: moetier keeps no RAM copy of idle slots (their caches stay in the slots)");
+  p.flag({"-bs", "--backend-sampling"}, &ignored, "accepted for compatibility: moetier samples on the CPU");
   p.flag({"--slots"}, &slots_on, "serve the /slots endpoint (the default)");
   p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore (off without it)",
            &config.slot_save_path);
@@ -111,7 +118,9 @@ int cmd_serve(int argc, char** argv) {
   add_spec_flags(p, spec_flags);
   p.epilog(
       "Endpoints: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /apply-template;\n"
-      "GET /v1/models, /health, /metrics (--metrics), /slots, /props; a chat page at / (--no-ui: off).\n"
+      "GET /v1/models, /health, /metrics (--metrics), /slots, /props; a chat page at / (--no-ui: off);\n"
+      "resumable streams (X-Conversation-Id): GET|DELETE /v1/stream?conv_id=ID, POST /v1/streams/lookup;\n"
+      "Anthropic's POST /v1/messages and /v1/messages/count_tokens.\n"
       "example: moetier serve -m model.gguf -c 65536 -np 1 --host 0.0.0.0 --port 18080 --no-mmap");
   if (auto st = p.parse(argc, argv); !st) return report_error(st);
   if (p.help_requested()) {
@@ -122,6 +131,22 @@ int cmd_serve(int argc, char** argv) {
   if (auto st = check_spec_options(spec_flags); !st) return report_error(st);
   if (config.api_key.empty()) {
     if (const char* env = std::getenv("MOETIER_API_KEY")) config.api_key = env;
+  }
+  // Vertex AI starts a custom container with these set (llama-server reads them too).
+  if (const char* mode = std::getenv("AIP_MODE"); mode != nullptr && std::string_view(mode) == "PREDICTION") {
+    auto route = [](const char* name, const char* fallback) {
+      const char* v = std::getenv(name);
+      std::string r = v != nullptr && *v != '\0' ? v : fallback;
+      if (!r.empty() && r[0] != '/') r.insert(r.begin(), '/');
+      return r;
+    };
+    config.vertex_predict_route = route("AIP_PREDICT_ROUTE", "/predict");
+    config.vertex_health_route = route("AIP_HEALTH_ROUTE", "");
+    if (const char* port = std::getenv("AIP_HTTP_PORT"); port != nullptr && *port != '\0') {
+      auto p = parse_int(port, "AIP_HTTP_PORT");
+      if (!p) return report_error(p.status());
+      config.port = static_cast<int>(*p);
+    }
   }
   if (n_parallel < 1 || n_parallel > 256) return report_error(Status::bad_input("-np must be in [1, 256]"));
   if (config.port < 0 || config.port > 65535) return report_error(Status::bad_input("--port must be in [0, 65535]"));

@@ -1,5 +1,6 @@
 #include "core/args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
@@ -118,6 +119,12 @@ ArgParser::Opt* ArgParser::find(std::string_view name) {
     for (const auto& n : o.names) {
       if (n == name) return &o;
     }
+  }
+  // As llama.cpp: a long flag may be spelled with '_' for '-' (--ctx_size, --backend_sampling).
+  if (name.substr(0, 2) == "--" && name.find('_') != std::string_view::npos) {
+    std::string dashed(name);
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    return find(dashed);
   }
   return nullptr;
 }

@@ -52,6 +52,8 @@ struct Stream {
   bool truncated = false;     // /infill dropped context to fit
   bool several_prompts = false;  // one choice per prompt
   bool finished = false;      // the response is complete
+  // X-Conversation-Id: every byte also goes here, and the reply outlives its connection.
+  std::shared_ptr<StreamSession> resumable;
 
   ~Stream() {
     for (auto& c : choices) {
@@ -319,6 +321,30 @@ bool provide(Stream& s, httplib::DataSink& sink) {
     }
   }
   return true;
+}
+
+// provide() for a resumable stream: the bytes go to the session and, while it is there, the
+// client; a client that leaves no longer ends the reply, the Stop (the session cancelled) does.
+bool provide_resumable(Stream& s, httplib::DataSink& sink) {
+  StreamSession& session = *s.resumable;
+  bool client = true;
+  httplib::DataSink tee;
+  tee.write = [&](const char* data, size_t size) {
+    session.append(std::string_view(data, size));
+    if (client && !sink.write(data, size)) client = false;
+    return !session.cancelled();
+  };
+  tee.is_writable = [&] {
+    if (client && !sink.is_writable()) client = false;
+    return !session.cancelled();
+  };
+  tee.done = [&] {
+    session.finish(static_cast<int64_t>(std::time(nullptr)));
+    if (client) sink.done();
+  };
+  const bool ok = provide(s, tee);
+  session.finish(static_cast<int64_t>(std::time(nullptr)));
+  return ok && client;
 }
 
 // llama-server's exceed_context_size_error, with OpenAI's code for clients that look for it.
@@ -620,9 +646,14 @@ void handle_generation(ServerState& st, Endpoint endpoint, const httplib::Reques
   if (streamed) {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
+    if (const std::string id = req.get_header_value("X-Conversation-Id"); !id.empty()) {
+      stream->resumable = st.stream_sessions.start(id, static_cast<int64_t>(std::time(nullptr)));
+    }
   }
   res.set_chunked_content_provider(streamed ? "text/event-stream" : "application/json; charset=utf-8",
-                                   [stream](size_t, httplib::DataSink& sink) { return provide(*stream, sink); },
+                                   [stream](size_t, httplib::DataSink& sink) {
+                                     return stream->resumable ? provide_resumable(*stream, sink) : provide(*stream, sink);
+                                   },
                                    [stream](bool) {
                                      for (auto& c : stream->choices) {
                                        if (!c.finished) c.task->cancel();

@@ -3,14 +3,19 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
+#include <future>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "core/args.h"
 #include "core/utf8_path.h"
+#include "server/anthropic.h"
 #include "server/generation_endpoint.h"
 #include "server/http_util.h"
 #include "server/metrics.h"
@@ -254,6 +259,148 @@ void HttpServer::shutdown() {
   }
 }
 
+namespace {
+
+// The resumable-stream routes (server/stream_sessions.h).
+void register_stream_routes(ServerState& st, httplib::Server& h) {
+  auto now = [] { return static_cast<int64_t>(std::time(nullptr)); };
+  h.Get("/v1/stream", [&st, now](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.get_param_value("conv_id");
+    if (id.empty()) return send_error(res, ApiError::bad_request("give the stream's conv_id", "conv_id"));
+    auto session = st.stream_sessions.find(id, now());
+    if (!session) {
+      return send_error(res, {.http_status = 404, .type = "not_found_error", .message = "stream not found or expired"});
+    }
+    size_t from = 0;
+    if (req.has_param("from")) {
+      const std::string text = req.get_param_value("from");
+      auto value = parse_int(text, "from");
+      if (!value || *value < 0) return send_error(res, ApiError::bad_request("'from' must be a byte offset", "from"));
+      from = static_cast<size_t>(*value);
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    auto offset = std::make_shared<size_t>(from);
+    res.set_chunked_content_provider("text/event-stream", [session, offset](size_t, httplib::DataSink& sink) {
+      std::string chunk;
+      while (true) {
+        chunk.clear();
+        switch (session->read(*offset, chunk, std::chrono::milliseconds(200))) {
+          case StreamSession::Read::kData:
+            *offset += chunk.size();
+            if (!sink.write(chunk.data(), chunk.size())) return false;
+            break;
+          case StreamSession::Read::kFinished:
+            sink.done();
+            return true;
+          case StreamSession::Read::kLost:
+            return false;  // the bytes asked for were dropped (a reply larger than the buffer)
+          case StreamSession::Read::kTimeout:
+            if (!sink.is_writable()) return false;
+            break;
+        }
+      }
+    });
+  });
+  h.Delete("/v1/stream", [&st](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.get_param_value("conv_id");
+    if (id.empty()) return send_error(res, ApiError::bad_request("give the stream's conv_id", "conv_id"));
+    st.stream_sessions.stop(id);  // as llama-server: 204 whether or not it was still there
+    res.status = 204;
+  });
+  h.Post("/v1/streams/lookup", [&st, now](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return send_error(res, ApiError::bad_request("the body is not a JSON object"));
+    std::vector<std::string> ids;
+    if (auto it = body.find("conversation_ids"); it != body.end() && it->is_array()) {
+      for (const auto& v : *it) {
+        if (v.is_string()) ids.push_back(v.get<std::string>());
+      }
+    }
+    json out = json::array();
+    for (const auto& session : st.stream_sessions.lookup(ids, now())) {
+      const StreamSession::Info info = session->info();
+      out.push_back({{"conversation_id", session->id()},
+                     {"is_done", info.done},
+                     {"total_bytes", info.total_bytes},
+                     {"started_at", info.started_at},
+                     {"completed_at", info.completed_at}});
+    }
+    send_json(res, out);
+  });
+}
+
+// Vertex AI's predict route (ServerConfig::vertex_predict_route): the instances run at once,
+// each by the endpoint its "@requestFormat" names, never streamed; an instance that fails
+// gets its error object as its prediction.
+void register_vertex_predict(ServerState& st, httplib::Server& h) {
+  using Handler = httplib::Server::Handler;
+  auto generation = [&st](Endpoint e) -> Handler {
+    return [&st, e](const httplib::Request& req, httplib::Response& res) { handle_generation(st, e, req, res); };
+  };
+  // Vertex's camelCase names of the paths (the /v1/ prefix left out), and the paths themselves.
+  const std::map<std::string, std::pair<std::string, Handler>> endpoints = {
+      {"chatCompletions", {"/v1/chat/completions", generation(Endpoint::kChat)}},
+      {"completions", {"/v1/completions", generation(Endpoint::kCompletion)}},
+      {"completion", {"/completion", generation(Endpoint::kNative)}},
+      {"infill", {"/infill", generation(Endpoint::kInfill)}},
+      {"tokenize", {"/tokenize", [&st](const httplib::Request& q, httplib::Response& r) { handle_tokenize(st, q, r); }}},
+      {"detokenize",
+       {"/detokenize", [&st](const httplib::Request& q, httplib::Response& r) { handle_detokenize(st, q, r); }}},
+      {"applyTemplate",
+       {"/apply-template", [&st](const httplib::Request& q, httplib::Response& r) { handle_apply_template(st, q, r); }}},
+  };
+  auto find = [endpoints](const std::string& format) -> const std::pair<std::string, Handler>* {
+    if (auto it = endpoints.find(format); it != endpoints.end()) return &it->second;
+    for (const auto& [name, entry] : endpoints) {
+      if (entry.first == format || (format.rfind("/v1/", 0) != 0 && "/v1" + format == entry.first)) return &entry;
+    }
+    return nullptr;
+  };
+  h.Post(st.config.vertex_predict_route, [find](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return send_error(res, ApiError::bad_request("the body is not a JSON object"));
+    auto it = body.find("instances");
+    if (it == body.end() || !it->is_array()) {
+      return send_error(res, ApiError::bad_request("the body needs an array 'instances'", "instances"));
+    }
+    constexpr size_t kMaxInstances = 128;  // as llama-server
+    if (it->size() > kMaxInstances) {
+      return send_error(res, ApiError::bad_request(fmt::format("at most {} instances", kMaxInstances), "instances"));
+    }
+    std::vector<std::future<json>> runs;
+    for (const json& instance : *it) {
+      runs.push_back(std::async(std::launch::async, [&req, &find, instance]() -> json {
+        if (!instance.is_object() || !instance.contains("@requestFormat") || !instance["@requestFormat"].is_string()) {
+          return ApiError::bad_request("each instance is an object with a string '@requestFormat'").to_json();
+        }
+        const auto* endpoint = find(instance["@requestFormat"].get<std::string>());
+        if (endpoint == nullptr) {
+          return ApiError::bad_request("no endpoint for @requestFormat '" + instance["@requestFormat"].get<std::string>() + "'")
+              .to_json();
+        }
+        json payload = instance;
+        payload.erase("@requestFormat");
+        if (payload.contains("stream")) payload["stream"] = false;  // one answer per instance
+        httplib::Request inner;
+        inner.method = "POST";
+        inner.path = endpoint->first;
+        inner.headers = req.headers;
+        inner.body = payload.dump();
+        auto [status, text] = run_inside(endpoint->second, inner);
+        json out = json::parse(text, nullptr, false);
+        if (out.is_discarded()) return ApiError{.http_status = 500, .type = "server_error", .message = text}.to_json();
+        return out;
+      }));
+    }
+    json predictions = json::array();
+    for (auto& run : runs) predictions.push_back(run.get());
+    send_json(res, json{{"predictions", predictions}});
+  });
+}
+
+}  // namespace
+
 void HttpServer::routes() {
   ServerState& st = state_;
   httplib::Server& h = *http_;
@@ -262,7 +409,8 @@ void HttpServer::routes() {
     // CORS, so browser chat UIs on other origins can call the API: as llama-server, an
     // allowed Origin is reflected with credentials allowed (the API key travels in a header);
     // a page on an origin --cors-origins does not allow gets no CORS headers, so the browser
-    // keeps it from reading any answer.
+    // keeps it from reading any answer (its preflight too is a 200 without a grant, as
+    // llama-server answers it: the missing grant is what the browser acts on).
     const std::string origin = req.get_header_value("Origin");
     res.set_header("Vary", "Origin");
     const bool cors_ok = cors_origin_allowed(st.config.cors_origins, origin);
@@ -274,7 +422,7 @@ void HttpServer::routes() {
     }
     if (req.method == "OPTIONS") {
       if (!cors_ok && !origin.empty()) {
-        res.status = 403;
+        res.status = 200;
         return httplib::Server::HandlerResponse::Handled;
       }
       res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
@@ -283,7 +431,10 @@ void HttpServer::routes() {
       res.status = 200;  // as llama-server answers a preflight
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (st.config.api_key.empty() || public_path(req.path) || is_webui_request(req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (st.config.api_key.empty() || public_path(req.path) || req.path == st.config.vertex_health_route ||
+        is_webui_request(req)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     std::string key;
     const std::string auth = req.get_header_value("Authorization");
     if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
@@ -403,6 +554,13 @@ void HttpServer::routes() {
     res.set_header("Process-Start-Time-Unix", std::to_string(st.started_at));  // as llama-server
     res.set_content(render_metrics(st), "text/plain; version=0.0.4; charset=utf-8");
   });
+
+  register_stream_routes(st, h);
+  register_anthropic_routes(st, h, [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_count_chat_tokens(st, req, res);
+  });
+  if (!st.config.vertex_predict_route.empty()) register_vertex_predict(st, h);
+  if (!st.config.vertex_health_route.empty()) h.Get(st.config.vertex_health_route, health);
 
   h.Get("/slots", [&st](const httplib::Request&, httplib::Response& res) {
     if (!st.config.slots_endpoint) {

@@ -17,6 +17,7 @@
 #include "model/expert_source.h"
 #include "server/request.h"
 #include "server/scheduler.h"
+#include "server/stream_sessions.h"
 #include "text/chat_prompt.h"
 #include "text/tokenizer.h"
 
@@ -46,6 +47,12 @@ struct ServerConfig {
   std::string cors_origins = "*";
   std::string slot_save_path;      // --slot-save-path: where slots are saved ("": saving is off)
   std::string model_tags;          // --tags
+  // Vertex AI's custom-container contract (AIP_MODE=PREDICTION in the environment, which
+  // llama-server reads too): POST vertex_predict_route answers {"instances": [...]} with
+  // {"predictions": [...]}, each instance run by the endpoint its "@requestFormat" names
+  // ("chatCompletions", "completions", ... or a path). "": off.
+  std::string vertex_predict_route;
+  std::string vertex_health_route;  // AIP_HEALTH_ROUTE: one more path for /health ("": none)
 };
 
 // Whether a browser page at `origin` (the Origin header) may call the API under `allowed`
@@ -72,6 +79,8 @@ struct ServerState {
   uint64_t model_params = 0;
   // The routed experts' cache when they do not fit in RAM (null otherwise): /metrics reports it.
   const ExpertSource* experts = nullptr;
+  // Streamed replies a client can read again (X-Conversation-Id; server/stream_sessions.h).
+  StreamSessions stream_sessions;
 
   // The vocabulary as the grammar engine reads it, built on the first constrained request
   // (a trie over every token's bytes) and shared by all requests after it.

@@ -107,8 +107,11 @@ Result<std::optional<std::string>> build_tool_call_grammar(const ToolGrammarPara
 
   grammar::GbnfWriter out;
   // As llama.cpp's grammars: an object without additionalProperties takes no extra keys, so
-  // a forced call holds the declared arguments only.
-  grammar::SchemaConverter conv(out, {.extra_properties_by_default = false});
+  // a forced call holds the declared arguments only. Between the arguments' JSON tokens at
+  // most one space or newline: the client gets the arguments re-serialized, so whitespace
+  // there is never seen, and a sampler that wanders (a weak or random model) would otherwise
+  // spend its token budget on indents and leave the call unclosed.
+  grammar::SchemaConverter conv(out, {.max_indent = 0, .extra_properties_by_default = false});
   tool_format::GrammarContext ctx{.out = out, .conv = conv};
   std::vector<std::string> calls;
   for (const ToolSpec& tool : *params.tools) {

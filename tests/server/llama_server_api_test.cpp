@@ -355,6 +355,95 @@ TEST_F(LlamaServerApi, InfillNeedsFimTokensAndCorsFollowsTheAllowlist) {
   EXPECT_EQ(preflight.status, 200);
   EXPECT_EQ(preflight.headers.count("Access-Control-Allow-Origin"), 1u);
   EXPECT_EQ(preflight.headers.count("Access-Control-Allow-Methods"), 1u);
+  // From another origin: a 200 without any grant, which is what the browser refuses on.
+  auto refused = testing::to_reply(c.Options("/v1/chat/completions", {{"Origin", "http://evil.example"},
+                                                             {"Access-Control-Request-Method", "POST"}}));
+  EXPECT_EQ(refused.status, 200);
+  EXPECT_EQ(refused.headers.count("Access-Control-Allow-Origin"), 0u);
+  EXPECT_EQ(refused.headers.count("Access-Control-Allow-Methods"), 0u);
+}
+
+// Resumable streams: a streamed reply with X-Conversation-Id goes on after its client leaves,
+// and can be read again from any byte offset until the user's Stop. The id holds a model
+// name with '/', so it travels in the query string.
+TEST_F(LlamaServerApi, ResumableStreamOutlivesItsConnection) {
+  auto c = server_->client();
+  const std::string id = "conv-1::org/model-GGUF:Q8_0";
+  const std::string query = "conv_id=conv-1%3A%3Aorg%2Fmodel-GGUF%3AQ8_0";
+  const json req = {{"model", "org/model-GGUF:Q8_0"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                    {"stream", true}, {"stream_options", {{"include_usage", true}}}, {"max_tokens", 200},
+                    {"ignore_eos", true}, {"temperature", 0}};
+  int seen = 0;
+  auto first = post_sse(c, "/v1/chat/completions", req, [&seen](const json&) { return ++seen < 3; },
+                        {{"X-Conversation-Id", id}});
+  ASSERT_EQ(first.status, 200) << first.raw;
+  EXPECT_FALSE(first.done);
+  // The reply ran to its end without a client: the replay holds all 200 tokens.
+  std::string full;
+  for (int i = 0; i < 100; ++i) {
+    auto replay = get(c, "/v1/stream?" + query + "&from=0");
+    ASSERT_EQ(replay.status, 200) << replay.body;
+    full = replay.body;
+    if (full.find("data: [DONE]") != std::string::npos) break;
+  }
+  ASSERT_NE(full.find("data: [DONE]"), std::string::npos) << full;
+  EXPECT_EQ(full.compare(0, first.raw.size(), first.raw), 0) << "the replay does not start with what the client read";
+  const size_t usage_at = full.rfind("data: {");
+  const json usage = json::parse(full.substr(usage_at + 6, full.find("\n\n", usage_at) - usage_at - 6), nullptr, false);
+  ASSERT_TRUE(usage.is_object()) << full;
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 200) << full;
+  // From an offset: the rest.
+  auto rest = get(c, "/v1/stream?" + query + "&from=100");
+  ASSERT_EQ(rest.status, 200);
+  EXPECT_EQ(rest.body, full.substr(100));
+  // Lookup answers for the ids asked about (and their per-model keys) only.
+  auto found = post_json(c, "/v1/streams/lookup", {{"conversation_ids", {"conv-1", "other"}}});
+  ASSERT_EQ(found.status, 200) << found.body;
+  ASSERT_EQ(found.json.size(), 1u) << found.body;
+  EXPECT_EQ(found.json[0]["conversation_id"], id);
+  EXPECT_EQ(found.json[0]["is_done"], true);
+  EXPECT_EQ(found.json[0]["total_bytes"], full.size());
+  EXPECT_EQ(post_json(c, "/v1/streams/lookup", json::object()).json, json::array());
+  // The Stop forgets it; bad requests are 400s.
+  EXPECT_EQ(testing::to_reply(c.Delete(("/v1/stream?" + query).c_str())).status, 204);
+  EXPECT_EQ(get(c, "/v1/stream?" + query + "&from=0").status, 404);
+  EXPECT_EQ(testing::to_reply(c.Delete(("/v1/stream?" + query).c_str())).status, 204);
+  EXPECT_EQ(get(c, "/v1/stream").status, 400);
+  // Without the header a stream is not kept.
+  auto plain = post_sse(c, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                                    {"stream", true}, {"max_tokens", 3}});
+  EXPECT_TRUE(plain.done);
+  EXPECT_EQ(post_json(c, "/v1/streams/lookup", {{"conversation_ids", {""}}}).json, json::array());
+}
+
+// Vertex AI's custom-container contract (AIP_MODE=PREDICTION): each instance of a predict
+// request runs by the endpoint its @requestFormat names, at once, never streamed.
+TEST(ServerVertex, PredictRunsEachInstance) {
+  ::setenv("AIP_MODE", "PREDICTION", 1);
+  ::setenv("AIP_HEALTH_ROUTE", "healthz", 1);
+  ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "1024", "-np", "2", "--api-key", "k"});
+  ::unsetenv("AIP_MODE");
+  ::unsetenv("AIP_HEALTH_ROUTE");
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  EXPECT_EQ(get(c, "/healthz").status, 200);  // open, as /health
+  const httplib::Headers key = {{"Authorization", "Bearer k"}};
+  const json chat = {{"@requestFormat", "chatCompletions"}, {"max_tokens", 4}, {"stream", true},
+                     {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  const json body = {{"instances", {chat, {{"@requestFormat", "completion"}, {"prompt", "a"}, {"n_predict", 3}},
+                                    {{"@requestFormat", "/tokenize"}, {"content", "ab"}}, {{"@requestFormat", "nope"}}}}};
+  EXPECT_EQ(post_json(c, "/predict", body).status, 401);  // behind the key like every endpoint
+  auto r = post_json(c, "/predict", body, key);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json& p = r.json["predictions"];
+  ASSERT_EQ(p.size(), 4u) << r.body;
+  EXPECT_EQ(p[0]["object"], "chat.completion") << r.body;
+  EXPECT_EQ(p[0]["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(p[0]["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(p[1]["tokens_predicted"], 3) << r.body;
+  EXPECT_EQ(p[2]["tokens"].size(), 2u) << r.body;
+  EXPECT_EQ(p[3]["error"]["type"], "invalid_request_error") << r.body;
+  EXPECT_EQ(post_json(c, "/predict", {{"instances", 1}}, key).status, 400);
 }
 
 TEST_F(LlamaServerApi, GenerationSettingsShowTheBiasesApplied) {
@@ -710,15 +799,70 @@ TEST(ServerConstrained, RequiredToolCallHasNoRunsOfWhitespace) {
   }
 }
 
+// A Llama 3.x-style template: a tool call is bare {"name", "parameters"} JSON.
+const std::string kLlama3ToolTemplate =
+    "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
+    "{%- if m.tool_calls %}{{ '{\"name\": \"' + m.tool_calls[0].function.name + '\", \"parameters\": ' }}"
+    "{{ m.tool_calls[0].function.arguments | tojson }}}{%- else %}{{ m.content }}{%- endif %}<|eot_id|>{%- endfor %}"
+    "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}";
+
+// A required call with one string parameter closes within 64 tokens on a random-weight
+// model, whatever the seed: the call's fixed text, up to 4 characters of argument (up to 16
+// bytes: this vocabulary spells most text a byte a token), the closing braces and the end of
+// text take at most 59 tokens, and the arguments' JSON allows at most one whitespace character
+// between its tokens (4 places here). (Qwen3's <tool_call>...</tool_call> wrapper adds about
+// 25 tokens of this vocabulary, so its calls need a larger budget: see
+// RequiredToolCallHasNoRunsOfWhitespace.)
+TEST(ServerConstrained, RequiredOneStringCallClosesWithin64Tokens) {
+  const std::string path = testing::temp_file("llama3-tools.jinja");
+  std::ofstream(path) << kLlama3ToolTemplate;
+  ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "1024", "--chat-template-file", path});
+  ASSERT_TRUE(server.ready()) << server.log();
+  auto c = server.client();
+  const json tools = {{{"type", "function"},
+                       {"function", {{"name", "search"},
+                                     {"parameters", {{"type", "object"},
+                                                     {"properties", {{"q", {{"type", "string"}, {"maxLength", 4}}}}},
+                                                     {"required", {"q"}}}}}}}};
+  const json user = json::array({{{"role", "user"}, {"content", "Look up the weather in Paris."}}});
+  for (const auto& [temperature, seed] : {std::pair{0.0, 1}, std::pair{1.0, 1}, std::pair{1.0, 2}, std::pair{1.0, 3},
+                                          std::pair{0.8, 4}, std::pair{0.8, 5}, std::pair{1.0, 6}, std::pair{0.7, 7}}) {
+    SCOPED_TRACE(fmt::format("temperature {} seed {}", temperature, seed));
+    json req = {{"messages", user}, {"max_tokens", 64}, {"temperature", temperature}, {"seed", seed},
+                {"tools", tools}, {"tool_choice", "required"}, {"parallel_tool_calls", false}};
+    auto t = post_json(c, "/v1/chat/completions", req);
+    ASSERT_EQ(t.status, 200) << t.body;
+    EXPECT_EQ(t.json["choices"][0]["finish_reason"], "tool_calls") << t.body;
+    EXPECT_LE(t.json["usage"]["completion_tokens"].get<int>(), 64) << t.body;
+    const json& msg = t.json["choices"][0]["message"];
+    ASSERT_TRUE(msg.contains("tool_calls") && msg["tool_calls"].size() == 1) << t.body;
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "search");
+    const json args = json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(args.is_object() && args["q"].is_string()) << t.body;
+    // Streamed, the same call arrives whole.
+    req["stream"] = true;
+    auto s = post_sse(c, "/v1/chat/completions", req);
+    ASSERT_EQ(s.status, 200);
+    EXPECT_TRUE(s.done) << s.raw;
+    EXPECT_EQ(testing::stream_finish_reason(s), "tool_calls") << s.raw;
+    std::string arguments;
+    for (const auto& e : s.events) {
+      if (!e.contains("choices") || e["choices"].empty() || !e["choices"][0]["delta"].contains("tool_calls")) continue;
+      for (const auto& tc : e["choices"][0]["delta"]["tool_calls"]) {
+        if (tc.contains("function") && tc["function"].contains("arguments")) {
+          arguments += tc["function"]["arguments"].get<std::string>();
+        }
+      }
+    }
+    EXPECT_EQ(arguments, msg["tool_calls"][0]["function"]["arguments"]) << s.raw;
+  }
+}
+
 // Forced calls in formats other than Qwen's, end to end: a Llama 3.x-style template (bare
 // {"name", "parameters"} JSON) and a Functionary v3.2-style one (">>>name\n" + arguments,
 // which concatenates the arguments as text: the request's string arguments must reach it).
 TEST(ServerConstrained, ForcedToolCallsInOtherFormats) {
-  const std::string llama3 =
-      "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
-      "{%- if m.tool_calls %}{{ '{\"name\": \"' + m.tool_calls[0].function.name + '\", \"parameters\": ' }}"
-      "{{ m.tool_calls[0].function.arguments | tojson }}}{%- else %}{{ m.content }}{%- endif %}<|eot_id|>{%- endfor %}"
-      "{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{%- endif %}";
+  const std::string llama3 = kLlama3ToolTemplate;
   const std::string functionary =
       "{%- for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n"
       "{%- if m.tool_calls %}{%- for tc in m.tool_calls %}{{ '>>>' + tc.function.name + '\n' + tc.function.arguments }}"

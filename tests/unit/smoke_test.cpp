@@ -19,6 +19,21 @@ TEST(ArgParser, ParsesLlamaCppStyleFlags) {
   EXPECT_EQ(model, "m.gguf");
 }
 
+TEST(ArgParser, LongFlagsTakeUnderscoresForDashes) {
+  ArgParser p("test", "test");
+  int64_t ctx = 0;
+  bool sampling = false;
+  p.option({"-c", "--ctx-size"}, "N", "ctx", &ctx);
+  p.flag({"--backend-sampling"}, &sampling, "b");
+  const char* argv[] = {"test", "--ctx_size=64", "--backend_sampling"};
+  ASSERT_TRUE(p.parse(3, const_cast<char**>(argv)).is_ok());
+  EXPECT_EQ(ctx, 64);
+  EXPECT_TRUE(sampling);
+  EXPECT_TRUE(p.given("--ctx-size"));
+  const char* short_flag[] = {"test", "-ctx_size", "1"};  // only long flags
+  EXPECT_FALSE(p.parse(3, const_cast<char**>(short_flag)).is_ok());
+}
+
 TEST(ArgParser, RejectsUnknownFlagAndBadInteger) {
   ArgParser p("test", "test");
   int64_t c = 0;
