@@ -147,7 +147,10 @@ Result<std::optional<std::string>> build_tool_call_grammar(const ToolGrammarPara
     root += format.call_sep.empty() ? fmt::format(" {}*", call)
                                     : fmt::format(" ({} {})*", grammar::gbnf_literal(format.call_sep), call);
   }
-  if (!format.calls_end.empty()) root += " " + grammar::gbnf_literal(format.calls_end);
+  if (!format.calls_end.empty()) {
+    root += ' ';
+    root += grammar::gbnf_literal(format.calls_end);
+  }
   out.set_root(root);
   return Grammar{out.str()};
 }
