@@ -22,14 +22,15 @@ const vk::ShaderBinary* shader(std::string_view name) {
 }
 
 TEST(GpuStream, BindingAccessComesFromTheShader) {
-  // moe_combine: experts, weights, shared, shared gate read; out and residual written.
+  // moe_combine: experts, weights, shared, shared gate read; out and residual written; the
+  // pair map read.
   const auto* combine = shader("moe_combine");
   ASSERT_NE(combine, nullptr);
   auto a = vk::reflect_bindings(combine->words);
   ASSERT_TRUE(a.is_ok()) << a.status().message();
-  EXPECT_EQ(a->n_bindings, 6u);
-  const bool want[] = {false, false, false, false, true, true};
-  for (uint32_t i = 0; i < 6; ++i) EXPECT_EQ(a->writes[i], want[i]) << "binding " << i;
+  EXPECT_EQ(a->n_bindings, 7u);
+  const bool want[] = {false, false, false, false, true, true, false};
+  for (uint32_t i = 0; i < 7; ++i) EXPECT_EQ(a->writes[i], want[i]) << "binding " << i;
   // matvec: weights and activations read, y written (a fused residual add reads it too).
   auto m = vk::reflect_bindings(shader("matvec_q4_k")->words);
   ASSERT_TRUE(m.is_ok());
