@@ -278,6 +278,10 @@ void apply_subgroup_emulation(DeviceInfo& info, const SubgroupEmulation& e) {
   if (e.width == 0) return;
   info.emulated_subgroup = e.width;
   info.subgroup_size = info.min_subgroup_size = info.max_subgroup_size = e.width;
+  // Intel's compilers pick 8, 16 or 32 lanes per shader: the launchers then fit a query's or
+  // a column's lanes in 8 and round workgroups to 32 (vk_ops_attention.cpp). The emulated
+  // kernels run 32 wide, one of the widths such a device may choose.
+  if (e.vendor_id == kVendorIntel) info.min_subgroup_size = std::min<uint32_t>(8, e.width);
   info.subgroup_size_control = false;
   info.full_subgroups = false;
   info.vendor_id = e.vendor_id;

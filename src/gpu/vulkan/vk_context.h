@@ -53,9 +53,9 @@ struct DeviceInfo {
   uint32_t max_shared_bytes = 0;
   std::array<uint32_t, 3> max_workgroup_count{};
   // Subgroup emulation (SubgroupEmulation below; 0: off). When on, subgroup_size, the
-  // min/max sizes and vendor_id describe the emulated device (W wide, no subgroup size
-  // control or full-subgroup requests, the emulated vendor's tuning row); native_* keep the
-  // device's own.
+  // min/max sizes and vendor_id describe the emulated device (W wide, the smallest size 8 for
+  // Intel, no subgroup size control or full-subgroup requests, the emulated vendor's tuning
+  // row); native_* keep the device's own.
   uint32_t emulated_subgroup = 0;
   uint32_t native_subgroup_size = 0, native_vendor_id = 0;
 
