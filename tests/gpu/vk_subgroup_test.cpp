@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 
 #if MOETIER_HAVE_VULKAN
 #include "gpu/vulkan/vk_ops.h"
+#include "gpu/vulkan/vk_shaders.h"
+#include "gpu/vulkan/vk_stream.h"
 #include "gpu/vulkan/vk_tuning.h"
 
 namespace moetier {
@@ -58,6 +61,33 @@ TEST(SubgroupEmulation, VendorRowsAreChosenByVendor) {
   const std::string table = vk::describe_vendor_defaults(info);
   for (const auto& row : vk::vendor_defaults_table()) EXPECT_NE(table.find(row.vendor), std::string::npos) << table;
   EXPECT_NE(table.find("* other"), std::string::npos) << table;
+}
+
+// Every shader with native subgroup operations has both emulated variants, and they have
+// none (else an emulated run would fail to create its pipeline, or silently use the device's
+// own width); the native shaders of the fast kernels do use them.
+TEST(SubgroupEmulation, EveryShaderWithSubgroupOperationsHasEmulatedVariants) {
+  std::map<std::string, bool> uses;  // shader → declares a GroupNonUniform capability
+  for (const auto& b : vk::shader_binaries()) {
+    auto access = vk::reflect_bindings(b.words);
+    ASSERT_TRUE(access.is_ok()) << b.name << ": " << access.status().message();
+    uses[std::string(b.name)] = access->subgroup_ops;
+  }
+  int native = 0;
+  for (const auto& [name, subgroup_ops] : uses) {
+    if (!subgroup_ops) continue;
+    ++native;
+    for (const char* width : {"32", "64"}) {
+      const auto it = uses.find(name + "_sg" + width);
+      ASSERT_NE(it, uses.end()) << name << " has no _sg" << width << " variant";
+      EXPECT_FALSE(it->second) << it->first << " still uses native subgroup operations";
+    }
+  }
+  for (const char* name : {"matvec_q4_k", "matvec_id_swiglu_iq4_xs", "flash_attention", "flash_attention_split",
+                           "delta_rule_fast", "delta_rule_fast_norm", "moe_router_fast"}) {
+    EXPECT_TRUE(uses[name]) << name;
+  }
+  EXPECT_GE(native, 41);  // 9 weight types × 4 mat-vecs, 2 flash attentions, 2 delta rules, the router
 }
 
 struct EmulationCase {
