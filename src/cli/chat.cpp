@@ -45,7 +45,7 @@ int cmd_chat(int argc, char** argv) {
     std::fputs(p.help_text().c_str(), stdout);
     return 0;
   }
-  if (flags.list_devices) return print_gpu_devices();
+  if (flags.list_devices) return print_gpu_devices(flags.verbose);
   if (reasoning != "on" && reasoning != "off" && reasoning != "auto") {
     return report_error(Status::bad_input(fmt::format("--reasoning: '{}' is not one of on, off, auto", reasoning)));
   }

@@ -192,14 +192,17 @@ void add_spec_flags(ArgParser& p, SpecOptions& f) {
 }
 
 
-int print_gpu_devices() {
+int print_gpu_devices(bool verbose) {
   auto devices = list_gpu_devices();
   if (!devices) {
     std::printf("no GPU: %s\n", devices.status().message().c_str());
     return 0;
   }
   if (devices->empty()) std::printf("no Vulkan devices\n");
-  for (const auto& d : *devices) std::printf("%s\n", d.description.c_str());
+  for (const auto& d : *devices) {
+    std::printf("%s\n", d.description.c_str());
+    if (verbose) std::fputs(d.details.c_str(), stdout);
+  }
   return 0;
 }
 

@@ -24,7 +24,8 @@ void add_sampling_flags(ArgParser& parser, SamplerParams& params);
 // the LM head first).
 void add_spec_flags(ArgParser& parser, SpecOptions& options);
 
-// --list-devices: prints the Vulkan devices (or why there are none) and returns the exit status.
-int print_gpu_devices();
+// --list-devices: prints the Vulkan devices (or why there are none) and returns the exit status;
+// verbose (-v): also each device's subgroups and the fast kernels' vendor defaults.
+int print_gpu_devices(bool verbose = false);
 
 }  // namespace moetier

@@ -32,7 +32,7 @@ int cmd_logits(int argc, char** argv) {
     std::fputs(p.help_text().c_str(), stdout);
     return 0;
   }
-  if (flags.list_devices) return print_gpu_devices();
+  if (flags.list_devices) return print_gpu_devices(flags.verbose);
   const int sources = !prompt.empty() + !prompt_file.empty() + !token_list.empty();
   if (sources != 1) return report_error(Status::bad_input("give exactly one of -p, -f, --tokens"));
   if (out_path.empty()) return report_error(Status::bad_input("no output file (-o FILE)"));

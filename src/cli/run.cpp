@@ -43,7 +43,7 @@ int cmd_run(int argc, char** argv) {
     std::fputs(p.help_text().c_str(), stdout);
     return 0;
   }
-  if (flags.list_devices) return print_gpu_devices();
+  if (flags.list_devices) return print_gpu_devices(flags.verbose);
   if (!prompt_file.empty()) {
     if (!prompt.empty()) return report_error(Status::bad_input("give -p or -f, not both"));
     auto text = read_text_file(prompt_file);

@@ -127,7 +127,7 @@ int cmd_serve(int argc, char** argv) {
     std::fputs(p.help_text().c_str(), stdout);
     return 0;
   }
-  if (flags.list_devices) return print_gpu_devices();
+  if (flags.list_devices) return print_gpu_devices(flags.verbose);
   if (auto st = check_spec_options(spec_flags); !st) return report_error(st);
   if (config.api_key.empty()) {
     if (const char* env = std::getenv("MOETIER_API_KEY")) config.api_key = env;

@@ -83,6 +83,8 @@ struct GpuDeviceInfo {
   // The OS's name of the adapter (Vulkan's deviceLUID), where the driver reports one: the
   // engine asks the OS for the budget when the driver does not (platform/gpu_memory.h).
   std::optional<std::array<uint8_t, 8>> luid;
+  // Indented lines for `--list-devices -v`: subgroups, the kernels' vendor defaults.
+  std::string details;
 };
 
 }  // namespace moetier

@@ -67,6 +67,16 @@ TEST(RealShapeGpu, SmallAndOddMicroBatches) {
   run_case(data, {.name = "-ngl all -cmoe -ub 7, fast", .n_ubatch = 7, .prompts = {"t100"}});
 }
 
+// The smallest cases all on the GPU (flash attention at head dim 256, the fast delta rule,
+// the router and the expert mat-vecs and mat-mats): a 1-token and a 109-token prompt. The
+// runs with emulated subgroups take this one (tests/CMakeLists.txt).
+TEST(RealShapeGpu, ShortPromptsAllOnTheGpu) {
+  GPU_OR_SKIP(probe);
+  probe.reset();
+  const auto data = testing::load_real_shape();
+  run_case(data, {.name = "-ngl all, fast, short prompts", .experts_on_gpu = true, .prompts = {"t1", "t100"}});
+}
+
 TEST(RealShapeGpu, AllOnTheGpuAndTheExactKernels) {
   GPU_OR_SKIP(probe);
   probe.reset();

@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
+#include <string>
 
 #if MOETIER_HAVE_VULKAN
 #include "gpu/gpu.h"
@@ -16,9 +18,12 @@ namespace moetier::testing {
 
 inline bool vulkan_required() { return std::getenv("MOETIER_REQUIRE_VULKAN") != nullptr; }
 
-// The first Vulkan device, or null with the reason in `why`.
-inline std::unique_ptr<vk::Device> open_test_gpu(std::string& why) {
-  auto dev = vk::Device::open(0);
+// The first Vulkan device, or null with the reason in `why`. emulation: subgroups emulated
+// 32 or 64 wide (vk_context.h); nullopt leaves it to MOETIER_VK_SUBGROUP, which ctest sets
+// for the emulated runs of this suite (tests/CMakeLists.txt).
+inline std::unique_ptr<vk::Device> open_test_gpu(std::string& why,
+                                                 std::optional<vk::SubgroupEmulation> emulation = std::nullopt) {
+  auto dev = vk::Device::open(0, emulation);
   if (!dev) {
     why = dev.status().message();
     return nullptr;

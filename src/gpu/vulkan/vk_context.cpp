@@ -1,6 +1,7 @@
 #include "gpu/vulkan/vk_context.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/utf8_path.h"
+#include "gpu/vulkan/vk_tuning.h"
 #include "platform/file.h"
 
 namespace moetier::vk {
@@ -125,8 +127,8 @@ DeviceInfo describe_device(VkPhysicalDevice pd, int index) {
   info.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
   info.max_shared_bytes = p.limits.maxComputeSharedMemorySize;
   for (int i = 0; i < 3; ++i) info.max_workgroup_count[static_cast<size_t>(i)] = p.limits.maxComputeWorkGroupCount[i];
-  info.vendor_id = p.vendorID;
-  info.subgroup_size = subgroup.subgroupSize;
+  info.vendor_id = info.native_vendor_id = p.vendorID;
+  info.subgroup_size = info.native_subgroup_size = subgroup.subgroupSize;
   info.min_subgroup_size = info.max_subgroup_size = subgroup.subgroupSize;
   const bool compute_stage = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
   info.subgroup_arithmetic = compute_stage && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
@@ -230,18 +232,88 @@ std::string DeviceInfo::describe() const {
 }
 
 Result<std::vector<DeviceInfo>> list_devices() {
+  ASSIGN_OR_RETURN(const SubgroupEmulation emulation, subgroup_emulation_from_env());
   ASSIGN_OR_RETURN(VkInstance instance, create_instance());
   auto devices = physical_devices(instance);
   std::vector<DeviceInfo> out;
   if (devices) {
-    for (size_t i = 0; i < devices->size(); ++i) out.push_back(describe_device((*devices)[i], static_cast<int>(i)));
+    for (size_t i = 0; i < devices->size(); ++i) {
+      out.push_back(describe_device((*devices)[i], static_cast<int>(i)));
+      apply_subgroup_emulation(out.back(), emulation);
+    }
   }
   vkDestroyInstance(instance, nullptr);
   if (!devices) return devices.status();
   return out;
 }
 
-Result<std::unique_ptr<Context>> Context::create(int device_index) {
+Result<SubgroupEmulation> parse_subgroup_emulation(std::string_view text) {
+  SubgroupEmulation e;
+  if (text.empty()) return e;
+  const size_t colon = text.find(':');
+  const std::string_view width = text.substr(0, colon);
+  const std::string_view vendor = colon == std::string_view::npos ? std::string_view() : text.substr(colon + 1);
+  if (width == "32") {
+    e = {.width = 32, .vendor_id = kVendorNvidia};
+  } else if (width == "64") {
+    e = {.width = 64, .vendor_id = kVendorAmd};
+  }
+  if (vendor == "nvidia") e.vendor_id = kVendorNvidia;
+  else if (vendor == "amd") e.vendor_id = kVendorAmd;
+  else if (vendor == "intel") e.vendor_id = kVendorIntel;
+  else if (colon != std::string_view::npos) e.width = 0;  // an unknown or empty vendor
+  if (e.width == 0) {
+    return Status::bad_input(fmt::format("MOETIER_VK_SUBGROUP={}: expected 32 or 64, optionally with :nvidia, :amd "
+                                         "or :intel (e.g. 32:intel)", text));
+  }
+  return e;
+}
+
+Result<SubgroupEmulation> subgroup_emulation_from_env() {
+  const char* env = std::getenv("MOETIER_VK_SUBGROUP");
+  return parse_subgroup_emulation(env ? std::string_view(env) : std::string_view());
+}
+
+void apply_subgroup_emulation(DeviceInfo& info, const SubgroupEmulation& e) {
+  if (e.width == 0) return;
+  info.emulated_subgroup = e.width;
+  info.subgroup_size = info.min_subgroup_size = info.max_subgroup_size = e.width;
+  // Intel's compilers pick 8, 16 or 32 lanes per shader: the launchers then fit a query's or
+  // a column's lanes in 8 and round workgroups to 32 (vk_ops_attention.cpp). The emulated
+  // kernels run 32 wide, one of the widths such a device may choose.
+  if (e.vendor_id == kVendorIntel) info.min_subgroup_size = std::min<uint32_t>(8, e.width);
+  info.subgroup_size_control = false;
+  info.full_subgroups = false;
+  info.vendor_id = e.vendor_id;
+}
+
+uint32_t DeviceInfo::subgroup_kernel_shared_bytes() const {
+  // The emulated kernels' scratch: one word per invocation, for workgroups of up to 1024.
+  constexpr uint32_t kScratchBytes = 1024 * 4;
+  if (!emulated_subgroup) return max_shared_bytes;
+  return max_shared_bytes > kScratchBytes ? max_shared_bytes - kScratchBytes : 0;
+}
+
+std::string describe_subgroup_emulation(const DeviceInfo& info) {
+  if (!info.emulated_subgroup) return "";
+  return fmt::format("subgroups emulated {} wide (native {}), {} defaults (MOETIER_VK_SUBGROUP; a diagnostic, slow)",
+                     info.emulated_subgroup, info.native_subgroup_size, vendor_defaults(info).vendor);
+}
+
+std::string describe_device_details(const DeviceInfo& info) {
+  std::string out = fmt::format("    subgroups: {} wide (sizes {}..{}{}{}), vendor 0x{:04x}, fast kernels: {}\n",
+                                info.subgroup_size, info.min_subgroup_size, info.max_subgroup_size,
+                                info.subgroup_size_control ? ", size control" : "",
+                                info.full_subgroups ? ", full subgroups" : "", info.vendor_id,
+                                info.fast_kernels_supported() ? "yes" : "no");
+  if (info.emulated_subgroup) out += fmt::format("    {}\n", describe_subgroup_emulation(info));
+  return out + describe_vendor_defaults(info);
+}
+
+Result<std::unique_ptr<Context>> Context::create(int device_index, std::optional<SubgroupEmulation> emulation) {
+  if (!emulation) {
+    ASSIGN_OR_RETURN(emulation, subgroup_emulation_from_env());
+  }
   std::unique_ptr<Context> c(new Context());
   ASSIGN_OR_RETURN(c->instance_, create_instance());
   ASSIGN_OR_RETURN(auto devices, physical_devices(c->instance_));
@@ -334,11 +406,18 @@ Result<std::unique_ptr<Context>> Context::create(int device_index) {
     pci.pInitialData = nullptr;
     vkCreatePipelineCache(c->device_, &pci, nullptr, &c->pipeline_cache_);
   }
+  // After the device exists: it was created with the native subgroup features.
+  c->emulation_ = *emulation;
+  apply_subgroup_emulation(c->info_, c->emulation_);
+  if (c->info_.emulated_subgroup) {
+    std::fprintf(stderr, "moetier: GPU %s: %s\n", c->info_.name.c_str(), describe_subgroup_emulation(c->info_).c_str());
+  }
   return c;
 }
 
 DeviceInfo Context::refreshed_info() const {
   DeviceInfo i = describe_device(physical_, info_.index);
+  apply_subgroup_emulation(i, emulation_);
   return i;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -51,14 +52,48 @@ struct DeviceInfo {
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_shared_bytes = 0;
   std::array<uint32_t, 3> max_workgroup_count{};
+  // Subgroup emulation (SubgroupEmulation below; 0: off). When on, subgroup_size, the
+  // min/max sizes and vendor_id describe the emulated device (W wide, the smallest size 8 for
+  // Intel, no subgroup size control or full-subgroup requests, the emulated vendor's tuning
+  // row); native_* keep the device's own.
+  uint32_t emulated_subgroup = 0;
+  uint32_t native_subgroup_size = 0, native_vendor_id = 0;
 
   // What the fast kernels need (Vulkan 1.2, subgroup arithmetic and shuffles in compute
   // shaders, subgroups of at least 8, 512 invocations and 32 KiB of shared memory per
   // workgroup: every desktop GPU); otherwise the exact kernels run.
   bool fast_kernels_supported() const;
+  // Shared memory a kernel with subgroup operations may declare besides what the subgroup
+  // operations use: max_shared_bytes, less the emulation's scratch (4 KiB) when emulating.
+  uint32_t subgroup_kernel_shared_bytes() const;
   // One line: "llvmpipe (LLVM 15.0.6, 256 bits), CPU (software), 23.4 GiB, Vulkan 1.3.230"
   std::string describe() const;
 };
+
+// A diagnostic: the backend behaves as if the device's subgroups were `width` (32 or 64)
+// invocations wide. Every choice made from DeviceInfo's subgroup facts and vendor (workgroup
+// sizes, lanes per query, tuning defaults: vk_tuning.h) follows the emulated device, and every
+// shader with subgroup operations runs as its variant doing them `width` wide through
+// shared memory (shaders/subgroup.glsl). So lavapipe (8- or 16-wide subgroups) executes the
+// code paths of NVIDIA (32) and AMD (64) GPUs; results match the exact kernels within the
+// native tolerances, speed means nothing.
+struct SubgroupEmulation {
+  uint32_t width = 0;      // 32 or 64; 0: off
+  uint32_t vendor_id = 0;  // PCI vendor whose tuning row applies: NVIDIA for 32, AMD for 64 unless named
+};
+// The environment's MOETIER_VK_SUBGROUP: "32" or "64", optionally with the vendor whose
+// defaults apply, "32:intel" (nvidia, amd, intel). Unset or empty: off. Errors (bad input)
+// name the accepted values.
+Result<SubgroupEmulation> parse_subgroup_emulation(std::string_view text);
+Result<SubgroupEmulation> subgroup_emulation_from_env();
+// `info` as the emulated device (see DeviceInfo::emulated_subgroup); no change when off.
+void apply_subgroup_emulation(DeviceInfo& info, const SubgroupEmulation& emulation);
+// "subgroups emulated 32 wide (native 8), NVIDIA defaults": the load line's text; "" when off.
+std::string describe_subgroup_emulation(const DeviceInfo& info);
+
+// Indented lines for `--list-devices -v`: the subgroup facts (and emulation), then the fast
+// kernels' vendor defaults (vk_tuning.h) with this device's row marked.
+std::string describe_device_details(const DeviceInfo& info);
 
 // Every Vulkan device of the machine. Errors (runtime): no Vulkan loader, no driver, or
 // instance creation failed; the message says which and what to install.
@@ -67,7 +102,9 @@ Result<std::vector<DeviceInfo>> list_devices();
 class Context {
  public:
   // device_index: from list_devices(). Errors name the device and the failing step.
-  static Result<std::unique_ptr<Context>> create(int device_index);
+  // emulation: nullopt reads MOETIER_VK_SUBGROUP; when on, one line on stderr says so.
+  static Result<std::unique_ptr<Context>> create(int device_index,
+                                                 std::optional<SubgroupEmulation> emulation = std::nullopt);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -100,6 +137,7 @@ class Context {
   bool device_host_visible_ = false;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   std::string pipeline_cache_path_;
+  SubgroupEmulation emulation_;
 };
 
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY" etc.

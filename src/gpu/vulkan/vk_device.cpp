@@ -11,9 +11,9 @@ namespace {
 constexpr uint64_t kRingBytes = 32ull << 20;
 }
 
-Result<std::unique_ptr<Device>> Device::open(int device_index) {
+Result<std::unique_ptr<Device>> Device::open(int device_index, std::optional<SubgroupEmulation> emulation) {
   std::unique_ptr<Device> d(new Device());
-  ASSIGN_OR_RETURN(d->ctx_, Context::create(device_index));
+  ASSIGN_OR_RETURN(d->ctx_, Context::create(device_index, emulation));
   d->alloc_ = std::make_unique<Allocator>(*d->ctx_);
   d->pipelines_ = std::make_unique<Pipelines>(*d->ctx_);
   d->stream_ = std::make_unique<Stream>(*d->ctx_, *d->pipelines_);

@@ -22,7 +22,9 @@ namespace moetier::vk {
 
 class Device {
  public:
-  static Result<std::unique_ptr<Device>> open(int device_index);
+  // emulation: as Context::create (nullopt: MOETIER_VK_SUBGROUP decides).
+  static Result<std::unique_ptr<Device>> open(int device_index,
+                                              std::optional<SubgroupEmulation> emulation = std::nullopt);
   ~Device();
 
   Context& context() { return *ctx_; }

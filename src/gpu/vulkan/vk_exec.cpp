@@ -26,7 +26,8 @@ Result<std::vector<GpuDeviceInfo>> list_gpu_devices() {
                    .free_bytes = d.budget_bytes > d.used_bytes ? d.budget_bytes - d.used_bytes : 0,
                    .used_bytes = d.used_bytes,
                    .free_from_driver = d.has_memory_budget,
-                   .luid = d.luid_valid ? std::optional<std::array<uint8_t, 8>>(d.luid) : std::nullopt});
+                   .luid = d.luid_valid ? std::optional<std::array<uint8_t, 8>>(d.luid) : std::nullopt,
+                   .details = vk::describe_device_details(d)});
   }
   return out;
 }

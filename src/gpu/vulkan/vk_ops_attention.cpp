@@ -10,6 +10,7 @@
 
 #include "gpu/vulkan/vk_ops.h"
 #include "gpu/vulkan/vk_ops_util.h"
+#include "gpu/vulkan/vk_tuning.h"
 
 namespace moetier::vk {
 
@@ -59,7 +60,7 @@ Status check_shape(const DeviceInfo& info, int64_t hd, int64_t n_head, int64_t n
 
 bool power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-// Defaults:
+// Defaults (the numbers per vendor: vk_tuning.h):
 //  * lanes: hd / 16 (16 dims, 4 vec4s of q and of o per lane), at least 8 (hd 64: 8 dims
 //    per lane, so small heads still spread over enough invocations), at most the subgroup;
 //  * tiles of 16 keys, halved until the K and V tiles fit the shared memory (hd 256 and 16
@@ -86,19 +87,21 @@ Result<FlashPlan> plan_flash(const DeviceInfo& info, const FlashShape& s, const 
                                          plan.lanes, subgroup, s.hd));
   }
   const uint64_t tile_bytes_per_key = 2 * static_cast<uint64_t>(s.hd) * 4;  // one key of K and V in f32
-  plan.tile_keys = t.tile_keys ? t.tile_keys : (info.loop_limited ? 4 : 16);
-  while (!t.tile_keys && plan.tile_keys > 4 && plan.tile_keys * tile_bytes_per_key > info.max_shared_bytes) plan.tile_keys /= 2;
+  const VendorDefaults& defaults = vendor_defaults(info);
+  plan.tile_keys = t.tile_keys ? t.tile_keys : defaults.flash_tile_keys;
+  const uint64_t shared = info.subgroup_kernel_shared_bytes();
+  while (!t.tile_keys && plan.tile_keys > 4 && plan.tile_keys * tile_bytes_per_key > shared) plan.tile_keys /= 2;
   if (!power_of_two(plan.tile_keys) || plan.tile_keys < 4 || plan.tile_keys > 64 ||
-      plan.tile_keys * tile_bytes_per_key > info.max_shared_bytes) {
+      plan.tile_keys * tile_bytes_per_key > shared) {
     return Status::bad_input(fmt::format("flash attention: tiles of {} keys of head dim {} do not fit {} bytes of shared memory",
-                                         plan.tile_keys, s.hd, info.max_shared_bytes));
+                                         plan.tile_keys, s.hd, shared));
   }
 
   // Workgroup: whole rows of query vectors (group · lanes invocations each), as many rows as
   // the target size holds (at least one, at most the dispatch's), rounded up to whole
   // subgroups; capped by the device, in which case a workgroup holds part of a row's heads.
   const int64_t group = s.n_head / s.n_head_kv;
-  const uint32_t target_size = t.workgroup_size ? t.workgroup_size : (info.loop_limited ? 128 : 256);
+  const uint32_t target_size = t.workgroup_size ? t.workgroup_size : defaults.flash_workgroup_size;
   const int64_t per_row = group * plan.lanes;
   const int64_t rows_per_block = std::clamp<int64_t>(target_size / per_row, 1, s.n_rows);
   const int64_t max_size = (std::min<int64_t>(info.max_workgroup_invocations, 1024) / subgroup_max) * subgroup_max;
@@ -113,8 +116,8 @@ Result<FlashPlan> plan_flash(const DeviceInfo& info, const FlashShape& s, const 
   // above the tuning cap or (lavapipe) the loop budget.
   const int64_t tile = plan.tile_keys;
   const int64_t base_groups = plan.n_blocks * s.n_head_kv;
-  const int64_t target_groups = t.target_workgroups ? t.target_workgroups : 256;
-  const int64_t min_chunk = std::max<int64_t>(t.min_chunk_keys ? t.min_chunk_keys : 128, tile);
+  const int64_t target_groups = t.target_workgroups ? t.target_workgroups : defaults.flash_target_workgroups;
+  const int64_t min_chunk = std::max<int64_t>(t.min_chunk_keys ? t.min_chunk_keys : defaults.flash_min_chunk_keys, tile);
   const int64_t wanted = std::clamp<int64_t>(ceil_div(target_groups, base_groups), 1, ceil_div(s.n_keys, min_chunk));
   int64_t cap = INT64_MAX;  // keys per chunk at most, whatever the number of keys
   if (t.max_chunk_keys > 0) cap = std::max<int64_t>(tile, t.max_chunk_keys / tile * tile);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpu/vulkan/vk_ops.h"
+#include "gpu/vulkan/vk_tuning.h"
 
 namespace moetier::vk {
 
@@ -23,7 +24,6 @@ Groups spread(const Device& dev, uint64_t n_groups) {
 
 constexpr int64_t kMaxStateDim = 256;
 constexpr int64_t kMaxLanesPerColumn = 8;  // the smallest subgroup fast_kernels_supported() allows
-constexpr int64_t kDefaultColumns = 32;
 constexpr int64_t kMaxStage = 16;
 // Registers an invocation spends on the next stage's inputs when the stage size is chosen:
 // with the state's ~32 floats, the kernel stays well within 128 registers.
@@ -40,11 +40,12 @@ int64_t default_lanes(int64_t dk) {
   return lanes;
 }
 
-// The default columns per workgroup: the largest divisor of d_v up to 32. Splitting a head's
-// 128 columns into 4 workgroups of 128 invocations (at d_k 128) gives the 32 heads of
-// Qwen3.6-35B-A3B 128 workgroups, about one per compute unit of a large GPU, instead of 32.
-int64_t default_columns(int64_t dv) {
-  for (int64_t cols = std::min(dv, kDefaultColumns); cols > 1; --cols) {
+// The default columns per workgroup: the largest divisor of d_v up to the vendor's cap
+// (vk_tuning.h: 32). Splitting a head's 128 columns into 4 workgroups of 128 invocations (at
+// d_k 128) gives the 32 heads of Qwen3.6-35B-A3B 128 workgroups, about one per compute unit
+// of a large GPU, instead of 32.
+int64_t default_columns(int64_t dv, int64_t max_columns) {
+  for (int64_t cols = std::min(dv, max_columns); cols > 1; --cols) {
     if (dv % cols == 0) return cols;
   }
   return 1;
@@ -101,7 +102,8 @@ Result<DeltaRuleFastPlan> plan_delta_rule_fast(const DeviceInfo& info, const Del
         "fast delta rule: {} lanes per column; a power of two up to {} (and the subgroup size {}) dividing d_k {}",
         lanes, kMaxLanesPerColumn, smallest_subgroup, d.dk));
   }
-  plan.columns_per_group = tuning.columns_per_group > 0 ? tuning.columns_per_group : default_columns(d.dv);
+  plan.columns_per_group = tuning.columns_per_group > 0 ? tuning.columns_per_group
+                                                           : default_columns(d.dv, vendor_defaults(info).delta_columns);
   if (d.dv % plan.columns_per_group != 0) {
     return Status::bad_input(
         fmt::format("fast delta rule: {} columns per workgroup do not divide d_v {}", plan.columns_per_group, d.dv));
@@ -112,6 +114,7 @@ Result<DeltaRuleFastPlan> plan_delta_rule_fast(const DeviceInfo& info, const Del
                                          plan.workgroup_size, d.dv, info.max_workgroup_invocations));
   }
   plan.state_registers = d.dk / lanes;
+  const int64_t max_shared = info.subgroup_kernel_shared_bytes();
   auto shared_bytes = [&](int64_t stage) {
     return 2 * stage_floats(d.dk, plan.columns_per_group, stage) * static_cast<int64_t>(sizeof(float));
   };
@@ -122,16 +125,16 @@ Result<DeltaRuleFastPlan> plan_delta_rule_fast(const DeviceInfo& info, const Del
     plan.tokens_per_stage = tuning.tokens_per_stage;
   } else {
     plan.tokens_per_stage = kMaxStage;
-    while (plan.tokens_per_stage > 1 && (shared_bytes(plan.tokens_per_stage) > info.max_shared_bytes ||
+    while (plan.tokens_per_stage > 1 && (shared_bytes(plan.tokens_per_stage) > max_shared ||
                                          prefetch(plan.tokens_per_stage) > kPrefetchRegisterCap)) {
       plan.tokens_per_stage /= 2;
     }
   }
   plan.shared_bytes = shared_bytes(plan.tokens_per_stage);
-  if (plan.shared_bytes > info.max_shared_bytes) {
+  if (plan.shared_bytes > max_shared) {
     return Status::bad_input(fmt::format("fast delta rule: stages of {} tokens need {} bytes of shared memory, the "
                                          "device has {}",
-                                         plan.tokens_per_stage, plan.shared_bytes, info.max_shared_bytes));
+                                         plan.tokens_per_stage, plan.shared_bytes, max_shared));
   }
   plan.prefetch_registers = prefetch(plan.tokens_per_stage);
   plan.workgroups = d.n_v_heads * (d.dv / plan.columns_per_group);

@@ -7,6 +7,7 @@
 
 #include "gpu/vulkan/vk_ops.h"
 #include "gpu/vulkan/vk_ops_util.h"
+#include "gpu/vulkan/vk_tuning.h"
 
 namespace moetier::vk {
 
@@ -30,8 +31,8 @@ struct MatvecPush {
 
 // The launch shape: workgroup size and rows per workgroup (specialization constants 0, 1).
 // Enough lanes to cover a row's blocks (rows of few blocks get a smaller workgroup instead
-// of idle lanes), at least 32 so that a workgroup fills an NVIDIA/AMD-wave32 subgroup, at most
-// 128. Two rows per workgroup share each activation block (llama.cpp's K-quant choice too).
+// of idle lanes), at least 32 so that a workgroup fills an NVIDIA/AMD-wave32 subgroup (and
+// at least the subgroup), at most the vendor's cap (vk_tuning.h: 128). Two rows per workgroup share each activation block (llama.cpp's K-quant choice too).
 struct Shape {
   uint32_t wg = 64, rows = 2;
 };
@@ -39,7 +40,8 @@ Shape matvec_shape(const Device& dev, DType type, int64_t n_in) {
   const int64_t nb = n_in / detail::gpu_block_elems(type);
   const int64_t want = lanes_per_block(type) * nb;
   const int64_t floor = std::max<int64_t>(32, dev.info().subgroup_size);
-  const int64_t wg = std::clamp<int64_t>(static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(want))), floor, 128);
+  const int64_t cap = std::max<int64_t>(floor, vendor_defaults(dev.info()).matvec_max_workgroup);
+  const int64_t wg = std::clamp<int64_t>(static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(want))), floor, cap);
   return {.wg = u32(wg), .rows = 2};
 }
 

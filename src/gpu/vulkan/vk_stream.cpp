@@ -15,6 +15,8 @@ constexpr uint32_t kMaxQueries = 4096;  // timestamps per command buffer (one pe
 // SPIR-V opcodes and decorations the binding reflection reads.
 constexpr uint32_t kOpTypeStruct = 30, kOpTypePointer = 32, kOpVariable = 59, kOpDecorate = 71, kOpMemberDecorate = 72;
 constexpr uint32_t kDecorationNonWritable = 24, kDecorationBinding = 33;
+constexpr uint32_t kOpCapability = 17;
+constexpr uint32_t kCapabilityGroupNonUniform = 61, kCapabilityGroupNonUniformQuad = 68;  // 61 ... 68: the KHR subgroup set
 
 bool overlaps(const auto& a, const auto& b) { return a.buffer == b.buffer && a.begin < b.end && b.begin < a.end; }
 }  // namespace
@@ -27,11 +29,14 @@ Result<BindingAccess> reflect_bindings(std::span<const uint32_t> spirv) {
   std::map<uint32_t, uint32_t> members_of;           // struct id → member count
   std::map<uint32_t, uint32_t> pointee;              // pointer type id → pointee type id
   std::map<uint32_t, uint32_t> type_of_var;          // variable id → pointer type id
+  bool subgroup_ops = false;
   for (size_t i = 5; i < spirv.size();) {
     const uint32_t words = spirv[i] >> 16, op = spirv[i] & 0xFFFFu;
     if (words == 0 || i + words > spirv.size()) return Status::runtime("malformed SPIR-V module");
     const uint32_t* w = &spirv[i];
-    if (op == kOpDecorate && words >= 3) {
+    if (op == kOpCapability && words >= 2) {
+      subgroup_ops = subgroup_ops || (w[1] >= kCapabilityGroupNonUniform && w[1] <= kCapabilityGroupNonUniformQuad);
+    } else if (op == kOpDecorate && words >= 3) {
       if (w[2] == kDecorationBinding && words >= 4) binding_of[w[1]] = w[3];
       if (w[2] == kDecorationNonWritable) var_non_writable[w[1]] = true;
     } else if (op == kOpMemberDecorate && words >= 4 && w[3] == kDecorationNonWritable) {
@@ -46,6 +51,7 @@ Result<BindingAccess> reflect_bindings(std::span<const uint32_t> spirv) {
     i += words;
   }
   BindingAccess out;
+  out.subgroup_ops = subgroup_ops;
   for (const auto& [var, binding] : binding_of) {
     if (binding >= kMaxBindings) return Status::runtime(fmt::format("binding {} beyond the {} the layout has", binding, kMaxBindings));
     out.n_bindings = std::max(out.n_bindings, binding + 1);
@@ -87,15 +93,23 @@ Pipelines::~Pipelines() {
   vkDestroyDescriptorSetLayout(ctx_.device(), set_layout_, nullptr);
 }
 
-Result<Pipeline> Pipelines::get(std::string_view name, const Spec& spec) {
-  std::string key(name);
+Result<Pipeline> Pipelines::get(std::string_view requested, const Spec& spec) {
+  std::string key(requested);
   for (uint32_t i = 0; i < spec.count; ++i) key += fmt::format(":{}", spec.values[i]);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  // Subgroup emulation (DeviceInfo::emulated_subgroup): a shader with subgroup operations
+  // runs as its "<name>_sgW" variant, which does them W wide in shared memory.
+  const auto& info = ctx_.info();
+  const std::string emulated = info.emulated_subgroup ? fmt::format("{}_sg{}", requested, info.emulated_subgroup) : "";
   const ShaderBinary* binary = nullptr;
+  const ShaderBinary* emulated_binary = nullptr;
   for (const auto& b : shader_binaries()) {
-    if (b.name == name) binary = &b;
+    if (b.name == requested) binary = &b;
+    if (!emulated.empty() && b.name == emulated) emulated_binary = &b;
   }
-  if (!binary) return Status::runtime(fmt::format("no GPU shader named '{}' (a bug: the shader list is built in)", name));
+  if (!binary) return Status::runtime(fmt::format("no GPU shader named '{}' (a bug: the shader list is built in)", requested));
+  if (emulated_binary) binary = emulated_binary;
+  const std::string_view name = binary->name;
   const VkShaderModuleCreateInfo smi{.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                      .codeSize = binary->words.size() * sizeof(uint32_t),
                                      .pCode = binary->words.data()};
@@ -104,6 +118,12 @@ Result<Pipeline> Pipelines::get(std::string_view name, const Spec& spec) {
   if (r != VK_SUCCESS) return Status::runtime(fmt::format("shader '{}': vkCreateShaderModule: {}", name, result_name(r)));
   auto access = reflect_bindings(binary->words);
   if (!access) return Status::runtime(fmt::format("shader '{}': {}", name, access.status().message()));
+  if (info.emulated_subgroup && access->subgroup_ops) {
+    // Native subgroups of another width would silently give the emulated sizes wrong sums.
+    vkDestroyShaderModule(ctx_.device(), module, nullptr);
+    return Status::runtime(fmt::format("shader '{}' uses subgroup operations and has no variant emulating {}-wide "
+                                       "subgroups (a bug: add it to shaders.cmake)", name, info.emulated_subgroup));
+  }
   std::array<VkSpecializationMapEntry, kMaxSpecConstants> entries{};
   for (uint32_t i = 0; i < spec.count; ++i) entries[i] = {.constantID = i, .offset = 4 * i, .size = 4};
   const VkSpecializationInfo spec_info{.mapEntryCount = spec.count,
@@ -111,9 +131,9 @@ Result<Pipeline> Pipelines::get(std::string_view name, const Spec& spec) {
                                        .dataSize = 4 * spec.count,
                                        .pData = spec.values.data()};
   // Fast shaders (workgroup size as constant 0, a multiple of the largest subgroup) ask for
-  // full subgroups, so their subgroup reductions see whole subgroups on every vendor.
-  const auto& info = ctx_.info();
-  const bool full = spec.count > 0 && info.full_subgroups && info.max_subgroup_size > 0 &&
+  // full subgroups, so their subgroup reductions see whole subgroups on every vendor. Under
+  // emulation no pipeline uses native subgroups, and none asks for anything about them.
+  const bool full = !info.emulated_subgroup && spec.count > 0 && info.full_subgroups && info.max_subgroup_size > 0 &&
                     spec.values[0] % info.max_subgroup_size == 0;
   const VkComputePipelineCreateInfo cpi{
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,

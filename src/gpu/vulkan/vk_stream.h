@@ -61,6 +61,7 @@ struct Pipeline {
 struct BindingAccess {
   uint32_t n_bindings = 0;  // highest binding + 1
   std::array<bool, kMaxBindings> writes{};
+  bool subgroup_ops = false;  // declares a GroupNonUniform capability (native subgroup operations)
 };
 Result<BindingAccess> reflect_bindings(std::span<const uint32_t> spirv);
 

@@ -25,6 +25,7 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;               // = COLS · SPLIT
+#include "subgroup.glsl"  // after the workgroup size: the emulation sizes its scratch by it
 layout(constant_id = 1) const uint DK = 128;  // d_k (state rows)
 layout(constant_id = 2) const uint DV = 128;  // d_v (state columns)
 layout(constant_id = 3) const uint SPLIT = 4; // lanes per column: a power of two ≤ 8, divides DK
@@ -93,7 +94,7 @@ float stage_transform(uint e, float raw, float dt_bias, float a_log) {
 // Σ of x over the SPLIT lanes of a column (aligned, adjacent lanes): a butterfly, so every
 // lane ends with the same sum.
 float sum_over_lanes(float x) {
-  [[unroll]] for (uint m = 1u; m < SPLIT; m <<= 1u) x += subgroupShuffleXor(x, m);
+  [[unroll]] for (uint m = 1u; m < SPLIT; m <<= 1u) x += sg_shuffle_xor(x, m);
   return x;
 }
 
@@ -104,7 +105,7 @@ void main() {
   const uint j = group / blocks, c0 = (group % blocks) * COLS;
   const uint ih = j % p.n_k_heads;
   // The invocation's place among the workgroup's subgroups: adjacent lanes, one column.
-  const uint slot = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  const uint slot = SG_ID * SG_SIZE + SG_INVOCATION;
   const uint tid = gl_LocalInvocationID.x;
   const uint col = slot / SPLIT, lane = slot % SPLIT;
   const uint c = c0 + col;

@@ -9,6 +9,7 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;               // = DV
+#include "subgroup.glsl"  // after the workgroup size: the emulation sizes its scratch by it
 layout(constant_id = 1) const uint DV = 128;
 
 layout(push_constant) uniform Push {
@@ -29,11 +30,11 @@ void main() {
   const uint c = gl_LocalInvocationID.x;
   const uint at = row * p.value_dim + j * DV + c;
   const float o = y[at];
-  const float squares = subgroupAdd(o * o);
-  if (subgroupElect()) s_part[gl_SubgroupID] = squares;
+  const float squares = sg_add(o * o);
+  if (sg_elect()) s_part[SG_ID] = squares;
   barrier();
   float total = 0.0;
-  for (uint s = 0u; s < gl_NumSubgroups; ++s) total += s_part[s];
+  for (uint s = 0u; s < SG_COUNT; ++s) total += s_part[s];
   const float scale = inversesqrt(total / float(DV) + p.eps);
   y[at] = o * scale * prm[2u * p.n_v_heads + c] * silu(z[at]);
 }

@@ -38,6 +38,7 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;                 // WG: a multiple of LANES and of the subgroup size
+#include "subgroup.glsl"  // after the workgroup size: the emulation sizes its scratch by it
 layout(constant_id = 1) const uint HD = 128;    // head dim: 64, 128 or 256
 layout(constant_id = 2) const uint LANES = 8;   // lanes per query vector: power of 2, ≤ subgroup size, HD / 4 / LANES ≥ 1
 layout(constant_id = 3) const uint TILE = 16;   // keys per shared-memory tile
@@ -116,7 +117,7 @@ CACHE_VEC4(v_vec4, v_words, v_u4, V_TYPE, p.v_row_bytes)
 void main() {
   // Lane numbering from the subgroup, so a query vector's LANES lanes are one aligned group
   // of a subgroup whatever order the device lays subgroups out in.
-  const uint flat_id = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  const uint flat_id = SG_ID * SG_SIZE + SG_INVOCATION;
   const uint qv = flat_id / LANES, lane = flat_id % LANES;
   const uint tid = gl_LocalInvocationIndex;
   const uint kv_head = gl_WorkGroupID.y;
@@ -166,7 +167,7 @@ void main() {
       s[j] = dot_part;
     }
     [[unroll]] for (uint j = 0u; j < TILE; ++j) {
-      [[unroll]] for (uint mask = 1u; mask < LANES; mask <<= 1u) s[j] += subgroupShuffleXor(s[j], mask);
+      [[unroll]] for (uint mask = 1u; mask < LANES; mask <<= 1u) s[j] += sg_shuffle_xor(s[j], mask);
     }
     float m_new = m;
     [[unroll]] for (uint j = 0u; j < TILE; ++j) {

@@ -17,6 +17,7 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
+#include "subgroup.glsl"  // after the workgroup size: the emulation sizes its scratch by it
 layout(constant_id = 1) const uint NR = 2;     // rows per workgroup
 layout(constant_id = 2) const uint NCOLS = 1;  // activation rows (tokens) per dispatch
 
@@ -93,10 +94,10 @@ void main() {
   }
   // Sum over the workgroup: within each subgroup (every invocation gets the sums), then
   // across subgroups through shared memory. Thread i < NR·NCOLS writes output i.
-  const bool one_subgroup = gl_NumSubgroups == 1u;
+  const bool one_subgroup = SG_COUNT == 1u;
   [[unroll]] for (uint i = 0u; i < NR * NCOLS * NACC; ++i) {
-    acc[i] = subgroupAdd(acc[i]);
-    if (!one_subgroup && subgroupElect()) s_part[i][gl_SubgroupID] = acc[i];
+    acc[i] = sg_add(acc[i]);
+    if (!one_subgroup && sg_elect()) s_part[i][SG_ID] = acc[i];
   }
   if (!one_subgroup) barrier();
   const uint n_outputs = NR * NCOLS;
@@ -113,7 +114,7 @@ void main() {
   } else {
     [[unroll]] for (uint a = 0u; a < NACC; ++a) {
       float s = 0.0;
-      for (uint g = 0u; g < gl_NumSubgroups; ++g) s += s_part[t * NACC + a][g];
+      for (uint g = 0u; g < SG_COUNT; ++g) s += s_part[t * NACC + a][g];
       v[a] = s;
     }
   }

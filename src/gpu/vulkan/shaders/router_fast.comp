@@ -9,6 +9,7 @@
 #include "common.glsl"
 
 layout(local_size_x = 64) in;
+#include "subgroup.glsl"  // after the workgroup size: the emulation sizes its scratch by it
 layout(push_constant) uniform Push { uint n_expert, k, n_rows; } p;
 layout(std430, binding = 0) buffer Logits { float lg[]; };          // [row][n_expert] → probabilities
 layout(std430, binding = 1) writeonly buffer Ids { uint ids[]; };    // [row·k]
@@ -75,16 +76,16 @@ void main() {
       }
     }
     // Arg-max over the workgroup: the largest probability, then the lowest id among equals.
-    const float sg_p = subgroupMax(best_p);
-    const uint sg_e = subgroupMin(best_p == sg_p ? best_e : 0xFFFFFFFFu);
-    if (subgroupElect()) {
-      s_best_p[gl_SubgroupID] = sg_p;
-      s_best_e[gl_SubgroupID] = sg_e;
+    const float sg_p = sg_max(best_p);
+    const uint sg_e = sg_min(best_p == sg_p ? best_e : 0xFFFFFFFFu);
+    if (sg_elect()) {
+      s_best_p[SG_ID] = sg_p;
+      s_best_e[SG_ID] = sg_e;
     }
     barrier();
     float win_p = s_best_p[0];
     uint win_e = s_best_e[0];
-    for (uint g = 1u; g < gl_NumSubgroups; ++g) {
+    for (uint g = 1u; g < SG_COUNT; ++g) {
       if (s_best_p[g] > win_p || (s_best_p[g] == win_p && s_best_e[g] < win_e)) {
         win_p = s_best_p[g];
         win_e = s_best_e[g];

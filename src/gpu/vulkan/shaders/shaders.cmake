@@ -47,3 +47,23 @@ list(APPEND MOETIER_SHADER_VARIANTS
   "moe_router_fast|router_fast.comp|-"
   "moe_combine|moe_combine.comp|-"
 )
+# The shaders with subgroup operations again, with those emulated W wide (subgroup.glsl):
+# "<name>_sg32" and "<name>_sg64", which a device opened with MOETIER_VK_SUBGROUP=W runs
+# instead (vk_context.h), so that lavapipe executes what NVIDIA (32) and AMD (64) would.
+set(subgroup_variants "")
+foreach(entry ${MOETIER_SHADER_VARIANTS})
+  string(REPLACE "|" ";" parts "${entry}")
+  list(GET parts 0 name)
+  list(GET parts 1 source)
+  list(GET parts 2 defines)
+  if(source MATCHES "^(matvec|flash_attention|delta_rule_fast|delta_rule_fast_norm|router_fast)\\.comp$")
+    foreach(width 32 64)
+      if(defines STREQUAL "-")
+        list(APPEND subgroup_variants "${name}_sg${width}|${source}|EMULATED_SUBGROUP_SIZE=${width}")
+      else()
+        list(APPEND subgroup_variants "${name}_sg${width}|${source}|${defines},EMULATED_SUBGROUP_SIZE=${width}")
+      endif()
+    endforeach()
+  endif()
+endforeach()
+list(APPEND MOETIER_SHADER_VARIANTS ${subgroup_variants})
