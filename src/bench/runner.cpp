@@ -492,7 +492,6 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
       sum.gpu_pairs += window.gpu_pairs;
       sum.uploads += window.uploads;
       sum.upload_bytes += window.upload_bytes;
-      sum.upload_seconds = window.upload_seconds;
       sum.hits_per_upload = window.hits_per_upload;
       result_.gpu_expert_cache_tokens += n_tokens;
     }

@@ -56,7 +56,6 @@ struct GpuExpertCacheStats {
   int64_t gpu_pairs = 0;    // of them, computed from a copy in VRAM
   int64_t uploads = 0;      // experts copied to VRAM
   uint64_t upload_bytes = 0;
-  double upload_seconds = 0;  // the measured cost of one copy (the latest estimate)
   double hits_per_upload = -1;  // hits a copy got before eviction, averaged over layers (−1: none yet)
   double hit_rate() const { return pairs > 0 ? static_cast<double>(gpu_pairs) / static_cast<double>(pairs) : 0; }
 };

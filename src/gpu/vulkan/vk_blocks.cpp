@@ -266,13 +266,7 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
 
   // Routed experts on the CPU: hand it the normalised rows and the router logits, run the
   // shared expert on the GPU meanwhile, then add the CPU's routed sum.
-  host_a_.resize(static_cast<size_t>(n_ * d));
-  host_b_.resize(static_cast<size_t>(n_ * s.n_expert));
-  host_c_.resize(static_cast<size_t>(n_ * d));
-  const Device::Download downloads[] = {{.src = rows(in), .data = host_a_.data(), .bytes = host_a_.size() * 4},
-                                        {.src = logits, .data = host_b_.data(), .bytes = host_b_.size() * 4}};
-  fail(dev_->download(downloads));
-  if (!status_) return;
+  if (!download_for_cpu_experts(s, in, logits)) return;
   shared_expert(w, s);
   fail(dev_->stream().submit());
   cpu_.begin(host_a_.data(), seqs_, *pool_, profiler_);
@@ -285,6 +279,16 @@ void VulkanBackend::moe(const MoeWeights& w, const MoeShape& s, Act in, Act out)
   }
   fail(dev_->upload(rows(out), host_c_.data(), host_c_.size() * 4));
   defer_combine(false, w.has_shared, k, out);
+}
+
+bool VulkanBackend::download_for_cpu_experts(const MoeShape& s, Act in, const BufferRef& logits) {
+  host_a_.resize(static_cast<size_t>(n_ * s.n_embd));
+  host_b_.resize(static_cast<size_t>(n_ * s.n_expert));
+  host_c_.resize(static_cast<size_t>(n_ * s.n_embd));
+  const Device::Download downloads[] = {{.src = rows(in), .data = host_a_.data(), .bytes = host_a_.size() * 4},
+                                        {.src = logits, .data = host_b_.data(), .bytes = host_b_.size() * 4}};
+  fail(dev_->download(downloads));
+  return status_.is_ok();
 }
 
 void VulkanBackend::shared_expert(const MoeWeights& w, const MoeShape& s) {

@@ -194,6 +194,10 @@ class VulkanBackend final : public GpuBackend, public LayerExec {
   // of them, or the VRAM expert cache's).
   void routed_on_gpu(const MoeShape& s, const GpuMatrix& gate, const GpuMatrix& up, const GpuMatrix& down,
                      int64_t n_pairs);
+  // For routed experts the CPU computes: the normalised rows [n][n_embd] into host_a_ and the
+  // router logits [n][n_expert] into host_b_ (one GPU round trip), host_c_ sized for the
+  // CPU's sum. False on a GPU error (status_ has it).
+  bool download_for_cpu_experts(const MoeShape& s, Act in, const BufferRef& logits);
   // The shared expert of the block input into big_[5] (its gate logits into small_a_).
   void shared_expert(const MoeWeights& w, const MoeShape& s);
 

@@ -73,16 +73,10 @@ Status VulkanBackend::allocate_expert_cache(const MoeWeights& w, int slots, Expe
 
 void VulkanBackend::moe_with_expert_cache(const MoeWeights& w, const MoeShape& s, Act in, Act out,
                                           ExpertCacheLayer& cache, const BufferRef& logits) {
-  const int64_t d = s.n_embd, k = s.n_expert_used, n_pairs = n_ * k;
+  const int64_t k = s.n_expert_used, n_pairs = n_ * k;
   // The rows and the router logits come down once; the host routes (one routing for both
   // devices, so a pair is computed exactly once).
-  host_a_.resize(static_cast<size_t>(n_ * d));
-  host_b_.resize(static_cast<size_t>(n_ * s.n_expert));
-  host_c_.resize(static_cast<size_t>(n_ * d));
-  const Device::Download downloads[] = {{.src = rows(in), .data = host_a_.data(), .bytes = host_a_.size() * 4},
-                                        {.src = logits, .data = host_b_.data(), .bytes = host_b_.size() * 4}};
-  fail(dev_->download(downloads));
-  if (!status_) return;
+  if (!download_for_cpu_experts(s, in, logits)) return;
   host_selected_.resize(static_cast<size_t>(n_pairs));
   host_selected_weight_.resize(static_cast<size_t>(n_pairs));
   moe_select_experts(s, host_b_.data(), n_, host_selected_.data(), host_selected_weight_.data(), host_order_);
@@ -151,7 +145,6 @@ void VulkanBackend::moe_with_expert_cache(const MoeWeights& w, const MoeShape& s
                                                       w.down_exps.row_bytes * w.down_exps.n_out);
   const ExpertCacheCosts costs{.upload_seconds = static_cast<double>(expert_bytes) / (upload_gbps_ * 1e9),
                                .cpu_seconds_per_pair = decode_cpu_seconds_per_pair_};
-  cache_stats_.upload_seconds = costs.upload_seconds;
   for (const GpuExpertCachePolicy::Upload& u : policy.plan_uploads(host_missed_, kMaxUploadsPerStep, costs)) {
     for (const auto& [m, g] : {std::pair{&w.gate_exps, &cache.gate}, std::pair{&w.up_exps, &cache.up},
                                std::pair{&w.down_exps, &cache.down}}) {
