@@ -26,14 +26,15 @@ struct DeltaRuleStep {
 // The build the CPU runs best (cpu_isa_tier()), chosen on the first call.
 void delta_rule_step(const DeltaRuleStep& step);
 
-// n_tokens consecutive tokens of one V head (a prompt's run), bit-identical to n_tokens
-// calls of delta_rule_step, in one pass over S per token instead of two: pass 2 of token t
-// and pass 1 of token t + 1 touch each element of S in turn,
+// n_tokens consecutive tokens of one V head (a prompt's run, a verify step), bit-identical
+// to n_tokens calls of delta_rule_step. Column c of S, Sᵀk, δ and out depend on column c
+// alone, so the run goes by column blocks (16-64 columns: a 16-32 KiB slice of S at d_k 128,
+// which stays in L1) and takes every token through a block before the next: pass 2 of token
+// t and pass 1 of token t + 1 touch each element in turn,
 //   S += k_t·δ_t;  out_t += S·q_t;  S *= decay_(t+1);  sk_(t+1) += S·k_(t+1),
-// which are the same operations on it in the same order. Columns go in blocks whose sums
-// (out_t, sk_(t+1)) and δ_t stay in registers over the rows i (sums over i still in order),
-// so S is loaded and stored once per token and nothing else is. (S of a head, 64 KiB at
-// d 128, does not fit a 48 KiB L1: the two passes read it from L2 twice.)
+// the same operations on it in the same order (sums over i still in order). S is read from
+// memory and written back once per run, whatever the number of tokens (S of a head, 64 KiB
+// at d 128, does not stay in a 48 KiB L1 between tokens).
 struct DeltaRuleTokens {
   float* state = nullptr;     // [d_k][d_v], updated in place
   int64_t d_k = 0, d_v = 0;
@@ -48,6 +49,10 @@ struct DeltaRuleTokens {
   float* out = nullptr;       // token t's [d_v] at out + t·out_stride
   int64_t out_stride = 0;
   float* scratch = nullptr;   // [2·d_v]
+  // The rollback journal of a speculative verify (may be null): S after token t is written
+  // to journal + t·journal_stride, in the same pass that computes it (no extra read of S).
+  float* journal = nullptr;
+  int64_t journal_stride = 0;  // floats
 };
 void delta_rule_tokens(const DeltaRuleTokens& run);
 

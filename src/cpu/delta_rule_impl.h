@@ -51,25 +51,6 @@ constexpr int64_t kF = simd::kF;
 constexpr int kBlockVecs = 4;                   // vectors per column block
 constexpr int64_t kBlockCols = kBlockVecs * kF;  // 16, 32 or 64 columns
 
-// Pass 1 of step_impl by column blocks: S ← decay·S and sk = Sᵀk.
-inline void decay_and_project(float* state, int64_t dk, int64_t dv, float decay, const float* k, float* sk) {
-  for (int64_t c0 = 0; c0 < dv; c0 += kBlockCols) {
-    VF acc[kBlockVecs];
-    for (VF& a : acc) a = VF{};  // +0, as step_impl's sk[c] = 0
-    for (int64_t i = 0; i < dk; ++i) {
-      float* Si = state + i * dv + c0;
-      const float ki = k[i];
-      #pragma GCC unroll 4
-      for (int u = 0; u < kBlockVecs; ++u) {
-        const VF s = load<VF>(Si + u * kF) * decay;
-        store(Si + u * kF, s);
-        acc[u] = acc[u] + s * ki;
-      }
-    }
-    for (int u = 0; u < kBlockVecs; ++u) store(sk + c0 + u * kF, acc[u]);
-  }
-}
-
 inline void tokens_impl(const DeltaRuleTokens& r) {
   const int64_t dk = r.d_k, dv = r.d_v;
   if (r.n_tokens <= 0) return;
@@ -78,35 +59,53 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
       step_impl({.state = r.state, .d_k = dk, .d_v = dv, .q = r.q + t * r.stride, .k = r.k + t * r.stride,
                  .v = r.v + t * r.stride, .beta = r.beta[t], .decay = r.decay[t], .q_scale = r.q_scale,
                  .out = r.out + t * r.out_stride, .scratch = r.scratch});
+      if (r.journal) std::memcpy(r.journal + t * r.journal_stride, r.state, static_cast<size_t>(dk * dv) * sizeof(float));
     }
     return;
   }
-  float* sk = r.scratch;             // Sᵀk of token t, then its δ
-  float* sk_next = r.scratch + dv;   // Sᵀk of token t + 1
-  decay_and_project(r.state, dk, dv, r.decay[0], r.k, sk);
-  for (int64_t t = 0; t < r.n_tokens; ++t) {
-    const float* kt = r.k + t * r.stride;
-    const float* qt = r.q + t * r.stride;
-    const float* vt = r.v + t * r.stride;
-    for (int64_t c = 0; c < dv; ++c) sk[c] = r.beta[t] * (vt[c] - sk[c]);
-    const bool next = t + 1 < r.n_tokens;
-    const float* kn = next ? kt + r.stride : kt;
-    const float decay_next = next ? r.decay[t + 1] : 1.0f;
-    float* out = r.out + t * r.out_stride;
-    for (int64_t c0 = 0; c0 < dv; c0 += kBlockCols) {
+  // Columns are independent: column c of S, sk[c], δ[c] and out[c] depend on column c alone.
+  // So each column block runs all the tokens while its d_k × kBlockCols slice of S (16-32 KiB)
+  // stays in L1: S is read from memory and written back once per run, not once per token.
+  for (int64_t c0 = 0; c0 < dv; c0 += kBlockCols) {
+    // Pass 1 of token 0 on this block: S ← decay·S, sk = Sᵀk.
+    VF sk[kBlockVecs];
+    for (VF& a : sk) a = VF{};
+    {
+      const float decay = r.decay[0];
+      for (int64_t i = 0; i < dk; ++i) {
+        float* Si = r.state + i * dv + c0;
+        const float ki = r.k[i];
+        #pragma GCC unroll 4
+        for (int u = 0; u < kBlockVecs; ++u) {
+          const VF s = load<VF>(Si + u * kF) * decay;
+          store(Si + u * kF, s);
+          sk[u] = sk[u] + s * ki;
+        }
+      }
+    }
+    for (int64_t t = 0; t < r.n_tokens; ++t) {
+      const float* kt = r.k + t * r.stride;
+      const float* qt = r.q + t * r.stride;
+      const float* vt = r.v + t * r.stride;
+      const float beta = r.beta[t];
       VF delta[kBlockVecs], o[kBlockVecs], sn[kBlockVecs];
       for (int u = 0; u < kBlockVecs; ++u) {
-        delta[u] = load<VF>(sk + c0 + u * kF);
+        delta[u] = beta * (load<VF>(vt + c0 + u * kF) - sk[u]);  // δ = β·(v − Sᵀk)
         o[u] = VF{};
         sn[u] = VF{};
       }
+      const bool next = t + 1 < r.n_tokens;
+      float* journal = r.journal ? r.journal + t * r.journal_stride + c0 : nullptr;
       if (next) {
+        const float* kn = kt + r.stride;
+        const float decay_next = r.decay[t + 1];
         for (int64_t i = 0; i < dk; ++i) {
           float* Si = r.state + i * dv + c0;
           const float ki = kt[i], qi = qt[i], kni = kn[i];
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
             VF s = load<VF>(Si + u * kF) + ki * delta[u];  // pass 2 of t
+            if (journal) store(journal + i * dv + u * kF, s);  // S after token t
             o[u] = o[u] + s * qi;
             s = s * decay_next;                            // pass 1 of t + 1
             sn[u] = sn[u] + s * kni;
@@ -120,17 +119,18 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
             const VF s = load<VF>(Si + u * kF) + ki * delta[u];
+            if (journal) store(journal + i * dv + u * kF, s);
             o[u] = o[u] + s * qi;
             store(Si + u * kF, s);
           }
         }
       }
+      float* out = r.out + t * r.out_stride + c0;
       for (int u = 0; u < kBlockVecs; ++u) {
-        store(out + c0 + u * kF, o[u] * r.q_scale);
-        store(sk_next + c0 + u * kF, sn[u]);
+        store(out + u * kF, o[u] * r.q_scale);
+        sk[u] = sn[u];
       }
     }
-    std::swap(sk, sk_next);
   }
 }
 

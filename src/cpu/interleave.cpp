@@ -16,16 +16,18 @@ namespace {
 struct GroupShape {
   int64_t block_bytes = 0;  // B
   int64_t n_blocks = 0;     // blocks per row
-  int64_t words = 0;        // B / 4
-  int64_t tail = 0;         // B mod 4
+  int64_t head = 0;         // bytes before the words (Q8_0: its f16 scale)
+  int64_t words = 0;        // (B - head) / 4
+  int64_t tail = 0;         // (B - head) mod 4
 };
 
 GroupShape group_shape(DType type, int64_t n_in) {
   CHECK_MSG(interleavable(type), "no interleaved layout for {}", dtype_name(type));
   const DTypeTraits& t = dtype_traits(type);
   CHECK_MSG(n_in % t.block_elems == 0, "row of {} elements is not whole {} blocks", n_in, dtype_name(type));
-  return {.block_bytes = t.block_bytes, .n_blocks = n_in / t.block_elems, .words = t.block_bytes / 4,
-          .tail = t.block_bytes % 4};
+  const int64_t head = type == DType::Q8_0 ? 2 : 0;
+  return {.block_bytes = t.block_bytes, .n_blocks = n_in / t.block_elems, .head = head,
+          .words = (t.block_bytes - head) / 4, .tail = (t.block_bytes - head) % 4};
 }
 
 // Copies between row-major rows and the interleaved group; kToGroup picks the direction.
@@ -35,21 +37,29 @@ void convert_group(DType type, int64_t n_in, const uint8_t* src, uint8_t* dst) {
   const int64_t row_bytes = s.block_bytes * s.n_blocks;
   for (int64_t b = 0; b < s.n_blocks; ++b) {
     const int64_t run = b * kInterleaveRows * s.block_bytes;  // the super-block's run in the group
+    const int64_t words_at = run + s.head * kInterleaveRows;
     for (int i = 0; i < kInterleaveRows; ++i) {
       const int64_t block = i * row_bytes + b * s.block_bytes;  // row i's block b, row-major
+      const int64_t head_at = run + i * s.head;
+      if constexpr (kToGroup) {
+        std::memcpy(dst + head_at, src + block, static_cast<size_t>(s.head));
+      } else {
+        std::memcpy(dst + block, src + head_at, static_cast<size_t>(s.head));
+      }
       for (int64_t w = 0; w < s.words; ++w) {
-        const int64_t at = run + (w * kInterleaveRows + i) * 4;
+        const int64_t at = words_at + (w * kInterleaveRows + i) * 4;
         if constexpr (kToGroup) {
-          std::memcpy(dst + at, src + block + 4 * w, 4);
+          std::memcpy(dst + at, src + block + s.head + 4 * w, 4);
         } else {
-          std::memcpy(dst + block + 4 * w, src + at, 4);
+          std::memcpy(dst + block + s.head + 4 * w, src + at, 4);
         }
       }
-      const int64_t tail_at = run + s.words * kInterleaveRows * 4 + i * s.tail;
+      const int64_t tail_at = words_at + s.words * kInterleaveRows * 4 + i * s.tail;
+      const int64_t tail_from = block + s.head + 4 * s.words;
       if constexpr (kToGroup) {
-        std::memcpy(dst + tail_at, src + block + 4 * s.words, static_cast<size_t>(s.tail));
+        std::memcpy(dst + tail_at, src + tail_from, static_cast<size_t>(s.tail));
       } else {
-        std::memcpy(dst + block + 4 * s.words, src + tail_at, static_cast<size_t>(s.tail));
+        std::memcpy(dst + tail_from, src + tail_at, static_cast<size_t>(s.tail));
       }
     }
   }
@@ -58,7 +68,8 @@ void convert_group(DType type, int64_t n_in, const uint8_t* src, uint8_t* dst) {
 }  // namespace
 
 bool interleavable(DType type) {
-  return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS;
+  return type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K ||
+         type == DType::IQ4_XS;
 }
 
 void interleave_group(DType type, int64_t n_in, const uint8_t* src, uint8_t* dst) {

@@ -3,16 +3,22 @@
 // every call. A MoE prompt gives each routed expert only ~16 tokens of a 512-token batch,
 // so that per-call repack cost about half as much as the products it fed.
 //
-// Layout (kInterleaved8), for the K-quants and IQ4_XS (Q4_K, Q5_K, Q6_K, IQ4_XS): the rows
-// of a matrix go in groups of kTileRows = 8, and a group takes exactly the bytes of its 8
-// rows (a row-major offset of a group's first row is still the group's offset). Inside a
-// group, super-block b of the 8 rows is one run of 8 · B bytes (B = the block's size):
-//   words:  for w in [0, B/4): for row i in [0, 8): the 4 bytes [4w, 4w + 4) of row i's block b
-//   tail:   for row i in [0, 8): the B mod 4 bytes [4·(B/4), B) of row i's block b (Q6_K's d)
+// Layout (kInterleaved8), for Q8_0, the K-quants and IQ4_XS: the rows of a matrix go in
+// groups of kTileRows = 8, and a group takes exactly the bytes of its 8 rows (a row-major
+// offset of a group's first row is still the group's offset). Inside a group, (super-)block b
+// of the 8 rows is one run of 8 · B bytes (B = the block's size; H = the head: 2 for Q8_0,
+// whose block starts with its f16 scale, else 0):
+//   head:   for row i in [0, 8): the H bytes [0, H) of row i's block b (Q8_0: 8 scales, 16 bytes)
+//   words:  for w in [0, (B-H)/4): for row i in [0, 8): the 4 bytes [H + 4w, H + 4w + 4) of row i's block b
+//   tail:   for row i in [0, 8): the (B-H) mod 4 bytes after the words of row i's block b (Q6_K's d)
 // so one 32-byte load of word w holds, in 32-bit lane i, row i's bytes of that word: the
 // lanes of the tile kernels' integer dots are the rows, with no transpose. The codes'
 // per-byte decoding (nibble shifts, masks, the IQ4_XS grid lookup) acts within a byte, so it
 // decodes the interleaved words exactly as it decodes a row's own bytes.
+//
+// A batch of a few tokens (a speculative verify, parallel slots) then reads each weight word
+// once for all its tokens with no per-call packing, which is what keeps its cost near one
+// token's (docs/small-batches.md).
 //
 // Nothing but the bytes' order changes: interleave_group and deinterleave_group are exact
 // inverses (tested), and the x8 tile kernels are bit-identical to the scalar reference on

@@ -86,7 +86,19 @@ void matmul_interleaved(const DotKernel& kernel, const WeightMatrix& w, int64_t 
   CHECK_MSG(kernel.tile_x8 != nullptr && w.n_out % kTileRows == 0, "matmul: {} rows interleaved without a kernel",
             dtype_name(w.type));
   constexpr int64_t kGroupsPerBlock = 16, kTokenChunk = 256;
-  const int64_t n_out = w.n_out, n_tokens = xq.n_rows, n_groups = n_out / kTileRows;
+  const int64_t n_out = w.n_out, n_tokens = xq.n_rows, n_groups = n_out / kTileRows, n_blocks = w.n_in / kQK8_0;
+  // Q8_0 activations' block terms, once per token for every group (TileDotArgs::act_blocks).
+  std::vector<Q8_0ActBlock> act_blocks;
+  if (xq.type == DType::Q8_0) {
+    act_blocks.resize(static_cast<size_t>(n_tokens * n_blocks));
+    if (n_tokens == 1) {
+      dot::q8_0_act_blocks(w.n_in, xq.row(0), act_blocks.data());
+    } else {
+      pool.parallel_for(n_tokens, 16, [&](int64_t begin, int64_t end, int) {
+        for (int64_t t = begin; t < end; ++t) dot::q8_0_act_blocks(w.n_in, xq.row(t), act_blocks.data() + t * n_blocks);
+      });
+    }
+  }
   pool.parallel_for_balanced(n_groups, kGroupsPerBlock, [&](int64_t g0, int64_t g1, int) {
     for (int64_t t = 0; t < n_tokens; t += kTokenChunk) {
       for (int64_t g = g0; g < g1; ++g) {
@@ -97,6 +109,7 @@ void matmul_interleaved(const DotKernel& kernel, const WeightMatrix& w, int64_t 
                         .activation_rows = xq.row(t),
                         .activation_stride = xq.row_bytes,
                         .n_act = std::min(kTokenChunk, n_tokens - t),
+                        .act_blocks = act_blocks.empty() ? nullptr : act_blocks.data() + t * n_blocks,
                         .out = y + t * n_out + o,
                         .out_stride = n_out});
       }

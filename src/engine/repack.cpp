@@ -139,7 +139,7 @@ RepackResult repack_weights(gguf::ModelFile& file, const std::vector<std::string
   }
   if (auto it = kept.find("kernel"); it != kept.end()) {
     add(fmt::format("{} have no interleaved kernel in this CPU's kernel set (AVX2, AVX-VNNI and AVX-512 VNNI have "
-                    "it for Q4_K, Q5_K, Q6_K and IQ4_XS)",
+                    "it for Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS)",
                     it->second));
   }
   if (auto it = kept.find("shape"); it != kept.end()) {

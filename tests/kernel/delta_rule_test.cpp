@@ -83,7 +83,8 @@ TEST(DeltaRule, TiersServedByTheirBuildOrFallback) {
 // scalar step per token: the same outputs and final state bit for bit, for every tier's build,
 // run lengths 1..9, shapes with whole column blocks (128 × 128, 64 × 64 at every width) and
 // without (64 × 40 and 5 × 129: the step-by-step fallback), tokens at a stride as in a
-// micro-batch's rows, distinct β and decay per token.
+// micro-batch's rows, distinct β and decay per token; and with the rollback journal, every
+// recorded state equal to the steps' state after that token.
 void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const char* isa) {
   std::mt19937 rng(17);
   std::uniform_real_distribution<float> unit(0.05f, 0.99f);
@@ -116,6 +117,29 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
               .out = out_run.data(), .out_stride = dv, .scratch = tmp.data()});
       ASSERT_EQ(out_run, out_ref) << isa << " " << dk << "x" << dv << " n=" << n;
       ASSERT_EQ(state_run, state_ref) << isa << " " << dk << "x" << dv << " n=" << n;
+
+      // With the rollback journal (a speculative verify): the same outputs and final state, and
+      // slot t holds the state after token t exactly as the steps leave it.
+      const int64_t slot = dk * dv + 7;  // a gap between slots, as between layers' heads
+      std::vector<float> journal(static_cast<size_t>(n * slot), -3.0f), state_j = base.state, out_j(out_ref.size());
+      std::vector<float> state_steps = base.state;
+      tokens({.state = state_j.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
+              .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
+              .out = out_j.data(), .out_stride = dv, .scratch = tmp.data(), .journal = journal.data(),
+              .journal_stride = slot});
+      ASSERT_EQ(out_j, out_ref) << isa << " journal " << dk << "x" << dv << " n=" << n;
+      ASSERT_EQ(state_j, state_ref) << isa << " journal " << dk << "x" << dv << " n=" << n;
+      std::vector<float> out_t(static_cast<size_t>(dv));
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = rows.data() + t * stride;
+        scalar_build().step({.state = state_steps.data(), .d_k = dk, .d_v = dv, .q = row, .k = row + dk,
+                             .v = row + 2 * dk, .beta = beta[static_cast<size_t>(t)],
+                             .decay = decay[static_cast<size_t>(t)], .q_scale = 0.088f, .out = out_t.data(),
+                             .scratch = tmp.data()});
+        const std::vector<float> recorded(journal.begin() + t * slot, journal.begin() + t * slot + dk * dv);
+        ASSERT_EQ(recorded, state_steps) << isa << " journal slot " << t << " " << dk << "x" << dv << " n=" << n;
+        EXPECT_EQ(journal[static_cast<size_t>(t * slot + dk * dv)], -3.0f) << isa << " wrote past slot " << t;
+      }
     }
   }
 }

@@ -440,11 +440,17 @@ void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa)
       const std::vector<uint8_t> rows = pack_rows(wrows, rb), abuf = pack_rows(arows, a_stride);
       std::vector<uint8_t> group(rows.size());
       interleave_group(wt, n, rows.data(), group.data());
+      std::vector<Q8_0ActBlock> blocks;  // Q8_0 activations' terms, as matmul passes them
+      if (at == DType::Q8_0) {
+        const int64_t n_blocks = n / kQK8_0;
+        blocks.resize(static_cast<size_t>(n_act * n_blocks));
+        for (int j = 0; j < n_act; ++j) dot::q8_0_act_blocks(n, arows[static_cast<size_t>(j)]->data(), blocks.data() + j * n_blocks);
+      }
       const int64_t out_stride = kTileRows + 3;
       std::vector<float> out(static_cast<size_t>(n_act * out_stride), 12345.0f);
       tile_x8({.n = n, .weight_rows = group.data(), .n_rows = kTileRows, .activation_rows = abuf.data(),
-               .activation_stride = static_cast<int64_t>(a_stride), .n_act = n_act, .out = out.data(),
-               .out_stride = out_stride});
+               .activation_stride = static_cast<int64_t>(a_stride), .n_act = n_act,
+               .act_blocks = blocks.empty() ? nullptr : blocks.data(), .out = out.data(), .out_stride = out_stride});
       for (int j = 0; j < n_act; ++j) {
         for (int64_t i = 0; i < out_stride; ++i) {
           const float got = out[static_cast<size_t>(j * out_stride + i)];
@@ -463,7 +469,7 @@ void expect_tile_x8_matches_scalar(DType wt, TileDotFn tile_x8, const char* isa)
 }
 
 // Every family's tile kernels per ISA, as the ISA's table lists them (tile_x8: the
-// interleaved form, none for Q8_0; on AVX-512 its one-token case is x8_one_token_512).
+// interleaved form; on AVX-512 the K-quants' one-token case is x8_one_token_512).
 // Plain AVX2 emulates VPDPBUSD with VPMADDUBSW, exact for the K-quants' codes and, with the
 // sign moved to the activation, for Q8_0's and IQ4_XS's signed grid values
 // (kquant_tile_avx2.cpp, q8_0_tile_impl.h, iq4_xs_tile_avx2.cpp).
@@ -472,7 +478,8 @@ struct TileFamily {
   TileDotFn avx2, avxvnni, avx512, avx2_x8, avxvnni_x8, avx512_x8;
 };
 const TileFamily kTileFamilies[] = {
-    {DType::Q8_0, dot::q8_0_q8_0_avx2_tile, dot::q8_0_q8_0_avxvnni_tile, dot::q8_0_q8_0_avx512_tile, nullptr, nullptr, nullptr},
+    {DType::Q8_0, dot::q8_0_q8_0_avx2_tile, dot::q8_0_q8_0_avxvnni_tile, dot::q8_0_q8_0_avx512_tile,
+     dot::q8_0_q8_0_avx2_tile_x8, dot::q8_0_q8_0_avxvnni_tile_x8, dot::q8_0_q8_0_avx512_tile_x8},
     {DType::Q4_K, dot::q4_k_q8_k_avx2_tile, dot::q4_k_q8_k_avxvnni_tile, dot::q4_k_q8_k_avx512_tile,
      dot::q4_k_q8_k_avx2_tile_x8, dot::q4_k_q8_k_avxvnni_tile_x8, dot::q4_k_q8_k_avx512_tile_x8},
     {DType::Q5_K, dot::q5_k_q8_k_avx2_tile, dot::q5_k_q8_k_avxvnni_tile, dot::q5_k_q8_k_avx512_tile,
@@ -527,10 +534,10 @@ TEST(DotKernelsTile, OnlyInterleavableTypesHaveTheX8Kernel) {
 
 // The layout is a permutation of the group's bytes: interleave then deinterleave is the
 // identity, every byte moves (random rows), and the group's first word holds row i's first
-// 4 bytes in lane i.
+// 4 bytes in lane i (Q8_0: after the 8 rows' scales).
 TEST(Interleave, GroupRoundTripsAndPutsRowsInLanes) {
   std::mt19937 rng(77);
-  for (DType wt : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  for (DType wt : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     for (int64_t n : {256, 768, 2048}) {
       const size_t rb = row_bytes(wt, n);
       std::vector<uint8_t> rows(rb * kInterleaveRows), group(rows.size()), back(rows.size());
@@ -542,8 +549,12 @@ TEST(Interleave, GroupRoundTripsAndPutsRowsInLanes) {
       std::sort(sorted_rows.begin(), sorted_rows.end());
       std::sort(sorted_group.begin(), sorted_group.end());
       EXPECT_EQ(sorted_rows, sorted_group) << "not a permutation";
+      // Q8_0: the 8 scales (2 bytes each) come first, then the words of the codes.
+      const size_t head = wt == DType::Q8_0 ? 2 : 0;
       for (int i = 0; i < kInterleaveRows; ++i) {
-        EXPECT_EQ(std::memcmp(group.data() + 4 * i, rows.data() + i * rb, 4), 0) << dtype_name(wt) << " row " << i;
+        EXPECT_EQ(std::memcmp(group.data() + head * i, rows.data() + i * rb, head), 0) << dtype_name(wt) << " row " << i;
+        EXPECT_EQ(std::memcmp(group.data() + head * kInterleaveRows + 4 * i, rows.data() + i * rb + head, 4), 0)
+            << dtype_name(wt) << " row " << i;
       }
       // In place over a stack of 3 groups on 2 threads: each group as interleave_group gives.
       std::vector<uint8_t> stack(rb * 3 * kInterleaveRows);

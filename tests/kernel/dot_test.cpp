@@ -218,7 +218,7 @@ TEST(Matmul, ThreadedEqualsSingleThreaded) {
 }
 
 // Interleaved rows (the loader's repack of dense matrices) give the file layout's products bit
-// for bit, for one token (the x8 decode kernel), a few, from 64 on (VNNI kernels decode the
+// for bit, for one token (the x8 decode kernel), a few (a speculative verify), from 64 on (VNNI kernels decode the
 // whole group first) and past one of matmul_interleaved's 256-token chunks, on 1 and 2
 // threads; every interleavable type.
 TEST(Matmul, InterleavedRowsEqualTheFilesRows) {
@@ -227,7 +227,7 @@ TEST(Matmul, InterleavedRowsEqualTheFilesRows) {
   const int64_t n_in = 512, n_out = 40;
   std::mt19937 rng(11);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
-  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  for (DType type : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     const int64_t rb = dtype_row_bytes(type, n_in);
     std::vector<float> w(static_cast<size_t>(n_in * n_out));
     for (auto& v : w) v = gauss(rng);
@@ -239,7 +239,7 @@ TEST(Matmul, InterleavedRowsEqualTheFilesRows) {
     WeightMatrix x8 = plain;
     x8.data = groups.data();
     x8.layout = RowLayout::kInterleaved8;
-    for (int64_t n_tokens : {1, 3, 8, 130, 300}) {
+    for (int64_t n_tokens : {1, 2, 3, 4, 5, 8, 130, 300}) {
       std::vector<float> x(static_cast<size_t>(n_in * n_tokens));
       for (auto& v : x) v = gauss(rng);
       std::vector<float> want(static_cast<size_t>(n_out * n_tokens)), got1(want.size(), -1.0f), got2(want.size(), -2.0f);

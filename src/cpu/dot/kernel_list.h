@@ -38,14 +38,14 @@
   X(f16_f16, avx2, multi)            \
   X(bf16_bf16, avx2, multi)          \
   X(q4_0_q8_0, avx2, multi)          \
-  X(q8_0_q8_0, avx2, tile)           \
+  X(q8_0_q8_0, avx2, tile_x8)         \
   X(q4_k_q8_k, avx2, tile_x8)        \
   X(q5_k_q8_k, avx2, tile_x8)        \
   X(q6_k_q8_k, avx2, tile_x8)        \
   X(iq4_xs_q8_k, avx2, tile_x8)      \
                                      \
   X(q4_0_q8_0, avxvnni, multi)       \
-  X(q8_0_q8_0, avxvnni, tile)        \
+  X(q8_0_q8_0, avxvnni, tile_x8)      \
   X(q4_k_q8_k, avxvnni, tile_x8)     \
   X(q5_k_q8_k, avxvnni, tile_x8)     \
   X(q6_k_q8_k, avxvnni, tile_x8)     \
@@ -55,7 +55,7 @@
   X(f16_f16, avx512, multi)          \
   X(bf16_bf16, avx512, multi)        \
   X(q4_0_q8_0, avx512, multi)        \
-  X(q8_0_q8_0, avx512, tile)         \
+  X(q8_0_q8_0, avx512, tile_x8)       \
   X(q4_k_q8_k, avx512, tile_x8)      \
   X(q5_k_q8_k, avx512, tile_x8)      \
   X(q6_k_q8_k, avx512, tile_x8)      \

@@ -6,4 +6,5 @@
 #define MOETIER_TILE_SIGNED_CODES 1
 #define MOETIER_TILE_DPBUSD ::moetier::cpu::dot::avx2::dpbusd_signed
 #define MOETIER_TILE_NAME q8_0_q8_0_avx2_tile
+#define MOETIER_TILE_X8_NAME q8_0_q8_0_avx2_tile_x8
 #include "cpu/dot/q8_0_tile_impl.h"

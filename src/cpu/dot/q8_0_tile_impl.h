@@ -10,6 +10,10 @@
 // float step per lane, in block order: every (row, token) is bit-identical to
 // q8_0_q8_0_scalar (the ranges: docs/numerics.md, "Tile kernels").
 //
+// The interleaved form (MOETIER_TILE_X8_NAME) reads the same vectors from the loader's groups
+// (cpu/interleave.h), where codes are stored as in the file: VPDPBUSD's + 128 is one XOR per
+// weight vector, shared by the tokens.
+//
 // Tokens go 4 at a time (the last group 1..3): per k one weight load serves 4 tokens; each
 // token keeps two int32 chains (even and odd k) so 8 VPDPBUSD are in flight, enough to hide
 // their latency; 8 chains + 4 float sums + weights + broadcast = 14 of 16 ymm registers.
@@ -23,8 +27,8 @@
 #include "cpu/dot.h"
 #include "tensor/blocks.h"
 
-#if !defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_NAME)
-#error "define MOETIER_TILE_DPBUSD and MOETIER_TILE_NAME before including q8_0_tile_impl.h"
+#if !defined(MOETIER_TILE_DPBUSD) || !defined(MOETIER_TILE_NAME) || !defined(MOETIER_TILE_X8_NAME)
+#error "define MOETIER_TILE_DPBUSD, MOETIER_TILE_NAME and MOETIER_TILE_X8_NAME before including q8_0_tile_impl.h"
 #endif
 
 namespace moetier::cpu::dot {
@@ -63,9 +67,36 @@ void pack_rows(const TileDotArgs& a, int64_t n_blocks, int32_t* packed, float* s
   }
 }
 
-template <int T>
-__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_blocks, const int32_t* packed,
-                                                               const float* scales, int64_t j0) {
+// Where tile_tokens finds block b's codes and scales: the per-call packing above (codes with
+// kCodeFlip applied, scales as floats), or an interleaved group as the loader stores it
+// (cpu/interleave.h: per block 8 f16 scales, then the 8 vectors of stored codes).
+struct PackedSource {
+  const int32_t* packed;
+  const float* scales;
+  const __m256i* codes(int64_t b) const { return reinterpret_cast<const __m256i*>(packed + b * kTileRows * 8); }
+  static __m256i word(const __m256i* w, int k) { return _mm256_load_si256(w + k); }
+  __m256 d(int64_t b) const { return _mm256_loadu_ps(scales + b * kTileRows); }
+};
+struct InterleavedSource {
+  static constexpr int64_t kRunBytes = kTileRows * static_cast<int64_t>(sizeof(BlockQ8_0));  // 272
+  const uint8_t* group;
+  const __m256i* codes(int64_t b) const {
+    return reinterpret_cast<const __m256i*>(group + b * kRunBytes + kTileRows * sizeof(uint16_t));
+  }
+  static __m256i word(const __m256i* w, int k) {
+    const __m256i v = _mm256_loadu_si256(w + k);
+    if constexpr (kCodeFlip == 0) return v;
+    return _mm256_xor_si256(v, _mm256_set1_epi32(static_cast<int32_t>(kCodeFlip)));
+  }
+  // f16 → f32 is exact, so this is _cvtsh_ss per row.
+  __m256 d(int64_t b) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + b * kRunBytes)));
+  }
+};
+
+template <int T, class Source>
+__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_blocks, const Source& src,
+                                                               int64_t j0) {
   const BlockQ8_0* act[T];
   const Q8_0ActBlock* info[T];
   for (int t = 0; t < T; ++t) {
@@ -75,7 +106,7 @@ __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs&
   __m256 sum[T];
   for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const auto* w = reinterpret_cast<const __m256i*>(packed + b * kTileRows * 8);
+    const __m256i* w = src.codes(b);
     __m256i even[T], odd[T];
     for (int t = 0; t < T; ++t) {
 #if defined(MOETIER_TILE_SIGNED_CODES)
@@ -86,12 +117,12 @@ __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs&
       odd[t] = _mm256_setzero_si256();
     }
     for (int k = 0; k < 8; k += 2) {
-      const __m256i w0 = _mm256_load_si256(w + k);
-      const __m256i w1 = _mm256_load_si256(w + k + 1);
+      const __m256i w0 = Source::word(w, k);
+      const __m256i w1 = Source::word(w, k + 1);
       for (int t = 0; t < T; ++t) even[t] = MOETIER_TILE_DPBUSD(even[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k)));
       for (int t = 0; t < T; ++t) odd[t] = MOETIER_TILE_DPBUSD(odd[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 4 * k + 4)));
     }
-    const __m256 d_w = _mm256_loadu_ps(scales + b * kTileRows);
+    const __m256 d_w = src.d(b);
     for (int t = 0; t < T; ++t) {
       // Reference: sum += float(isum) · (d_w · d_a).
       const __m256 d = _mm256_mul_ps(d_w, _mm256_set1_ps(info[t][b].d));
@@ -107,6 +138,18 @@ __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs&
   }
 }
 
+template <class Source>
+void tile_all_tokens(const TileDotArgs& a, int64_t n_blocks, const Source& src) {
+  int64_t j = 0;
+  for (; j + 4 <= a.n_act; j += 4) tile_tokens<4>(a, n_blocks, src, j);
+  switch (a.n_act - j) {
+    case 3: tile_tokens<3>(a, n_blocks, src, j); break;
+    case 2: tile_tokens<2>(a, n_blocks, src, j); break;
+    case 1: tile_tokens<1>(a, n_blocks, src, j); break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 void MOETIER_TILE_NAME(const TileDotArgs& a) {
@@ -118,14 +161,13 @@ void MOETIER_TILE_NAME(const TileDotArgs& a) {
   std::vector<Vec> packed(static_cast<size_t>(n_blocks * 8));
   std::vector<float> scales(static_cast<size_t>(n_blocks * kTileRows));
   pack_rows(a, n_blocks, packed.data()->v, scales.data());
-  int64_t j = 0;
-  for (; j + 4 <= a.n_act; j += 4) tile_tokens<4>(a, n_blocks, packed.data()->v, scales.data(), j);
-  switch (a.n_act - j) {
-    case 3: tile_tokens<3>(a, n_blocks, packed.data()->v, scales.data(), j); break;
-    case 2: tile_tokens<2>(a, n_blocks, packed.data()->v, scales.data(), j); break;
-    case 1: tile_tokens<1>(a, n_blocks, packed.data()->v, scales.data(), j); break;
-    default: break;
-  }
+  tile_all_tokens(a, n_blocks, PackedSource{.packed = packed.data()->v, .scales = scales.data()});
+}
+
+// The interleaved form (DotKernel::tile_x8): the group is read as stored, so a call for one
+// token or a few costs no packing; n_rows = kTileRows.
+void MOETIER_TILE_X8_NAME(const TileDotArgs& a) {
+  tile_all_tokens(a, a.n / kQK8_0, InterleavedSource{.group = static_cast<const uint8_t*>(a.weight_rows)});
 }
 
 }  // namespace moetier::cpu::dot
