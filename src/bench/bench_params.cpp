@@ -128,6 +128,7 @@ constexpr const char* kEpilog =
     "  ppN          N prompt tokens in forward calls of -b tokens (split into -ub micro-batches)\n"
     "  tgN          N single-token forward calls (generation without sampling)\n"
     "  ppN+tgM      both, timed together (-pg N,M); t/s counts N+M tokens\n"
+    "  stepN        16 forward calls of N tokens, each a verify step (--step N); t/s counts 16·N tokens\n"
     "  ... @ dD     with D tokens already in the KV cache (-d D)\n"
     "\n"
     "output fields (json, jsonl, csv): llama-bench's names (build_commit, model_type, model_size,\n"
@@ -233,6 +234,19 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            int_list(&b.n_prompt, "-p", 0));
   p.option({"-n", "--n-gen"}, "N", "generated tokens per tg test; 0 = no tg test (default 128)",
            int_list(&b.n_gen, "-n", 0));
+  p.option({"--step"}, "N[,N...]",
+           "step tests: forward calls of N tokens, each a speculative verify (logits for every token, the rollback "
+           "journal, cut back to its first token; N = 1: a decode step), 16 per repetition after a fill of -d tokens "
+           "(at least 1); with two or more sizes a table gives each size's step time relative to the smallest, per "
+           "block with --profile (what a verify of k+1 tokens or -np slots decoded together cost)",
+           [&b](std::string_view v) -> Status {
+             ASSIGN_OR_RETURN(std::vector<int64_t> list, parse_int_list(v, "--step"));
+             for (int64_t n : list) {
+               if (n < 1 || n > 512) return Status::bad_input("flag '--step': tokens per step must be in [1, 512]");
+             }
+             b.n_step.insert(b.n_step.end(), list.begin(), list.end());
+             return Status::ok();
+           });
   p.option({"--spec-replay"}, "A[,A...]",
            "also run each tg test as greedy generation, without drafts and with speculative decoding whose drafts "
            "are the model's own continuation, each drafted token kept with probability A (what speculation is worth "
@@ -481,6 +495,8 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
 
 Status finalize(BenchParams& b, const DefaultThreads& default_threads) {
   if (b.models.empty() && b.e2e_url.empty()) return Status::bad_input("no model given (-m FILE, or --url for a server)");
+  // Step tests alone (--step without -p/-n) run no default pp/tg test.
+  if (!b.n_step.empty() && b.n_prompt.empty() && b.n_gen.empty()) b.n_prompt = {0}, b.n_gen = {0};
   default_if_empty<int64_t>(b.n_prompt, 512);
   default_if_empty<int64_t>(b.n_gen, 128);
   if (b.spec_replay.empty() && !b.spec_mtp && (!b.spec_draft_max.empty() || b.spec_adaptive)) {
@@ -505,7 +521,7 @@ Status finalize(BenchParams& b, const DefaultThreads& default_threads) {
   default_if_empty<bool>(b.use_mmap, true);
   default_if_empty<std::string>(b.tensor_overrides, "");
   if (expand_tests(b).empty()) {
-    return Status::bad_input("nothing to run: every -p, -n and -pg value is 0");
+    return Status::bad_input("nothing to run: every -p, -n and -pg value is 0 (and no --step)");
   }
   return Status::ok();
 }
@@ -578,6 +594,12 @@ std::vector<TestSpec> expand_tests(const BenchParams& b) {
       t.n_gen = pg.n_gen;
       tests.push_back(t);
     }
+    for (int64_t n : b.n_step) {
+      TestSpec t = base;
+      t.n_step = n;
+      t.n_gen = kStepsPerRepetition;
+      tests.push_back(t);
+    }
     if (b.e2e && !b.models.empty()) {
       for (int64_t tg : b.n_gen) {
         if (tg == 0) continue;
@@ -604,7 +626,8 @@ std::string test_name(const TestSpec& t) {
     return t.n_prompt > 0 ? fmt::format("e2e chat (pp {}, tg {})", t.n_prompt, t.n_gen) : fmt::format("e2e chat (tg {})", t.n_gen);
   }
   std::string name;
-  if (t.n_prompt > 0 && t.n_gen == 0) name = fmt::format("pp{}", t.n_prompt);
+  if (t.n_step > 0) name = fmt::format("step{}", t.n_step);
+  else if (t.n_prompt > 0 && t.n_gen == 0) name = fmt::format("pp{}", t.n_prompt);
   else if (t.n_gen > 0 && t.n_prompt == 0) name = fmt::format("tg{}", t.n_gen);
   else name = fmt::format("pp{}+tg{}", t.n_prompt, t.n_gen);
   if (t.n_depth > 0) name += fmt::format(" @ d{}", t.n_depth);

@@ -31,6 +31,9 @@ struct BenchParams {
   std::vector<std::string> models;           // -m
   std::vector<int64_t> n_prompt;             // -p, default 512
   std::vector<int64_t> n_gen;                // -n, default 128
+  // --step: tokens per step of a step test (what a speculative verify or -np slots decoded
+  // together cost; see TestSpec::n_step); empty = none.
+  std::vector<int64_t> n_step;
   std::vector<PromptGen> prompt_gen;         // -pg, default none
   std::vector<int64_t> n_depth;              // -d, default 0
   std::vector<int64_t> n_batch;              // -b, default 2048
@@ -143,15 +146,31 @@ struct TestSpec {
   // once the tokenizer has run (0 before). e2e_url: through that server instead (model = the URL).
   bool e2e = false;
   std::string e2e_url;
+  // A step test (--step): n_gen forward calls of n_step tokens each after an untimed fill of
+  // max(1, n_depth) tokens. A step of more than one token is a speculative verify that keeps
+  // its first token: logits for every token, the rollback journal where the model has
+  // recurrent state, then the sequence cut back. A step of one token is a decode step.
+  int64_t n_step = 0;
 };
+
+// Steps per repetition of a step test.
+inline constexpr int64_t kStepsPerRepetition = 16;
+
+// The tokens one repetition of a test processes (what its t/s counts).
+inline int64_t test_tokens(const TestSpec& t) {
+  if (t.n_step > 0) return t.n_step * t.n_gen;
+  return t.spec || t.e2e ? t.n_gen : t.n_prompt + t.n_gen;
+}
 
 // The tests in llama-bench's order: the outer loops run over model, n_gpu_layers, n_cpu_moe,
 // use_mmap, tensor overrides, n_batch, n_ubatch, type_k, type_v, flash_attn, n_threads,
 // n_depth (first listed = outermost); inside each point come the pp tests (-p list, 0
-// skipped), then the tg tests (-n list, 0 skipped), then the -pg pairs (0,0 skipped).
+// skipped), then the tg tests (-n list, 0 skipped), then the -pg pairs (0,0 skipped), then
+// the step tests (--step list).
 std::vector<TestSpec> expand_tests(const BenchParams& params);
 
-// llama-bench's name of a test: "pp512", "tg128", "pp512+tg128", with " @ d4096" for depth.
+// llama-bench's name of a test: "pp512", "tg128", "pp512+tg128", with " @ d4096" for depth;
+// a step test is "step4".
 std::string test_name(const TestSpec& test);
 
 // Parses one list value: comma-separated items, each an integer or a range "a-b", "a-b+s",

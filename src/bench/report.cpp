@@ -42,7 +42,7 @@ int64_t TestResult::stddev_ns() const {
 
 std::vector<double> TestResult::samples_ts() const {
   // An e2e turn's speed is that of its answer: generated tokens over the whole turn.
-  const double n_tokens = static_cast<double>(spec.e2e ? spec.n_gen : spec.n_prompt + spec.n_gen);
+  const double n_tokens = static_cast<double>(test_tokens(spec));
   std::vector<double> ts;
   ts.reserve(samples_ns.size());
   for (int64_t ns : samples_ns) ts.push_back(ns > 0 ? 1e9 * n_tokens / static_cast<double>(ns) : 0.0);
@@ -83,8 +83,19 @@ std::optional<double> TestResult::bandwidth_fraction() const {
   return *achieved / *machine_read_gbps;
 }
 
+double spec_expected_tokens_per_step(double acceptance, int64_t k) {
+  double tokens = 1, run = 1;
+  for (int64_t i = 0; i < k; ++i) tokens += run *= acceptance;
+  return tokens;
+}
+
+double step_ms(const TestResult& r) {
+  if (r.spec.n_step <= 0 || r.spec.n_gen <= 0) return 0;
+  return static_cast<double>(r.avg_ns()) / 1e6 / static_cast<double>(r.spec.n_gen);
+}
+
 std::optional<double> TestResult::achieved_gbps() const {
-  if (spec.n_prompt != 0 || spec.n_gen == 0 || spec.e2e) return std::nullopt;
+  if (spec.n_prompt != 0 || spec.n_gen == 0 || spec.e2e || spec.n_step > 1) return std::nullopt;
   // A verify pass reads the weights once for several tokens: tokens × bytes per token is not
   // what was read.
   if (spec.spec && spec.spec_draft_max > 0) return std::nullopt;
@@ -185,6 +196,18 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
                                       ? std::optional<double>(static_cast<double>(r.spec_n_accepted) /
                                                               static_cast<double>(r.spec_n_drafted))
                                       : std::nullopt),
+      // What a verify step yields: expected at the target acceptance (replay), and measured.
+      opt_real("spec_expected_tokens_per_step",
+               t.spec && t.spec_draft_max > 0 && !t.spec_mtp
+                   ? std::optional<double>(spec_expected_tokens_per_step(t.spec_acceptance, t.spec_draft_max))
+                   : std::nullopt),
+      opt_real("spec_tokens_per_step", t.spec && r.spec_n_steps > 0
+                                           ? std::optional<double>(static_cast<double>(r.spec_n_accepted + r.spec_n_steps) /
+                                                                   static_cast<double>(r.spec_n_steps))
+                                           : std::nullopt),
+      // Step tests (--step): tokens per step and the mean time of one step.
+      opt_num("step_tokens", t.n_step > 0 ? std::optional<int64_t>(t.n_step) : std::nullopt),
+      opt_real("step_ms", t.n_step > 0 ? std::optional<double>(step_ms(r)) : std::nullopt),
       // draft-mtp: the head's own time per drafted token (catch-up rows included).
       opt_real("spec_draft_ms_per_token", t.spec && t.spec_mtp ? std::optional<double>(r.spec_draft_ms_per_token)
                                                                : std::nullopt),
@@ -504,6 +527,20 @@ class MarkdownPrinter : public Printer {
       }
       experts_.push_back(std::move(line));
     }
+    if (r.spec.spec && r.spec.spec_draft_max == 0) greedy_ = {test_name(r.spec), r.avg_ts()};
+    if (r.spec.spec && r.spec.spec_draft_max > 0 && greedy_.second > 0) spec_.push_back(describe_spec(r));
+    if (r.spec.n_step > 0) {
+      const TestSpec& t = r.spec;
+      const std::string key =
+          fmt::format("{}, {} thread{}{}{}", r.model.type, t.n_threads, t.n_threads == 1 ? "" : "s",
+                      t.n_depth > 0 ? fmt::format(", depth {}", t.n_depth) : "",
+                      r.backend == "CPU" ? "" : fmt::format(", -ngl {} -ncmoe {}", t.n_gpu_layers, t.n_cpu_moe));
+      auto it = std::find_if(steps_.begin(), steps_.end(), [&](const StepGroup& g) { return g.key == key; });
+      if (it == steps_.end()) it = steps_.insert(steps_.end(), StepGroup{.key = key});
+      StepRow row{.n_step = t.n_step, .ms = step_ms(r)};
+      for (const ProfileRow& p : r.profile) row.blocks.emplace_back(p.block, p.ms / static_cast<double>(t.n_gen));
+      it->rows.push_back(std::move(row));
+    }
     if (r.spec.e2e) {
       e2e_.push_back(fmt::format("{} on {}: time to first token {:.1f} ± {:.1f} ms, whole turn {:.1f} ± {:.1f} ms for {} "
                                  "prompt and {} generated tokens",
@@ -536,6 +573,12 @@ class MarkdownPrinter : public Printer {
                      ? ", over HTTP for a server" : "");
       for (const std::string& line : e2e_) fmt::print(out_, "- {}\n", line);
     }
+    for (const StepGroup& g : steps_) print_steps(g);
+    if (!spec_.empty()) {
+      fmt::print(out_, "\nspeculative decoding: speed-up over greedy = tokens per verify step / (verify step time / decode "
+                       "step time); expected tokens per step at acceptance a with k drafts = 1 + a + ... + a^k:\n");
+      for (const std::string& line : spec_) fmt::print(out_, "- {}\n", line);
+    }
     if (!comparisons_.empty()) {
       fmt::print(out_, "\ncomparisons (ratio of mean t/s with a 95% Welch interval on the log ratio):\n");
       for (const Comparison& c : comparisons_) fmt::print(out_, "- {}\n", describe_comparison(c));
@@ -558,9 +601,89 @@ class MarkdownPrinter : public Printer {
     const std::string fill(w - len, ' ');
     return width > 0 ? fill + s : s + fill;
   }
+  // One speculative test against the greedy run before it: the speed-up, what a verify step
+  // yields (expected at the target acceptance, measured), and so what a verify step cost.
+  std::string describe_spec(const TestResult& r) const {
+    const double speedup = r.avg_ts() / greedy_.second;
+    std::string line = fmt::format("{}: {:.2f}x {}", test_name(r.spec), speedup, greedy_.first);
+    if (!r.spec.spec_mtp) {
+      line += fmt::format("; expected {:.2f} tokens per verify step of {}",
+                          spec_expected_tokens_per_step(r.spec.spec_acceptance, r.spec.spec_draft_max),
+                          r.spec.spec_draft_max + 1);
+    }
+    if (r.spec_n_steps > 0) {
+      const double measured = static_cast<double>(r.spec_n_accepted + r.spec_n_steps) / static_cast<double>(r.spec_n_steps);
+      line += fmt::format(", measured {:.2f} (acceptance {:.2f})", measured,
+                          r.spec_n_drafted > 0 ? static_cast<double>(r.spec_n_accepted) / static_cast<double>(r.spec_n_drafted) : 0.0);
+      // Steps without drafts (the sequence's end) are decode steps; with nearly every step a
+      // verify, tokens per step / speed-up is the verify step's cost in decode steps.
+      if (speedup > 0) line += fmt::format("; a verify step cost {:.2f} decode steps", measured / speedup);
+    }
+    return line;
+  }
+
+  struct StepRow {
+    int64_t n_step = 0;
+    double ms = 0;
+    std::vector<std::pair<std::string, double>> blocks;  // --profile: ms per step by block
+  };
+  struct StepGroup {
+    std::string key;
+    std::vector<StepRow> rows;
+  };
+  // The step tests of one configuration: each size's time per step and per block, and the
+  // ratio to the smallest size's.
+  void print_steps(const StepGroup& g) const {
+    if (g.rows.size() < 2) return;
+    std::vector<StepRow> rows = g.rows;
+    std::sort(rows.begin(), rows.end(), [](const StepRow& a, const StepRow& b) { return a.n_step < b.n_step; });
+    const StepRow& base = rows.front();
+    fmt::print(out_, "\nstep cost ({}): ms per step of N tokens (each a verify step; N = 1 a decode step) and its ratio "
+                     "to the {}-token step{}\n",
+               g.key, base.n_step, base.blocks.empty() ? " (per block with --profile)" : "");
+    std::string head = "| tokens in the step |", rule = "| --- |";
+    for (const StepRow& r : rows) {
+      head += fmt::format(" {} |", r.n_step);
+      rule += " ---: |";
+    }
+    fmt::print(out_, "{}\n{}\n", head, rule);
+    const auto cell = [](double ms, double base_ms) {
+      return base_ms > 0 ? fmt::format(" {:.2f} ({:.2f}x) |", ms, ms / base_ms) : fmt::format(" {:.2f} |", ms);
+    };
+    std::string line = "| step |";
+    for (const StepRow& r : rows) line += cell(r.ms, base.ms);
+    fmt::print(out_, "{}\n", line);
+    for (size_t b = 0; b < base.blocks.size(); ++b) {
+      const auto& [name, base_ms] = base.blocks[b];
+      double largest = 0;
+      for (const StepRow& r : rows) largest = std::max(largest, b < r.blocks.size() ? r.blocks[b].second : 0.0);
+      if (largest < 0.005) continue;  // blocks this model does not have
+      line = fmt::format("| {} |", name);
+      for (const StepRow& r : rows) line += cell(b < r.blocks.size() ? r.blocks[b].second : 0.0, base_ms);
+      fmt::print(out_, "{}\n", line);
+    }
+    if (!base.blocks.empty()) {
+      // What the step's tokens share: everything but the experts (routed and shared, one
+      // region), whose routed reads grow with the union of the experts the tokens pick.
+      const auto shared = [](const StepRow& r) {
+        double ms = r.ms;
+        for (const auto& [name, v] : r.blocks) {
+          if (name == "moe_experts" || name == "expert_wait") ms -= v;
+        }
+        return ms;
+      };
+      line = "| all but moe_experts |";
+      for (const StepRow& r : rows) line += cell(shared(r), shared(base));
+      fmt::print(out_, "{}\n", line);
+    }
+  }
+
   const Environment& env_;
   std::FILE* out_;
   std::vector<Column> columns_;
+  std::pair<std::string, double> greedy_{"", 0.0};  // the last greedy test: name, t/s
+  std::vector<std::string> spec_;                    // speculative tests' lines, for the footer
+  std::vector<StepGroup> steps_;                     // step tests by configuration
   std::vector<std::string> noisy_;          // tests with cv > 5%, for the footer
   std::vector<std::string> contended_;      // oversubscribed tests' warnings (cpu_load.h)
   std::vector<std::string> experts_;        // tests' expert cache figures, for the footer

@@ -116,6 +116,7 @@ struct TestResult {
   int64_t census_tokens = 0;                // tokens those repetitions processed (the census' "per token")
   // --spec-replay tests: the timed repetitions' drafted / accepted counts.
   int64_t spec_n_drafted = 0, spec_n_accepted = 0;
+  int64_t spec_n_steps = 0;  // verify steps (forward calls with drafts)
   double spec_draft_ms_per_token = 0;  // the drafter's own time per drafted token (draft-mtp)
   std::vector<int64_t> ttft_ns;        // e2e tests: time to the first sampled token, per repetition
   // Models bigger than RAM (experts read from the file, engine/expert_store.h): the store's
@@ -151,6 +152,14 @@ double mean(const std::vector<double>& v);
 double sample_stddev(const std::vector<double>& v);
 
 // The ratio of two tests' mean t/s (b / a) with its 95% interval (stats.h).
+// Tokens a verify step of k drafts yields on average when each drafted token is accepted with
+// probability a, given all before it were: the accepted run plus the target's own next token,
+// 1 + a + a² + … + a^k. Speculation pays when a verify step costs less than this many decode steps.
+double spec_expected_tokens_per_step(double acceptance, int64_t k);
+
+// A step test's time per step in ms (TestSpec::n_step; 0 for other tests).
+double step_ms(const TestResult& r);
+
 struct Comparison {
   std::string a_name, b_name;   // test names
   std::string what;             // the knobs that differ: "n_threads 1 -> 2"

@@ -96,6 +96,29 @@ Status generate(Workspace& w, int64_t n) {
   return Status::ok();
 }
 
+// A step test's timed part (TestSpec::n_step): n_steps forward calls of `step` tokens. A step
+// of several tokens is a speculative verify that keeps its first token, as
+// runtime/generate.cpp runs one: logits of every token, the rollback journal on a sequence
+// with recurrent state, then the cut back.
+Status run_steps(Workspace& w, int64_t step, int64_t n_steps) {
+  for (int64_t i = 0; i < n_steps; ++i) {
+    w.tokens.fill(w.batch, step, false);
+    if (step == 1) {
+      RETURN_IF_ERROR(w.model.forward(w.batch, w.seq, {}, w.logits, w.pool));
+      continue;
+    }
+    const int64_t keep = w.seq.n_past() + 1;
+    const bool journal = w.seq.has_recurrent_state();
+    if (journal) RETURN_IF_ERROR(w.seq.begin_journal(step));
+    const Status fwd = w.model.forward(w.batch, w.seq, {.all_logits = true}, w.logits, w.pool);
+    const bool cut = fwd.is_ok() && w.seq.truncate(keep);
+    if (journal) w.seq.end_journal();
+    RETURN_IF_ERROR(fwd);
+    if (!cut) return Status::runtime("step test: the sequence could not be cut back after a verify step");
+  }
+  return Status::ok();
+}
+
 // --spec-replay tests run greedy generation through the generation loop (runtime/generate.h)
 // after `prompt` (the depth, or one token; the same for every repetition). The target's
 // own continuation is computed once, untimed, without drafts; each timed repetition then
@@ -138,6 +161,7 @@ Result<int64_t> speculative_repetition(LoadedModel& loaded, const TestSpec& test
   ASSIGN_OR_RETURN(GenerationStats stats, greedy_generation(loaded, test, w, prompt, speculator.get(), nullptr));
   spec_stats.n_drafted += stats.spec.n_drafted;
   spec_stats.n_accepted += stats.spec.n_accepted;
+  spec_stats.n_steps += stats.spec.n_steps;
   if (speculator) draft_seconds += speculator->draft_seconds_per_token();
   return static_cast<int64_t>(stats.generation_seconds * 1e9);
 }
@@ -230,6 +254,7 @@ PlacementRequest placement_request(const TestSpec& test, const RunOptions& optio
 // Spec tests start from a one-token prompt at depth 0 and feed every generated token; e2e
 // tests know their prompt once prepared (n_prompt), plus a token of slack like spec tests.
 int64_t test_context(const TestSpec& test) {
+  if (test.n_step > 0) return std::max<int64_t>(1, test.n_depth) + test.n_gen + test.n_step;  // each step keeps one token
   return std::max<int64_t>(1, test.n_depth + test.n_prompt + test.n_gen + (test.spec || test.e2e ? 1 : 0));
 }
 
@@ -389,8 +414,13 @@ Status TestRun::prepare(LoadedModel& loaded) {
   model.set_profiler(nullptr);
   if (options_.warmup) {
     progress("warm-up");
-    if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
-    if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, 1));
+    if (test_.n_step > 0) {
+      RETURN_IF_ERROR(process_prompt(w, std::max<int64_t>(1, test_.n_depth), test_.n_batch));
+      RETURN_IF_ERROR(run_steps(w, test_.n_step, 2));
+    } else {
+      if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
+      if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, 1));
+    }
   }
   if (test_.spec) {
     tokens_.fill(spec_prompt_, std::max<int64_t>(1, test_.n_depth), true);
@@ -452,15 +482,25 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
       ns = turn.total_ns;
       result_.ttft_ns.push_back(turn.ttft_ns);
     } else {
-      if (test_.n_depth > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_depth, test_.n_batch));  // untimed
+      const int64_t fill = test_.n_step > 0 ? std::max<int64_t>(1, test_.n_depth) : test_.n_depth;
+      if (fill > 0) RETURN_IF_ERROR(process_prompt(w, fill, test_.n_batch));  // untimed
+      if (test_.n_step > 1 && seq->has_recurrent_state()) {
+        // The journal's memory, allocated once per sequence as in a generation: untimed.
+        RETURN_IF_ERROR(seq->begin_journal(test_.n_step));
+        seq->end_journal();
+      }
       if (loaded.experts) experts_before = loaded.experts->stats();
       gpu_cache_before = model.gpu_expert_cache_stats();
       if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);
       (void)model.take_gpu_census();  // the untimed work so far
       cpu_before = sample_cpu_time(cpus_);
       const auto start = std::chrono::steady_clock::now();
-      if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
-      if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, test_.n_gen));
+      if (test_.n_step > 0) {
+        RETURN_IF_ERROR(run_steps(w, test_.n_step, test_.n_gen));
+      } else {
+        if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
+        if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, test_.n_gen));
+      }
       ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
       census_.add(model.take_gpu_census());
       model.set_profiler(nullptr);
@@ -476,7 +516,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     model.set_gpu_timestamps(false);
     result_.samples_ns.push_back(ns);
     total_ns_ += ns;
-    const int64_t n_tokens = test_.spec || test_.e2e ? test_.n_gen : test_.n_prompt + test_.n_gen;
+    const int64_t n_tokens = test_tokens(test_);
     if (experts_before) {
       const ExpertStoreStats window = loaded.experts->stats() - *experts_before;
       if (!result_.experts) result_.experts = ExpertStoreStats{};
@@ -540,10 +580,11 @@ TestResult TestRun::finish(const LoadedModel& loaded) {
   }
   result_.spec_n_drafted = spec_stats_.n_drafted;
   result_.spec_n_accepted = spec_stats_.n_accepted;
+  result_.spec_n_steps = spec_stats_.n_steps;
   result_.spec_draft_ms_per_token = 1e3 * draft_seconds_ / static_cast<double>(std::max<int64_t>(1, options_.repetitions));
   if (options_.profile && !result_.gpu_backend.empty()) {
     result_.gpu_census = census_;
-    result_.census_tokens = (test_.n_prompt + test_.n_gen) * options_.repetitions;
+    result_.census_tokens = test_tokens(test_) * options_.repetitions;
   }
   if (options_.profile) result_.profile = summarize_profile(profiler_, total_ns_, options_.repetitions);
   if (options_.scale_layers > 0 && total_ns_ > 0) {
@@ -557,7 +598,7 @@ TestResult TestRun::finish(const LoadedModel& loaded) {
     const double estimate_ns = fixed_ns + layer_ns * static_cast<double>(options_.scale_layers) / static_cast<double>(n_layer);
     result_.estimate = LayerEstimate{
         .n_layer = options_.scale_layers,
-        .ts = 1e9 * static_cast<double>((test_.n_prompt + test_.n_gen) * options_.repetitions) / estimate_ns};
+        .ts = 1e9 * static_cast<double>(test_tokens(test_) * options_.repetitions) / estimate_ns};
   }
   return result_;
 }

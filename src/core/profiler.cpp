@@ -10,6 +10,7 @@ std::string_view profile_block_name(ProfileBlock block) {
     case ProfileBlock::kNorm: return "norm+add";
     case ProfileBlock::kAttention: return "attention";
     case ProfileBlock::kDeltaNet: return "delta_net";
+    case ProfileBlock::kDeltaRule: return "delta_rule";
     case ProfileBlock::kMoeRouter: return "moe_router";
     case ProfileBlock::kMoeExperts: return "moe_experts";
     case ProfileBlock::kMoeExpertWait: return "expert_wait";

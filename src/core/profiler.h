@@ -17,6 +17,7 @@ enum class ProfileBlock : int {
   kNorm,          // RMSNorms and residual adds between blocks
   kAttention,     // gated softmax attention incl. its projections
   kDeltaNet,      // Gated DeltaNet incl. its projections
+  kDeltaRule,     // within kDeltaNet: the per-token part (conv, the recurrence, gated norm)
   kMoeRouter,     // router matmul, softmax, top-k
   kMoeExperts,    // routed and shared experts, one fused parallel region (moe.h)
   kMoeExpertWait, // within kMoeExperts: waiting for experts read from the model file

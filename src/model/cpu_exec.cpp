@@ -52,7 +52,7 @@ void CpuExec::attention(const AttentionWeights& w, const AttentionShape& shape, 
 
 void CpuExec::delta_net(const DeltaNetWeights& w, const DeltaNetShape& shape, Act in, int layer, Act out) {
   ScopedProfile p(profiler_, ProfileBlock::kDeltaNet);
-  delta_net_block(w, shape, rows(in), seqs_, layer, rows(out), delta_net_scratch_, *pool_);
+  delta_net_block(w, shape, rows(in), seqs_, layer, rows(out), delta_net_scratch_, *pool_, profiler_);
 }
 
 void CpuExec::moe(const MoeWeights& w, const MoeShape& shape, Act in, Act out) {

@@ -50,7 +50,8 @@ const std::vector<std::string> kFields = {
     "cpu_isa", "cpu_cores", "cpus", "machine_read_gbps", "disk_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts", "gpu_device",
     "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
-    "spec_acceptance", "spec_draft_ms_per_token", "expert_hit_rate", "expert_read_ahead_rate",
+    "spec_acceptance", "spec_expected_tokens_per_step", "spec_tokens_per_step", "step_tokens", "step_ms",
+    "spec_draft_ms_per_token", "expert_hit_rate", "expert_read_ahead_rate",
     "expert_bytes_read_per_token", "expert_read_gbps", "expert_prediction_accuracy", "expert_wait_fraction", "expert_gpu_hit_rate", "expert_gpu_copies_per_token", "moetier_version", "date", "model_file", "model_file_bytes",
     "model_sha256", "min_ts", "max_ts", "cv_ts", "drift_pct", "interleaved", "other_busy_cpus", "idle_rss_bytes",
     "peak_rss_scope", "rss_peak_minus_idle_bytes", "vram_peak_minus_idle_bytes", "vram_source", "e2e", "e2e_url",
@@ -292,6 +293,40 @@ TEST(CliBench, SpecReplayAddsGreedyAndSpeculativeRecords) {
   ASSERT_EQ(md.rc, 0) << md.err;
   EXPECT_NE(md.out.find("tg4 greedy"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("tg4 spec a=0.8 k=3"), std::string::npos) << md.out;
+}
+
+// --step: records carry the step size and time per step (t/s counts every token of the 16
+// steps); markdown gets the table of each size against the smallest, per block with --profile;
+// spec rows get the expected and measured tokens per verify step.
+TEST(CliBench, StepTestsAndTheStepCostTable) {
+  const auto r = run_moetier("bench -m " + kModel + " --step 1,4 -r 1 -t 2 -o jsonl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto rec = nlohmann::json::parse(lines[i]);
+    const int64_t n = i == 0 ? 1 : 4;
+    EXPECT_EQ(rec["step_tokens"], n);
+    EXPECT_EQ(rec["n_prompt"], 0);
+    EXPECT_EQ(rec["n_gen"], 16);
+    const double step_ms = rec["step_ms"].get<double>();
+    EXPECT_GT(step_ms, 0);
+    EXPECT_NEAR(rec["avg_ts"].get<double>(), 1e3 * static_cast<double>(n) / step_ms, 1e-6 * rec["avg_ts"].get<double>());
+    EXPECT_EQ(rec["achieved_gbps"].is_null(), n > 1) << lines[i];
+  }
+  const auto md = run_moetier("bench -m " + kModel + " --step 1,2 -d 3 -r 1 -t 1 --profile");
+  ASSERT_EQ(md.rc, 0) << md.err;
+  EXPECT_NE(md.out.find(" step2 @ d3 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| tokens in the step | 1 | 2 |"), std::string::npos) << md.out;
+  for (const char* row : {"| step |", "| delta_net |", "| delta_rule |", "| lm_head |", "| all but moe_experts |"}) {
+    EXPECT_NE(md.out.find(row), std::string::npos) << row << "\n" << md.out;
+  }
+  const auto spec = run_moetier("bench -m " + kModel + " -p 0 -n 8 -r 1 -t 1 --spec-replay 1 --spec-draft-n-max 2");
+  ASSERT_EQ(spec.rc, 0) << spec.err;
+  EXPECT_NE(spec.out.find("tg8 spec a=1 k=2: "), std::string::npos) << spec.out;
+  // Measured tokens per step can fall short of 3 where the token budget cuts the last draft.
+  EXPECT_NE(spec.out.find("expected 3.00 tokens per verify step of 3, measured "), std::string::npos) << spec.out;
+  EXPECT_NE(spec.out.find("(acceptance 1.00); a verify step cost "), std::string::npos) << spec.out;
 }
 
 // --spec-type draft-mtp: greedy baseline plus one record per draft length with the MTP head

@@ -99,6 +99,14 @@ TEST(BenchChart, PngNeedsTheConverterAndOtherNamesAreRefused) {
   EXPECT_NE(st.message().find("librsvg2-bin"), std::string::npos) << st.message();
 }
 
+// A verify step of k drafts, each kept with probability a: 1 + a + ... + a^k tokens.
+TEST(BenchReport, ExpectedTokensPerVerifyStep) {
+  EXPECT_DOUBLE_EQ(spec_expected_tokens_per_step(1.0, 3), 4.0);
+  EXPECT_DOUBLE_EQ(spec_expected_tokens_per_step(0.0, 3), 1.0);
+  EXPECT_NEAR(spec_expected_tokens_per_step(0.8, 3), 1 + 0.8 + 0.64 + 0.512, 1e-12);
+  EXPECT_NEAR(spec_expected_tokens_per_step(0.5, 1), 1.5, 1e-12);
+}
+
 TEST(BenchReport, ComparisonLines) {
   Comparison c{.a_name = "tg4", .b_name = "tg4", .what = "n_threads 1 -> 2",
                .ci = RatioCi{.ratio = 1.02, .low = 0.97, .high = 1.07, .df = 8}, .interleaved = true};

@@ -189,6 +189,31 @@ TEST(BenchParams, BadValuesAreOneClearError) {
   }
 }
 
+// --step: one step test per size after the point's other tests; alone it runs no default pp or
+// tg test; sizes outside [1, 512] are refused.
+TEST(BenchParams, StepTests) {
+  auto alone = parse({"-m", "a", "--step", "1,2-4*2", "-d", "16"});
+  ASSERT_TRUE(alone.is_ok()) << alone.status().message();
+  const auto tests = expand_tests(*alone);
+  ASSERT_EQ(tests.size(), 3u);
+  EXPECT_EQ(test_name(tests[0]), "step1 @ d16");
+  EXPECT_EQ(test_name(tests[2]), "step4 @ d16");
+  EXPECT_EQ(tests[2].n_step, 4);
+  EXPECT_EQ(tests[2].n_gen, kStepsPerRepetition);
+  EXPECT_EQ(test_tokens(tests[2]), 4 * kStepsPerRepetition);
+  auto mixed = parse({"-m", "a", "-p", "8", "-n", "0", "--step", "2"});
+  ASSERT_TRUE(mixed.is_ok());
+  const auto both = expand_tests(*mixed);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(test_name(both[0]), "pp8");
+  EXPECT_EQ(test_name(both[1]), "step2");
+  for (const char* bad : {"0", "513", "x"}) {
+    auto r = parse({"-m", "a", "--step", bad});
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_EQ(r.status().kind(), ErrorKind::kBadInput);
+  }
+}
+
 TEST(BenchParams, TestNames) {
   EXPECT_EQ(test_name({.n_depth = 0, .n_prompt = 512}), "pp512");
   EXPECT_EQ(test_name({.n_depth = 4096, .n_gen = 128}), "tg128 @ d4096");

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/math.h"
 #include "cpu/delta_rule.h"
@@ -19,7 +20,7 @@ std::vector<float> conv_by_tap(const float* conv, int64_t channels, int64_t d_co
 
 void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const float* x,
                      std::span<const SeqRows> seqs, int layer, float* out, DeltaNetScratch& scratch,
-                     ThreadPool& pool) {
+                     ThreadPool& pool, Profiler* profiler) {
   const int64_t n = seqs.back().row_begin + seqs.back().n_rows;
   const int64_t ch = s.channels();
   const int64_t taps = s.d_conv;
@@ -37,6 +38,8 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // Causal depthwise conv over time, per sequence: its input is [carried d_conv−1 rows |
   // its new rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1
   // input rows become the new carried state.
+  // The per-token part, timed on its own (profile block delta_rule): conv, recurrence, norm.
+  std::optional<ScopedProfile> per_token(std::in_place, profiler, ProfileBlock::kDeltaRule, ProfileBlock::kDeltaNet);
   scratch.conv_out.resize(static_cast<size_t>(n * ch));
   CHECK(w.conv_by_tap != nullptr);  // made at load (conv_by_tap())
   for (const SeqRows& sr : seqs) {
@@ -86,9 +89,10 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
   }
   // Per (sequence, V head) (threads split them), the sequence's tokens in order:
-  // cpu::delta_rule_tokens (one pass over S per token), or with the rollback journal
-  // recording, cpu::delta_rule_step per token and a copy of S after each (the same
-  // arithmetic either way: the formulas above, sums over i in order). Then the gated
+  // cpu::delta_rule_tokens (one pass over S per token; with the rollback journal recording,
+  // S after each token is stored in that pass), or, where the journal covers only part of the
+  // run, cpu::delta_rule_step per token and a copy of S after each (the same arithmetic
+  // either way: the formulas above, sums over i in order). Then the gated
   // RMSNorm of each token's output: rmsnorm(o) · norm · SiLU(z).
   // Items go through parallel_for_balanced, so a slower core does not hold up the layer.
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
@@ -113,7 +117,14 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const float g = cpu::softplus(scratch.alpha[at] + w.dt_bias[j]) * w.a[j];
         decay[t] = math::exp_f32(g);
       }
-      if (sr.seq->journal_active()) {
+      // The journal's slots of this run's tokens, when it records all of them: S after each
+      // token is written there in the run's own pass (one slot per position, every head's
+      // state in it).
+      float* journal_first = sr.seq->journal_ssm(layer, sr.seq->n_past());
+      float* journal_last = m > 0 ? sr.seq->journal_ssm(layer, sr.seq->n_past() + m - 1) : nullptr;
+      const int64_t journal_stride = s.n_v_heads * dk * dv;
+      const bool journal_run = journal_first != nullptr && journal_last == journal_first + (m - 1) * journal_stride;
+      if (sr.seq->journal_active() && !journal_run) {
         for (int64_t t = 0; t < m; ++t) {
           cpu::delta_rule_step({.state = S,
                                 .d_k = dk,
@@ -144,7 +155,9 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
                                 .q_scale = q_scale,
                                 .out = o,
                                 .out_stride = s.value_dim(),
-                                .scratch = tmp});
+                                .scratch = tmp,
+                                .journal = journal_run ? journal_first + j * dk * dv : nullptr,
+                                .journal_stride = journal_stride});
       }
       for (int64_t t = 0; t < m; ++t) {
         float* ot = o + t * s.value_dim();
@@ -154,6 +167,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
       }
     }
   });
+  per_token.reset();
   cpu::matmul_f32(w.out, 0, scratch.y.data(), n, out, scratch.act, pool);
 }
 

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/thread_pool.h"
 #include "cpu/matmul.h"
 #include "model/model.h"
@@ -59,6 +60,6 @@ std::vector<float> conv_by_tap(const float* conv, int64_t channels, int64_t d_co
 // run once over all rows; the conv and the recurrence run per sequence.
 void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& shape, const float* x,
                      std::span<const SeqRows> seqs, int layer, float* out, DeltaNetScratch& scratch,
-                     ThreadPool& pool);
+                     ThreadPool& pool, Profiler* profiler = nullptr);
 
 }  // namespace moetier
