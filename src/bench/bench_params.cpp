@@ -337,7 +337,7 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            });
   p.flag({"--no-mmap"}, &b.no_mmap, "same as -mmp 0");
   p.flag({"-nr", "--no-repack"}, &b.no_repack,
-         "keep the weights in the file's row layout (default: repack the routed experts and dense K-quant "
+         "keep the weights in the file's row layout (default: repack the routed experts and dense Q8_0 and K-quant "
          "matrices in RAM this process owns into the tile kernels' 8-row groups at load; see `moetier run --help`)");
   p.option({"--expert-pages"}, "auto|huge|file",
            "with -mmp 1, where the weights the CPU computes with live: auto (default) moves them into transparent huge pages "

@@ -537,7 +537,7 @@ class MarkdownPrinter : public Printer {
                       r.backend == "CPU" ? "" : fmt::format(", -ngl {} -ncmoe {}", t.n_gpu_layers, t.n_cpu_moe));
       auto it = std::find_if(steps_.begin(), steps_.end(), [&](const StepGroup& g) { return g.key == key; });
       if (it == steps_.end()) it = steps_.insert(steps_.end(), StepGroup{.key = key});
-      StepRow row{.n_step = t.n_step, .ms = step_ms(r)};
+      StepRow row{.n_step = t.n_step, .ms = step_ms(r), .experts = r.moe_experts_per_call, .pairs = r.moe_pairs_per_call};
       for (const ProfileRow& p : r.profile) row.blocks.emplace_back(p.block, p.ms / static_cast<double>(t.n_gen));
       it->rows.push_back(std::move(row));
     }
@@ -625,6 +625,7 @@ class MarkdownPrinter : public Printer {
   struct StepRow {
     int64_t n_step = 0;
     double ms = 0;
+    double experts = 0, pairs = 0;  // --profile: routed experts read and pairs per MoE layer
     std::vector<std::pair<std::string, double>> blocks;  // --profile: ms per step by block
   };
   struct StepGroup {
@@ -674,6 +675,12 @@ class MarkdownPrinter : public Printer {
       };
       line = "| all but moe_experts |";
       for (const StepRow& r : rows) line += cell(shared(r), shared(base));
+      fmt::print(out_, "{}\n", line);
+    }
+    if (base.experts > 0) {
+      // The expert union: each distinct expert is read once for all its tokens.
+      line = "| routed experts read per layer (pairs) |";
+      for (const StepRow& r : rows) line += fmt::format(" {:.1f} ({:.0f}) |", r.experts, r.pairs);
       fmt::print(out_, "{}\n", line);
     }
   }

@@ -97,6 +97,9 @@ struct TestResult {
   std::optional<int64_t> vram_peak_minus_idle_bytes;
   std::string vram_source;                  // "driver", "allocator" or "" (no GPU part)
   std::vector<ProfileRow> profile;   // empty without --profile
+  // --profile: distinct routed experts the CPU read per MoE block call, and pairs per call
+  // (0 when no MoE block ran on the CPU).
+  double moe_experts_per_call = 0, moe_pairs_per_call = 0;
   std::optional<double> machine_read_gbps;  // --membw
   std::optional<double> disk_read_gbps;     // --diskbw (the model file's storage)
   // CPUs that other processes (and a VM's steal) kept busy while the timed repetitions ran,

@@ -586,7 +586,13 @@ TestResult TestRun::finish(const LoadedModel& loaded) {
     result_.gpu_census = census_;
     result_.census_tokens = test_tokens(test_) * options_.repetitions;
   }
-  if (options_.profile) result_.profile = summarize_profile(profiler_, total_ns_, options_.repetitions);
+  if (options_.profile) {
+    result_.profile = summarize_profile(profiler_, total_ns_, options_.repetitions);
+    if (const Profiler::MoeCounts& moe = profiler_.moe(); moe.calls > 0) {
+      result_.moe_experts_per_call = static_cast<double>(moe.experts) / static_cast<double>(moe.calls);
+      result_.moe_pairs_per_call = static_cast<double>(moe.pairs) / static_cast<double>(moe.calls);
+    }
+  }
   if (options_.scale_layers > 0 && total_ns_ > 0) {
     // Time outside the layers (embedding lookup, final norm + LM head) is per token and does
     // not grow with depth; everything else is per layer. Both models must have the same

@@ -53,10 +53,25 @@ class Profiler {
     for (const auto& e : entries_) t += e.ns;
     return t;
   }
-  void reset() { entries_ = {}; }
+  // The MoE blocks' routed work on the CPU: per call, the distinct experts read and the
+  // (token, expert) pairs computed (a step's expert union).
+  struct MoeCounts {
+    int64_t calls = 0, experts = 0, pairs = 0;
+  };
+  void add_moe(int64_t experts, int64_t pairs) {
+    ++moe_.calls;
+    moe_.experts += experts;
+    moe_.pairs += pairs;
+  }
+  const MoeCounts& moe() const { return moe_; }
+  void reset() {
+    entries_ = {};
+    moe_ = {};
+  }
 
  private:
   std::array<Entry, static_cast<size_t>(ProfileBlock::kCount)> entries_{};
+  MoeCounts moe_;
 };
 
 // Adds the time from construction to destruction to `profiler` (if not null); with a

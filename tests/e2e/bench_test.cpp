@@ -318,7 +318,8 @@ TEST(CliBench, StepTestsAndTheStepCostTable) {
   ASSERT_EQ(md.rc, 0) << md.err;
   EXPECT_NE(md.out.find(" step2 @ d3 |"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("| tokens in the step | 1 | 2 |"), std::string::npos) << md.out;
-  for (const char* row : {"| step |", "| delta_net |", "| delta_rule |", "| lm_head |", "| all but moe_experts |"}) {
+  for (const char* row : {"| step |", "| delta_net |", "| delta_rule |", "| lm_head |", "| all but moe_experts |",
+                          "| routed experts read per layer (pairs) |"}) {
     EXPECT_NE(md.out.find(row), std::string::npos) << row << "\n" << md.out;
   }
   const auto spec = run_moetier("bench -m " + kModel + " -p 0 -n 8 -r 1 -t 1 --spec-replay 1 --spec-draft-n-max 2");

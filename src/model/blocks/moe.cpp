@@ -336,6 +336,11 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
   }
   // The pairs computed here (all n·k unless some experts are computed elsewhere).
   const int64_t n_pairs = sc.expert_first[static_cast<size_t>(s.n_expert)];
+  if (profiler) {
+    int64_t distinct = 0;
+    for (int64_t e = 0; e < s.n_expert; ++e) distinct += sc.expert_first[static_cast<size_t>(e + 1)] > sc.expert_first[static_cast<size_t>(e)];
+    profiler->add_moe(distinct, n_pairs);
+  }
   ScopedProfile p(profiler, ProfileBlock::kMoeExperts);
   if (w.has_shared) {
     grow(sc.shared_gate, n);
