@@ -448,6 +448,59 @@ void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* grou
   });
 }
 
+// ---- A few tokens against an interleaved group (a verify step, -np slots) -----------------
+// Families with 16-element sub-blocks (Q6_K, the usual LM head) on the VNNI tiers: the codes
+// are decoded unit by unit straight from the group, as for one token, and each decoded step
+// feeds the T tokens' chains (two per token, one per sub-block: 2·T accumulators beside the
+// code and the activation word). The super-block's scales, min pairs and d are read once for
+// the T tokens. The same integers and float steps as x8_block_tokens, so bit-identical to the
+// scalar reference; x8_block_tokens decodes every code into memory first, which at 2-15 tokens
+// cost more than the products (a 4-token LM head took 4 one-token heads' time).
+inline constexpr int64_t kFewTokens = 16;
+
+template <class I, class F, int T>
+__attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArgs& a, int64_t n_super, const uint8_t* group,
+                                                                int64_t j0) {
+  static_assert(F::kSub16 && !I::kI16Pairs);
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  const BlockQ8_K* act[T];
+  act_rows<T>(a, j0, act);
+  Packed<I> P;
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) {
+    const uint8_t* run = group + b * kRunBytes;
+    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    F::meta(run, P);
+    __m256i scaled[T];
+    for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i acc[T][2];
+      for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
+      #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
+      for (int k = 0; k < 8; ++k) {
+        const __m256i c = F::code(run, j, k);
+        for (int t = 0; t < T; ++t) {
+          acc[t][k / 4] = I::dpbusd(acc[t][k / 4], c, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * j + 4 * k)));
+        }
+      }
+      // Sub-blocks 2j and 2j + 1 (elements 0-15 and 16-31 of unit j).
+      for (int t = 0; t < T; ++t) {
+        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_mullo_epi32(acc[t][0], P.sc[2 * j]));
+        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_mullo_epi32(acc[t][1], P.sc[2 * j + 1]));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      __m256i mins = _mm256_setzero_si256();
+      if constexpr (F::kMinPairs) {
+        for (int p = 0; p < 8; ++p) mins = I::dpwssd(mins, P.m_pairs[p], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * p)));
+      }
+      sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+}
+
 // ---- The entry points ----------------------------------------------------------------------
 
 // Super-block run `run` of an interleaved group decoded into P: scales, min pairs, d and the
@@ -504,6 +557,12 @@ void tile_x8(const TileDotArgs& a) {
       x8_one_token<I, F>(a, n_super, group);
     }
     return;
+  }
+  if constexpr (F::kSub16 && !I::kI16Pairs) {
+    if (a.n_act < kFewTokens) {
+      token_groups(a.n_act, [&]<int T>(int64_t j) { x8_few_tokens<I, F, T>(a, n_super, group, j); });
+      return;
+    }
   }
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
   if (a.n_act >= kDecodeAllTokens<I>) {
