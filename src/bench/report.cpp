@@ -613,8 +613,11 @@ class MarkdownPrinter : public Printer {
     }
     if (r.spec_n_steps > 0) {
       const double measured = static_cast<double>(r.spec_n_accepted + r.spec_n_steps) / static_cast<double>(r.spec_n_steps);
-      line += fmt::format(", measured {:.2f} (acceptance {:.2f})", measured,
-                          r.spec_n_drafted > 0 ? static_cast<double>(r.spec_n_accepted) / static_cast<double>(r.spec_n_drafted) : 0.0);
+      // The share of drafted tokens kept is below a: drafts after a rejection are not kept.
+      line += fmt::format(", measured {:.2f} ({:.0f}% of the drafted tokens kept)", measured,
+                          r.spec_n_drafted > 0
+                              ? 100.0 * static_cast<double>(r.spec_n_accepted) / static_cast<double>(r.spec_n_drafted)
+                              : 0.0);
       // Steps without drafts (the sequence's end) are decode steps; with nearly every step a
       // verify, tokens per step / speed-up is the verify step's cost in decode steps.
       if (speedup > 0) line += fmt::format("; a verify step cost {:.2f} decode steps", measured / speedup);

@@ -327,7 +327,7 @@ TEST(CliBench, StepTestsAndTheStepCostTable) {
   EXPECT_NE(spec.out.find("tg8 spec a=1 k=2: "), std::string::npos) << spec.out;
   // Measured tokens per step can fall short of 3 where the token budget cuts the last draft.
   EXPECT_NE(spec.out.find("expected 3.00 tokens per verify step of 3, measured "), std::string::npos) << spec.out;
-  EXPECT_NE(spec.out.find("(acceptance 1.00); a verify step cost "), std::string::npos) << spec.out;
+  EXPECT_NE(spec.out.find("(100% of the drafted tokens kept); a verify step cost "), std::string::npos) << spec.out;
 }
 
 // --spec-type draft-mtp: greedy baseline plus one record per draft length with the MTP head
