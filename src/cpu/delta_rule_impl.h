@@ -2,6 +2,7 @@
 // all compile the very same arithmetic (see delta_rule.h; no FMA contraction in any of them).
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -46,6 +47,7 @@ inline void step_impl(const DeltaRuleStep& p) {
 // nothing but speed).
 using simd::load;
 using simd::store;
+using simd::store_stream;
 using simd::VF;
 constexpr int64_t kF = simd::kF;
 constexpr int kBlockVecs = 4;                   // vectors per column block
@@ -63,6 +65,17 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
     }
     return;
   }
+  // The journal is written once and read only if the step is cut back: stream it past the
+  // caches (no read of each line before writing it) where its slots are vector-aligned.
+  const bool stream = r.journal != nullptr && reinterpret_cast<uintptr_t>(r.journal) % sizeof(VF) == 0 &&
+                      (r.journal_stride * sizeof(float)) % sizeof(VF) == 0 && (dv * sizeof(float)) % sizeof(VF) == 0;
+  const auto record = [stream](float* p, VF v) __attribute__((always_inline)) {
+    if (stream) {
+      store_stream(p, v);
+    } else {
+      store(p, v);
+    }
+  };
   // Columns are independent: column c of S, sk[c], δ[c] and out[c] depend on column c alone.
   // So each column block runs all the tokens while its d_k × kBlockCols slice of S (16-32 KiB)
   // stays in L1: S is read from memory and written back once per run, not once per token.
@@ -105,7 +118,7 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
             VF s = load<VF>(Si + u * kF) + ki * delta[u];  // pass 2 of t
-            if (journal) store(journal + i * dv + u * kF, s);  // S after token t
+            if (journal) record(journal + i * dv + u * kF, s);  // S after token t
             o[u] = o[u] + s * qi;
             s = s * decay_next;                            // pass 1 of t + 1
             sn[u] = sn[u] + s * kni;
@@ -119,7 +132,7 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
             const VF s = load<VF>(Si + u * kF) + ki * delta[u];
-            if (journal) store(journal + i * dv + u * kF, s);
+            if (journal) record(journal + i * dv + u * kF, s);
             o[u] = o[u] + s * qi;
             store(Si + u * kF, s);
           }
@@ -132,6 +145,7 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
       }
     }
   }
+  if (stream) simd::stream_fence();
 }
 
 }  // namespace

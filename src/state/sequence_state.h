@@ -4,13 +4,32 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "core/status.h"
 #include "tensor/dtype.h"
 
 namespace moetier {
+
+// Storage aligned to 64 bytes (a cache line, and the widest vector): the rollback journal's
+// recurrent state is written with non-temporal vector stores, which need aligned addresses.
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <class U>
+  bool operator==(const CacheLineAllocator<U>&) const {
+    return true;
+  }
+};
 
 struct LayerStateSpec {
   // attention layers: one K row and one V row per position
@@ -151,7 +170,8 @@ class SequenceState {
     int64_t k_row_bytes = 0, v_row_bytes = 0;
     std::vector<uint8_t> k, v;
     std::vector<float> conv, ssm;
-    std::vector<float> journal_conv, journal_ssm;  // [journal capacity][state elems]
+    std::vector<float> journal_conv;                              // [journal capacity][state elems]
+    std::vector<float, CacheLineAllocator<float>> journal_ssm;    // the same, 64-byte aligned (streamed stores)
   };
   // K and V rows [pos, pos + n) of attention layer il to / from host bytes, wherever the layer lives.
   Status read_kv(int il, int64_t pos, int64_t n, uint8_t* k, uint8_t* v) const;

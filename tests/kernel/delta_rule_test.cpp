@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -139,6 +141,22 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
         const std::vector<float> recorded(journal.begin() + t * slot, journal.begin() + t * slot + dk * dv);
         ASSERT_EQ(recorded, state_steps) << isa << " journal slot " << t << " " << dk << "x" << dv << " n=" << n;
         EXPECT_EQ(journal[static_cast<size_t>(t * slot + dk * dv)], -3.0f) << isa << " wrote past slot " << t;
+      }
+      // Slots aligned to 64 bytes and a whole number of vectors apart (as the sequence's
+      // journal): the streamed stores record the same states.
+      const int64_t aligned_slot = (dk * dv + 15) / 16 * 16;
+      std::vector<float> aligned_buf(static_cast<size_t>(n * aligned_slot + 16));
+      float* aligned = aligned_buf.data();
+      while (reinterpret_cast<uintptr_t>(aligned) % 64 != 0) ++aligned;
+      std::vector<float> state_a = base.state, out_a(out_ref.size());
+      tokens({.state = state_a.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
+              .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
+              .out = out_a.data(), .out_stride = dv, .scratch = tmp.data(), .journal = aligned,
+              .journal_stride = aligned_slot});
+      ASSERT_EQ(state_a, state_ref) << isa << " aligned journal " << dk << "x" << dv << " n=" << n;
+      for (int64_t t = 0; t < n; ++t) {
+        EXPECT_EQ(0, std::memcmp(aligned + t * aligned_slot, journal.data() + t * slot, static_cast<size_t>(dk * dv) * sizeof(float)))
+            << isa << " aligned journal slot " << t << " " << dk << "x" << dv << " n=" << n;
       }
     }
   }
