@@ -35,11 +35,11 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   cpu::matmul_cached(w.beta, 0, scratch.input, scratch.beta.data(), pool);
   cpu::matmul_cached(w.alpha, 0, scratch.input, scratch.alpha.data(), pool);
 
+  // The per-token part, timed on its own (profile block delta_rule): conv, recurrence, norm.
+  std::optional<ScopedProfile> per_token(std::in_place, profiler, ProfileBlock::kDeltaRule, ProfileBlock::kDeltaNet);
   // Causal depthwise conv over time, per sequence: its input is [carried d_conv−1 rows |
   // its new rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1
   // input rows become the new carried state.
-  // The per-token part, timed on its own (profile block delta_rule): conv, recurrence, norm.
-  std::optional<ScopedProfile> per_token(std::in_place, profiler, ProfileBlock::kDeltaRule, ProfileBlock::kDeltaNet);
   scratch.conv_out.resize(static_cast<size_t>(n * ch));
   CHECK(w.conv_by_tap != nullptr);  // made at load (conv_by_tap())
   for (const SeqRows& sr : seqs) {
@@ -89,10 +89,10 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
   }
   // Per (sequence, V head) (threads split them), the sequence's tokens in order:
-  // cpu::delta_rule_tokens (one pass over S per token; with the rollback journal recording,
-  // S after each token is stored in that pass), or, where the journal covers only part of the
-  // run, cpu::delta_rule_step per token and a copy of S after each (the same arithmetic
-  // either way: the formulas above, sums over i in order). Then the gated
+  // cpu::delta_rule_tokens (S read and written once for all the tokens; with the rollback
+  // journal recording, S after each token is stored in that pass), or, where the journal
+  // covers only part of the run, cpu::delta_rule_step per token and a copy of S after each
+  // (the same arithmetic either way: the formulas above, sums over i in order). Then the gated
   // RMSNorm of each token's output: rmsnorm(o) · norm · SiLU(z).
   // Items go through parallel_for_balanced, so a slower core does not hold up the layer.
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
