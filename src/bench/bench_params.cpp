@@ -243,14 +243,7 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            "journal, cut back to its first token; N = 1: a decode step), 16 per repetition after a fill of -d tokens "
            "(at least 1); with two or more sizes a table gives each size's step time relative to the smallest, per "
            "block with --profile (what a verify of k+1 tokens or -np slots decoded together cost)",
-           [&b](std::string_view v) -> Status {
-             ASSIGN_OR_RETURN(std::vector<int64_t> list, parse_int_list(v, "--step"));
-             for (int64_t n : list) {
-               if (n < 1 || n > 512) return Status::bad_input("flag '--step': tokens per step must be in [1, 512]");
-             }
-             b.n_step.insert(b.n_step.end(), list.begin(), list.end());
-             return Status::ok();
-           });
+           int_list(&b.n_step, "--step", 1));
   p.option({"--spec-replay"}, "A[,A...]",
            "also run each tg test as greedy generation, without drafts and with speculative decoding whose drafts "
            "are the model's own continuation, each drafted token kept with probability A (what speculation is worth "
@@ -505,6 +498,9 @@ Status finalize(BenchParams& b, const DefaultThreads& default_threads) {
   default_if_empty<int64_t>(b.n_gen, 128);
   if (b.spec_replay.empty() && !b.spec_mtp && (!b.spec_draft_max.empty() || b.spec_adaptive)) {
     return Status::bad_input("--spec-draft-n-max and --spec-adaptive only apply with --spec-replay or --spec-type");
+  }
+  for (int64_t n : b.n_step) {
+    if (n > 512) return Status::bad_input("flag '--step': tokens per step must be at most 512");
   }
   default_if_empty<int64_t>(b.spec_draft_max, 3);
   for (int64_t k : b.spec_draft_max) {
