@@ -62,14 +62,27 @@ void gather_rows(const cpu::QuantizedActivations& x, const int32_t* pair_token, 
   }
 }
 
-// Work items of about block_rows output rows of phase A (gate/up rows, down = false) or
-// phase C (down rows) for every group of a wave, costliest first (cost ∝ tokens).
-void plan_items(const std::vector<MoeFfnGroup>& groups, std::span<const int32_t> wave, bool down, int64_t block_rows,
+// Output rows per work item of a group with `tokens` tokens, in phase A (gate/up rows) or C
+// (down rows). A group of one token (every group in decode, most routed experts of a
+// 2-16-token step) is a stream of weight rows: long runs per item keep the hardware
+// prefetchers going (they restart at every jump to another item's rows). Groups of more
+// tokens cost more per row, so they get shorter items, for balance between threads.
+// At 4 tokens on uniform routing (~30 one-token experts per layer) the short items of the
+// groups' former shared size made the experts read ~1.4x slower per byte than in decode.
+int64_t item_rows(int64_t tokens, bool down) {
+  if (tokens == 1) return down ? 256 : 128;
+  return down ? 64 : 32;
+}
+
+// Work items (item_rows output rows each) of phase A (gate/up rows, down = false) or phase C
+// (down rows) for every group of a wave, costliest first (cost ∝ tokens).
+void plan_items(const std::vector<MoeFfnGroup>& groups, std::span<const int32_t> wave, bool down,
                 std::vector<MoeWorkItem>& items) {
   items.clear();
   for (const int32_t g : wave) {
     const MoeFfnGroup& group = groups[static_cast<size_t>(g)];
     const int64_t n_out = down ? group.down->n_out : group.gate->n_out;
+    const int64_t block_rows = item_rows(group.rows, down);
     for (int64_t r = 0; r < n_out; r += block_rows) {
       items.push_back({g, static_cast<int32_t>(r), static_cast<int32_t>(std::min(n_out, r + block_rows))});
     }
@@ -426,12 +439,6 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
                          .act_q_first = 0,
                          .out = sc.out_shared.data()});
   }
-  // Blocks of output rows: enough items for dynamic balancing (≥ ~8 per thread in
-  // decode), large enough that the per-item overhead stays small.
-  // Decode (one token) is a stream of weight rows: longer runs per item keep the hardware
-  // prefetchers going (they restart at every jump to another item's rows).
-  const int64_t up_block = n == 1 ? 128 : 32, down_block = n == 1 ? 256 : 64;
-
   const cpu::DotKernel& gate_k = kernel_for(w.gate_exps);
   const cpu::DotKernel& up_k = kernel_for(w.up_exps);
   const cpu::DotKernel& down_k = kernel_for(w.down_exps);
@@ -464,8 +471,8 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
         group.gate_rows = r.gate, group.up_rows = r.up, group.down_rows = r.down;
       }
     }
-    plan_items(sc.groups, wave, /*down=*/false, up_block, sc.items_up);
-    plan_items(sc.groups, wave, /*down=*/true, down_block, sc.items_down);
+    plan_items(sc.groups, wave, /*down=*/false, sc.items_up);
+    plan_items(sc.groups, wave, /*down=*/true, sc.items_down);
     // Phase B's rows: the wave's groups' rows one after another.
     sc.wave_row_end.clear();
     int64_t wave_rows = 0;
