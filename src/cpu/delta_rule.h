@@ -50,9 +50,11 @@ struct DeltaRuleTokens {
   int64_t out_stride = 0;
   float* scratch = nullptr;   // [2·d_v]
   // The rollback journal of a speculative verify (may be null): S after token t is written
-  // to journal + t·journal_stride, in the same pass that computes it (no extra read of S).
-  float* journal = nullptr;
-  int64_t journal_stride = 0;  // floats
+  // to journal[t] + journal_offset, in the same pass that computes it (no extra read of S).
+  // One slot pointer per token: the sequence's slots need not be adjacent or in order
+  // (SequenceState::truncate hands a slot over to the live state instead of copying it).
+  float* const* journal = nullptr;  // [n_tokens]
+  int64_t journal_offset = 0;       // floats from each slot's start to this S
 };
 void delta_rule_tokens(const DeltaRuleTokens& run);
 

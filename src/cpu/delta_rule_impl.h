@@ -61,14 +61,16 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
       step_impl({.state = r.state, .d_k = dk, .d_v = dv, .q = r.q + t * r.stride, .k = r.k + t * r.stride,
                  .v = r.v + t * r.stride, .beta = r.beta[t], .decay = r.decay[t], .q_scale = r.q_scale,
                  .out = r.out + t * r.out_stride, .scratch = r.scratch});
-      if (r.journal) std::memcpy(r.journal + t * r.journal_stride, r.state, static_cast<size_t>(dk * dv) * sizeof(float));
+      if (r.journal) std::memcpy(r.journal[t] + r.journal_offset, r.state, static_cast<size_t>(dk * dv) * sizeof(float));
     }
     return;
   }
   // The journal is written once and read only if the step is cut back: stream it past the
   // caches (no read of each line before writing it) where its slots are vector-aligned.
-  const bool stream = r.journal != nullptr && reinterpret_cast<uintptr_t>(r.journal) % sizeof(VF) == 0 &&
-                      (r.journal_stride * sizeof(float)) % sizeof(VF) == 0 && (dv * sizeof(float)) % sizeof(VF) == 0;
+  bool stream = r.journal != nullptr && (dv * sizeof(float)) % sizeof(VF) == 0;
+  for (int64_t t = 0; stream && t < r.n_tokens; ++t) {
+    stream = reinterpret_cast<uintptr_t>(r.journal[t] + r.journal_offset) % sizeof(VF) == 0;
+  }
   const auto record = [stream](float* p, VF v) __attribute__((always_inline)) {
     if (stream) {
       store_stream(p, v);
@@ -108,7 +110,7 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
         sn[u] = VF{};
       }
       const bool next = t + 1 < r.n_tokens;
-      float* journal = r.journal ? r.journal + t * r.journal_stride + c0 : nullptr;
+      float* journal = r.journal ? r.journal[t] + r.journal_offset + c0 : nullptr;
       if (next) {
         const float* kn = kt + r.stride;
         const float decay_next = r.decay[t + 1];

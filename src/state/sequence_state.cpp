@@ -45,7 +45,9 @@ Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& l
       l.k.resize(static_cast<size_t>(l.k_row_bytes * options.n_ctx));
       l.v.resize(static_cast<size_t>(l.v_row_bytes * options.n_ctx));
       l.conv.assign(static_cast<size_t>(spec.conv_state_elems), 0.0f);
-      l.ssm.assign(static_cast<size_t>(spec.ssm_state_elems), 0.0f);
+      l.ssm_elems = spec.ssm_state_elems;
+      l.ssm_store.assign(static_cast<size_t>(spec.ssm_state_elems), 0.0f);
+      l.ssm_slot.assign(1, 0);
       s.layers_.push_back(std::move(l));
     }
   } catch (const std::bad_alloc&) {
@@ -60,7 +62,7 @@ void SequenceState::clear() {
   if (device_) device_->clear();
   for (auto& l : layers_) {
     std::fill(l.conv.begin(), l.conv.end(), 0.0f);
-    std::fill(l.ssm.begin(), l.ssm.end(), 0.0f);
+    if (l.ssm_elems > 0) std::fill_n(l.ssm(), l.ssm_elems, 0.0f);
   }
 }
 
@@ -91,9 +93,11 @@ bool SequenceState::truncate(int64_t n) {
     const auto slot = static_cast<size_t>(n - 1 - journal_base_);
     if (device_has_recurrent_state() && !device_->restore_journal(static_cast<int64_t>(slot)).is_ok()) return false;
     for (auto& l : layers_) {
-      if (l.conv.empty() && l.ssm.empty()) continue;
+      if (l.conv.empty() && l.ssm_elems == 0) continue;
       std::copy_n(l.journal_conv.begin() + static_cast<std::ptrdiff_t>(slot * l.conv.size()), l.conv.size(), l.conv.begin());
-      std::copy_n(l.journal_ssm.begin() + static_cast<std::ptrdiff_t>(slot * l.ssm.size()), l.ssm.size(), l.ssm.begin());
+      // The slot becomes the live state; the former live state's place becomes the slot's
+      // (its contents are dead: positions from n on are forgotten).
+      if (l.ssm_elems > 0) std::swap(l.ssm_slot[0], l.ssm_slot[1 + slot]);
     }
   }
   n_past_ = n;
@@ -109,7 +113,14 @@ Status SequenceState::begin_journal(int64_t max_tokens) {
   try {
     for (auto& l : layers_) {
       l.journal_conv.resize(static_cast<size_t>(max_tokens) * l.conv.size());
-      l.journal_ssm.resize(static_cast<size_t>(max_tokens) * l.ssm.size());
+      if (l.ssm_elems == 0) continue;
+      // Places 0 .. places − 1 keep their contents when the store grows (the live state
+      // among them); the new ones go to the new slots.
+      const auto places = static_cast<int64_t>(l.ssm_slot.size());
+      if (places < 1 + max_tokens) {
+        l.ssm_store.resize(static_cast<size_t>((1 + max_tokens) * l.ssm_elems));
+        for (int64_t i = places; i < 1 + max_tokens; ++i) l.ssm_slot.push_back(i);
+      }
     }
   } catch (const std::bad_alloc&) {
     return Status::runtime(fmt::format("out of memory allocating the rollback journal for {} tokens", max_tokens));
@@ -129,8 +140,8 @@ float* SequenceState::journal_conv(int layer, int64_t pos) {
 
 float* SequenceState::journal_ssm(int layer, int64_t pos) {
   auto& l = layers_[static_cast<size_t>(layer)];
-  if (!journal_active() || pos < journal_base_ || pos >= journal_base_ + journal_capacity_ || l.ssm.empty()) return nullptr;
-  return l.journal_ssm.data() + static_cast<size_t>(pos - journal_base_) * l.ssm.size();
+  if (!journal_active() || pos < journal_base_ || pos >= journal_base_ + journal_capacity_ || l.ssm_elems == 0) return nullptr;
+  return l.ssm_place(1 + pos - journal_base_);
 }
 
 uint64_t SequenceState::journal_bytes(int64_t max_tokens) const {
@@ -155,7 +166,7 @@ uint64_t SequenceState::kv_bytes() const {
 
 uint64_t SequenceState::recurrent_bytes() const {
   uint64_t b = 0;
-  for (const auto& l : layers_) b += (l.conv.size() + l.ssm.size()) * sizeof(float);
+  for (const auto& l : layers_) b += (l.conv.size() + static_cast<size_t>(l.ssm_elems)) * sizeof(float);
   return b;
 }
 
@@ -298,7 +309,7 @@ Result<std::vector<uint8_t>> SequenceState::snapshot() const {
           put(out, ssm.data(), ssm.size() * sizeof(float));
         } else {
           put(out, l.conv.data(), l.conv.size() * sizeof(float));
-          put(out, l.ssm.data(), l.ssm.size() * sizeof(float));
+          put(out, l.ssm(), static_cast<size_t>(l.ssm_elems) * sizeof(float));
         }
       }
     }
@@ -360,7 +371,7 @@ Status SequenceState::restore(const std::vector<uint8_t>& bytes) {
         RETURN_IF_ERROR(device_->write_recurrent(static_cast<int>(il), c.data(), s.data()));
       } else {
         std::memcpy(l.conv.data(), bytes.data() + at, conv_bytes);
-        std::memcpy(l.ssm.data(), bytes.data() + at + conv_bytes, ssm_bytes);
+        std::memcpy(l.ssm(), bytes.data() + at + conv_bytes, ssm_bytes);
       }
       at += conv_bytes + ssm_bytes;
     }

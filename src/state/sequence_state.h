@@ -135,7 +135,7 @@ class SequenceState {
   uint8_t* k_row(int layer, int64_t pos);
   uint8_t* v_row(int layer, int64_t pos);
   float* conv_state(int layer) { return layers_[static_cast<size_t>(layer)].conv.data(); }
-  float* ssm_state(int layer) { return layers_[static_cast<size_t>(layer)].ssm.data(); }
+  float* ssm_state(int layer) { return layers_[static_cast<size_t>(layer)].ssm(); }
   const LayerStateSpec& spec(int layer) const { return layers_[static_cast<size_t>(layer)].spec; }
 
   // Bytes held in host memory, for reporting (device_state()->bytes() for the GPU part).
@@ -169,9 +169,18 @@ class SequenceState {
     LayerStateSpec spec;
     int64_t k_row_bytes = 0, v_row_bytes = 0;
     std::vector<uint8_t> k, v;
-    std::vector<float> conv, ssm;
-    std::vector<float> journal_conv;                              // [journal capacity][state elems]
-    std::vector<float, CacheLineAllocator<float>> journal_ssm;    // the same, 64-byte aligned (streamed stores)
+    std::vector<float> conv;
+    std::vector<float> journal_conv;  // [journal capacity][conv elems]
+    // The SSM state and its journal slots in one store, [1 + journal capacity][ssm elems],
+    // 64-byte aligned (the journal takes streamed stores). ssm_slot[0] is the live state's
+    // place in it and ssm_slot[1 + t] journal slot t's: a cut-back swaps the two places
+    // instead of copying the slot (2 MiB per layer of Qwen3.6-35B-A3B).
+    int64_t ssm_elems = 0;
+    std::vector<float, CacheLineAllocator<float>> ssm_store;
+    std::vector<int64_t> ssm_slot;
+    float* ssm_place(int64_t i) { return ssm_store.data() + ssm_slot[static_cast<size_t>(i)] * ssm_elems; }
+    float* ssm() { return ssm_elems > 0 ? ssm_place(0) : nullptr; }
+    const float* ssm() const { return ssm_elems > 0 ? ssm_store.data() + ssm_slot[0] * ssm_elems : nullptr; }
   };
   // K and V rows [pos, pos + n) of attention layer il to / from host bytes, wherever the layer lives.
   Status read_kv(int il, int64_t pos, int64_t n, uint8_t* k, uint8_t* v) const;

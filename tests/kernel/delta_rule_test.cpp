@@ -121,14 +121,20 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
       ASSERT_EQ(state_run, state_ref) << isa << " " << dk << "x" << dv << " n=" << n;
 
       // With the rollback journal (a speculative verify): the same outputs and final state, and
-      // slot t holds the state after token t exactly as the steps leave it.
-      const int64_t slot = dk * dv + 7;  // a gap between slots, as between layers' heads
-      std::vector<float> journal(static_cast<size_t>(n * slot), -3.0f), state_j = base.state, out_j(out_ref.size());
+      // slot t holds the state after token t exactly as the steps leave it. The slots lie in
+      // reverse order with gaps between them (a sequence's slots are in any order after
+      // cut-backs), and the state sits journal_offset floats into each (a head of a layer).
+      const int64_t slot = dk * dv + 7, offset = 3;
+      std::vector<float> journal(static_cast<size_t>(n * slot + offset), -3.0f), state_j = base.state, out_j(out_ref.size());
+      std::vector<float*> slots(static_cast<size_t>(n));
+      // Token t's state at journal + (n − 1 − t)·slot + offset.
+      for (int64_t t = 0; t < n; ++t) slots[static_cast<size_t>(t)] = journal.data() + (n - 1 - t) * slot;
+      const auto recorded_at = [&](int64_t t) { return journal.begin() + (n - 1 - t) * slot + offset; };
       std::vector<float> state_steps = base.state;
       tokens({.state = state_j.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
               .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
-              .out = out_j.data(), .out_stride = dv, .scratch = tmp.data(), .journal = journal.data(),
-              .journal_stride = slot});
+              .out = out_j.data(), .out_stride = dv, .scratch = tmp.data(), .journal = slots.data(),
+              .journal_offset = offset});
       ASSERT_EQ(out_j, out_ref) << isa << " journal " << dk << "x" << dv << " n=" << n;
       ASSERT_EQ(state_j, state_ref) << isa << " journal " << dk << "x" << dv << " n=" << n;
       std::vector<float> out_t(static_cast<size_t>(dv));
@@ -138,9 +144,10 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
                              .v = row + 2 * dk, .beta = beta[static_cast<size_t>(t)],
                              .decay = decay[static_cast<size_t>(t)], .q_scale = 0.088f, .out = out_t.data(),
                              .scratch = tmp.data()});
-        const std::vector<float> recorded(journal.begin() + t * slot, journal.begin() + t * slot + dk * dv);
+        const std::vector<float> recorded(recorded_at(t), recorded_at(t) + dk * dv);
         ASSERT_EQ(recorded, state_steps) << isa << " journal slot " << t << " " << dk << "x" << dv << " n=" << n;
-        EXPECT_EQ(journal[static_cast<size_t>(t * slot + dk * dv)], -3.0f) << isa << " wrote past slot " << t;
+        EXPECT_EQ(*(recorded_at(t) - 1), -3.0f) << isa << " wrote before slot " << t;
+        EXPECT_EQ(*(recorded_at(t) + dk * dv), -3.0f) << isa << " wrote past slot " << t;
       }
       // Slots aligned to 64 bytes and a whole number of vectors apart (as the sequence's
       // journal): the streamed stores record the same states.
@@ -149,13 +156,14 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
       float* aligned = aligned_buf.data();
       while (reinterpret_cast<uintptr_t>(aligned) % 64 != 0) ++aligned;
       std::vector<float> state_a = base.state, out_a(out_ref.size());
+      std::vector<float*> aligned_slots(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) aligned_slots[static_cast<size_t>(t)] = aligned + t * aligned_slot;
       tokens({.state = state_a.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
               .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
-              .out = out_a.data(), .out_stride = dv, .scratch = tmp.data(), .journal = aligned,
-              .journal_stride = aligned_slot});
+              .out = out_a.data(), .out_stride = dv, .scratch = tmp.data(), .journal = aligned_slots.data()});
       ASSERT_EQ(state_a, state_ref) << isa << " aligned journal " << dk << "x" << dv << " n=" << n;
       for (int64_t t = 0; t < n; ++t) {
-        EXPECT_EQ(0, std::memcmp(aligned + t * aligned_slot, journal.data() + t * slot, static_cast<size_t>(dk * dv) * sizeof(float)))
+        EXPECT_EQ(0, std::memcmp(aligned + t * aligned_slot, &*recorded_at(t), static_cast<size_t>(dk * dv) * sizeof(float)))
             << isa << " aligned journal slot " << t << " " << dk << "x" << dv << " n=" << n;
       }
     }

@@ -95,6 +95,21 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // (the same arithmetic either way: the formulas above, sums over i in order). Then the gated
   // RMSNorm of each token's output: rmsnorm(o) · norm · SiLU(z).
   // Items go through parallel_for_balanced, so a slower core does not hold up the layer.
+  // The journal's slot of each row's position (one slot per position, every head's state in
+  // it), and per sequence whether the journal records all its rows: then S after each token is
+  // written there in the token run's own pass.
+  scratch.journal_slots.assign(static_cast<size_t>(n), nullptr);
+  std::vector<uint8_t> journal_run(seqs.size(), 0);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqRows& sr = seqs[i];
+    bool all = sr.n_rows > 0;
+    for (int64_t t = 0; t < sr.n_rows; ++t) {
+      float* slot = sr.seq->journal_ssm(layer, sr.seq->n_past() + t);
+      scratch.journal_slots[static_cast<size_t>(sr.row_begin + t)] = slot;
+      all = all && slot != nullptr;
+    }
+    journal_run[i] = all;
+  }
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
   pool.parallel_for_balanced(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
     float* tmp = scratch.head_tmp.data() + thread * per_thread;
@@ -117,14 +132,9 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const float g = cpu::softplus(scratch.alpha[at] + w.dt_bias[j]) * w.a[j];
         decay[t] = math::exp_f32(g);
       }
-      // The journal's slots of this run's tokens, when it records all of them: S after each
-      // token is written there in the run's own pass (one slot per position, every head's
-      // state in it).
-      float* journal_first = sr.seq->journal_ssm(layer, sr.seq->n_past());
-      float* journal_last = m > 0 ? sr.seq->journal_ssm(layer, sr.seq->n_past() + m - 1) : nullptr;
-      const int64_t journal_stride = s.n_v_heads * dk * dv;
-      const bool journal_run = journal_first != nullptr && journal_last == journal_first + (m - 1) * journal_stride;
-      if (sr.seq->journal_active() && !journal_run) {
+      float* const* slots = scratch.journal_slots.data() + sr.row_begin;
+      const bool journal_all = journal_run[static_cast<size_t>(item / s.n_v_heads)] != 0;
+      if (sr.seq->journal_active() && !journal_all) {
         for (int64_t t = 0; t < m; ++t) {
           cpu::delta_rule_step({.state = S,
                                 .d_k = dk,
@@ -137,9 +147,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
                                 .q_scale = q_scale,
                                 .out = o + t * s.value_dim(),
                                 .scratch = tmp});
-          if (float* rec = sr.seq->journal_ssm(layer, sr.seq->n_past() + t)) {
-            std::memcpy(rec + j * dk * dv, S, static_cast<size_t>(dk * dv) * sizeof(float));
-          }
+          if (float* rec = slots[t]) std::memcpy(rec + j * dk * dv, S, static_cast<size_t>(dk * dv) * sizeof(float));
         }
       } else {
         cpu::delta_rule_tokens({.state = S,
@@ -156,8 +164,8 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
                                 .out = o,
                                 .out_stride = s.value_dim(),
                                 .scratch = tmp,
-                                .journal = journal_run ? journal_first + j * dk * dv : nullptr,
-                                .journal_stride = journal_stride});
+                                .journal = journal_all ? slots : nullptr,
+                                .journal_offset = j * dk * dv});
       }
       for (int64_t t = 0; t < m; ++t) {
         float* ot = o + t * s.value_dim();
