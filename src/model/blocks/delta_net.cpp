@@ -99,7 +99,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // it), and per sequence whether the journal records all its rows: then S after each token is
   // written there in the token run's own pass.
   scratch.journal_slots.assign(static_cast<size_t>(n), nullptr);
-  std::vector<uint8_t> journal_run(seqs.size(), 0);
+  scratch.journal_all.assign(seqs.size(), 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SeqRows& sr = seqs[i];
     bool all = sr.n_rows > 0;
@@ -108,7 +108,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
       scratch.journal_slots[static_cast<size_t>(sr.row_begin + t)] = slot;
       all = all && slot != nullptr;
     }
-    journal_run[i] = all;
+    scratch.journal_all[i] = all;
   }
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
   pool.parallel_for_balanced(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
@@ -133,7 +133,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         decay[t] = math::exp_f32(g);
       }
       float* const* slots = scratch.journal_slots.data() + sr.row_begin;
-      const bool journal_all = journal_run[static_cast<size_t>(item / s.n_v_heads)] != 0;
+      const bool journal_all = scratch.journal_all[static_cast<size_t>(item / s.n_v_heads)] != 0;
       if (sr.seq->journal_active() && !journal_all) {
         for (int64_t t = 0; t < m; ++t) {
           cpu::delta_rule_step({.state = S,
