@@ -46,8 +46,10 @@ Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& l
       l.v.resize(static_cast<size_t>(l.v_row_bytes * options.n_ctx));
       l.conv.assign(static_cast<size_t>(spec.conv_state_elems), 0.0f);
       l.ssm_elems = spec.ssm_state_elems;
-      l.ssm_store.assign(static_cast<size_t>(spec.ssm_state_elems), 0.0f);
-      l.ssm_slot.assign(1, 0);
+      if (l.ssm_elems > 0) {
+        RETURN_IF_ERROR(l.grow_ssm_store(1));
+        l.ssm_slot.assign(1, 0);
+      }
       s.layers_.push_back(std::move(l));
     }
   } catch (const std::bad_alloc&) {
@@ -64,6 +66,21 @@ void SequenceState::clear() {
     std::fill(l.conv.begin(), l.conv.end(), 0.0f);
     if (l.ssm_elems > 0) std::fill_n(l.ssm(), l.ssm_elems, 0.0f);
   }
+}
+
+Status SequenceState::Layer::grow_ssm_store(int64_t places) {
+  const size_t state_bytes = static_cast<size_t>(ssm_elems) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(places) * state_bytes;
+  if (bytes <= ssm_store.size()) return Status::ok();
+  // Huge pages only where a state fills one: a smaller state would fault in 2 MiB for a few
+  // KiB (test models, many server slots).
+  const bool huge = state_bytes >= platform::huge_page_size();
+  auto grown = platform::AnonymousMemory::allocate(
+      {.bytes = bytes, .alignment = huge ? platform::huge_page_size() : 0, .huge_pages = huge});
+  if (!grown) return grown.status().with_context("the recurrent state and its rollback journal");
+  if (ssm_store.size() > 0) std::memcpy(grown->data(), ssm_store.data(), ssm_store.size());
+  ssm_store = std::move(*grown);
+  return Status::ok();
 }
 
 bool SequenceState::device_has_recurrent_state() const {
@@ -118,7 +135,7 @@ Status SequenceState::begin_journal(int64_t max_tokens) {
       // among them); the new ones go to the new slots.
       const auto places = static_cast<int64_t>(l.ssm_slot.size());
       if (places < 1 + max_tokens) {
-        l.ssm_store.resize(static_cast<size_t>((1 + max_tokens) * l.ssm_elems));
+        RETURN_IF_ERROR(l.grow_ssm_store(1 + max_tokens));
         for (int64_t i = places; i < 1 + max_tokens; ++i) l.ssm_slot.push_back(i);
       }
     }

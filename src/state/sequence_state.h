@@ -10,26 +10,10 @@
 #include <vector>
 
 #include "core/status.h"
+#include "platform/memory.h"
 #include "tensor/dtype.h"
 
 namespace moetier {
-
-// Storage aligned to 64 bytes (a cache line, and the widest vector): the rollback journal's
-// recurrent state is written with non-temporal vector stores, which need aligned addresses.
-template <class T>
-struct CacheLineAllocator {
-  using value_type = T;
-  static constexpr std::align_val_t kAlign{64};
-  CacheLineAllocator() = default;
-  template <class U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
-  template <class U>
-  bool operator==(const CacheLineAllocator<U>&) const {
-    return true;
-  }
-};
 
 struct LayerStateSpec {
   // attention layers: one K row and one V row per position
@@ -171,16 +155,22 @@ class SequenceState {
     std::vector<uint8_t> k, v;
     std::vector<float> conv;
     std::vector<float> journal_conv;  // [journal capacity][conv elems]
-    // The SSM state and its journal slots in one store, [1 + journal capacity][ssm elems],
-    // 64-byte aligned (the journal takes streamed stores). ssm_slot[0] is the live state's
-    // place in it and ssm_slot[1 + t] journal slot t's: a cut-back swaps the two places
-    // instead of copying the slot (2 MiB per layer of Qwen3.6-35B-A3B).
+    // The SSM state and its journal slots in one store, [places = 1 + journal capacity][ssm
+    // elems] f32, straight from the OS: page-aligned (the journal takes streamed vector
+    // stores), and in huge pages when a state is one or more of them (2 MiB per layer of
+    // Qwen3.6-35B-A3B: a slot is then one page to fault in and one TLB entry to stream
+    // through, where 4 KiB pages cost 512 faults each on the first verify step of a
+    // sequence). ssm_slot[0] is the live state's place in it and ssm_slot[1 + t] journal slot
+    // t's: a cut-back swaps the two places instead of copying the slot.
     int64_t ssm_elems = 0;
-    std::vector<float, CacheLineAllocator<float>> ssm_store;
+    platform::AnonymousMemory ssm_store;
     std::vector<int64_t> ssm_slot;
-    float* ssm_place(int64_t i) { return ssm_store.data() + ssm_slot[static_cast<size_t>(i)] * ssm_elems; }
+    float* ssm_base() const { return reinterpret_cast<float*>(ssm_store.data()); }
+    float* ssm_place(int64_t i) { return ssm_base() + ssm_slot[static_cast<size_t>(i)] * ssm_elems; }
     float* ssm() { return ssm_elems > 0 ? ssm_place(0) : nullptr; }
-    const float* ssm() const { return ssm_elems > 0 ? ssm_store.data() + ssm_slot[0] * ssm_elems : nullptr; }
+    const float* ssm() const { return ssm_elems > 0 ? ssm_base() + ssm_slot[0] * ssm_elems : nullptr; }
+    // Room for `places` states; the existing places keep their contents, new ones are zero.
+    Status grow_ssm_store(int64_t places);
   };
   // K and V rows [pos, pos + n) of attention layer il to / from host bytes, wherever the layer lives.
   Status read_kv(int il, int64_t pos, int64_t n, uint8_t* k, uint8_t* v) const;
