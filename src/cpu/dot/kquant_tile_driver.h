@@ -575,7 +575,11 @@ void tile_x8(const TileDotArgs& a) {
   }
   Packed<I> P;
   for (int64_t b = 0; b < n_super; ++b) {
-    decode_run<I, F>(group + b * kRunBytes, P);
+    const uint8_t* run = group + b * kRunBytes;
+    // As the one-token kernels: the stream kPrefetchRuns ahead, so the weights arrive while
+    // the tokens' products run.
+    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    decode_run<I, F>(run, P);
     token_groups(a.n_act, [&]<int T>(int64_t j) { x8_block_tokens<I, F, T>(a, P, b, j); });
   }
 }
