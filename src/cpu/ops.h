@@ -31,8 +31,10 @@ inline float softplus(float x) {
   return x > 20.0f ? x : static_cast<float>(math::log1p_f64(math::exp_f64(static_cast<double>(x))));
 }
 
-// out[i] = silu(gate[i]) * up[i]
+// out[i] = silu(gate[i]) * up[i] (out may alias gate or up), and x[i] = silu(x[i]): the bits
+// of silu() per element, 8 at a time.
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+void silu_in_place(float* x, int64_t n);
 // y[i] += a * x[i]
 void axpy(float a, const float* x, int64_t n, float* y);
 

@@ -63,7 +63,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
           const float* __restrict xj = conv_in + (t + j) * ch;
           for (int64_t c = c0; c < c1; ++c) o[c] += wj[c] * xj[c];
         }
-        for (int64_t c = c0; c < c1; ++c) o[c] = cpu::silu(o[c]);
+        cpu::silu_in_place(o + c0, c1 - c0);
       }
     });
     std::memcpy(conv_state, scratch.conv_in.data() + m * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
@@ -171,7 +171,7 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         float* ot = o + t * s.value_dim();
         cpu::rms_norm(ot, w.norm, dv, s.rms_eps, ot);
         const float* z = scratch.z.data() + (sr.row_begin + t) * s.value_dim() + j * dv;
-        for (int64_t c = 0; c < dv; ++c) ot[c] *= cpu::silu(z[c]);
+        cpu::swiglu(z, ot, dv, ot);  // ot[c] · silu(z[c])
       }
     }
   });

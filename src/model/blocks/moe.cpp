@@ -215,10 +215,8 @@ void gate_up_tiled(const MoeFfnGroup& g, cpu::TileDotFn gate_tile, cpu::TileDotF
     gate_tile(ga);
     up_tile(ua);
     for (int64_t t = 0; t < g.rows; ++t) {
-      for (int i = 0; i < rows; ++i) {
-        const size_t at = static_cast<size_t>(t * cpu::kTileRows + i);
-        g.act[t * n_ff + o + i] = cpu::silu(gv[at]) * uv[at];
-      }
+      const int64_t at = t * cpu::kTileRows;
+      cpu::swiglu(gv + at, uv + at, rows, g.act + t * n_ff + o);
     }
   }
 }
