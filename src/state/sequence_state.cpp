@@ -78,6 +78,9 @@ Status SequenceState::Layer::grow_ssm_store(int64_t places) {
   auto grown = platform::AnonymousMemory::allocate(
       {.bytes = bytes, .alignment = huge ? platform::huge_page_size() : 0, .huge_pages = huge});
   if (!grown) return grown.status().with_context("the recurrent state and its rollback journal");
+  // Every page mapped now, where the store grows (once per sequence and journal length),
+  // not on the first touch inside a verify step's recurrence.
+  platform::prefault_write(grown->data(), bytes);
   if (ssm_store.size() > 0) std::memcpy(grown->data(), ssm_store.data(), ssm_store.size());
   ssm_store = std::move(*grown);
   return Status::ok();
