@@ -52,7 +52,8 @@ struct DeltaRuleTokens {
   // The rollback journal of a speculative verify (may be null): S after token t is written
   // to journal[t] + journal_offset, in the same pass that computes it (no extra read of S).
   // One slot pointer per token: the sequence's slots need not be adjacent or in order
-  // (SequenceState::truncate hands a slot over to the live state instead of copying it).
+  // (SequenceState::truncate hands a slot over to the live state instead of copying it); a
+  // null slot is not recorded (the caller knows it is never read).
   float* const* journal = nullptr;  // [n_tokens]
   int64_t journal_offset = 0;       // floats from each slot's start to this S
 };

@@ -61,7 +61,9 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
       step_impl({.state = r.state, .d_k = dk, .d_v = dv, .q = r.q + t * r.stride, .k = r.k + t * r.stride,
                  .v = r.v + t * r.stride, .beta = r.beta[t], .decay = r.decay[t], .q_scale = r.q_scale,
                  .out = r.out + t * r.out_stride, .scratch = r.scratch});
-      if (r.journal) std::memcpy(r.journal[t] + r.journal_offset, r.state, static_cast<size_t>(dk * dv) * sizeof(float));
+      if (r.journal && r.journal[t]) {
+        std::memcpy(r.journal[t] + r.journal_offset, r.state, static_cast<size_t>(dk * dv) * sizeof(float));
+      }
     }
     return;
   }
@@ -69,7 +71,7 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
   // caches (no read of each line before writing it) where its slots are vector-aligned.
   bool stream = r.journal != nullptr && (dv * sizeof(float)) % sizeof(VF) == 0;
   for (int64_t t = 0; stream && t < r.n_tokens; ++t) {
-    stream = reinterpret_cast<uintptr_t>(r.journal[t] + r.journal_offset) % sizeof(VF) == 0;
+    stream = !r.journal[t] || reinterpret_cast<uintptr_t>(r.journal[t] + r.journal_offset) % sizeof(VF) == 0;
   }
   const auto record = [stream](float* p, VF v) __attribute__((always_inline)) {
     if (stream) {
@@ -110,7 +112,7 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
         sn[u] = VF{};
       }
       const bool next = t + 1 < r.n_tokens;
-      float* journal = r.journal ? r.journal[t] + r.journal_offset + c0 : nullptr;
+      float* journal = r.journal && r.journal[t] ? r.journal[t] + r.journal_offset + c0 : nullptr;
       if (next) {
         const float* kn = kt + r.stride;
         const float decay_next = r.decay[t + 1];

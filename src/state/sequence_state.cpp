@@ -111,6 +111,7 @@ bool SequenceState::truncate(int64_t n) {
     // Back to a journaled position: the state recorded after the token at n − 1.
     if (!journal_active() || n - 1 < journal_base_ || n - 1 >= journal_base_ + journal_capacity_) return false;
     const auto slot = static_cast<size_t>(n - 1 - journal_base_);
+    if (journal_last_unrecorded_ && static_cast<int64_t>(slot) == journal_capacity_ - 1) return false;
     if (device_has_recurrent_state() && !device_->restore_journal(static_cast<int64_t>(slot)).is_ok()) return false;
     for (auto& l : layers_) {
       if (l.conv.empty() && l.ssm_elems == 0) continue;
@@ -147,10 +148,14 @@ Status SequenceState::begin_journal(int64_t max_tokens) {
   }
   journal_base_ = n_past_;
   journal_capacity_ = max_tokens;
+  journal_last_unrecorded_ = false;
   return Status::ok();
 }
 
-void SequenceState::end_journal() { journal_capacity_ = 0; }
+void SequenceState::end_journal() {
+  journal_capacity_ = 0;
+  journal_last_unrecorded_ = false;
+}
 
 float* SequenceState::journal_conv(int layer, int64_t pos) {
   auto& l = layers_[static_cast<size_t>(layer)];

@@ -112,6 +112,13 @@ class SequenceState {
   int64_t journal_slot(int64_t pos) const {
     return journal_active() && pos >= journal_base_ && pos < journal_base_ + journal_capacity_ ? pos - journal_base_ : -1;
   }
+  // The position after the journal's window. A forward pass whose last token is the window's
+  // last position (end − 1) may leave that token's SSM slot unwritten and say so
+  // (note_journal_last_unrecorded): cutting back to after it keeps every position fed, no
+  // cut-back at all. Should more tokens follow in the same journal, truncate(end) then
+  // refuses (returns false) instead of restoring a state never recorded.
+  int64_t journal_end() const { return journal_active() ? journal_base_ + journal_capacity_ : -1; }
+  void note_journal_last_unrecorded() { journal_last_unrecorded_ = true; }
   // Bytes a journal of max_tokens positions takes (for the plan).
   uint64_t journal_bytes(int64_t max_tokens) const;
 
@@ -180,6 +187,7 @@ class SequenceState {
   std::vector<Layer> layers_;
   int64_t n_past_ = 0;
   int64_t journal_base_ = 0, journal_capacity_ = 0;  // window [base, base + capacity)
+  bool journal_last_unrecorded_ = false;              // the window's last SSM slot is not written
   std::unique_ptr<DeviceState> device_;
 };
 

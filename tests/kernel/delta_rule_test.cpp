@@ -166,6 +166,25 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
         EXPECT_EQ(0, std::memcmp(aligned + t * aligned_slot, &*recorded_at(t), static_cast<size_t>(dk * dv) * sizeof(float)))
             << isa << " aligned journal slot " << t << " " << dk << "x" << dv << " n=" << n;
       }
+      // A null slot is not recorded (the window's last one, never read): the last token's
+      // slot left untouched, the others, the outputs and the final state the same.
+      std::vector<float> skipped_buf(aligned_buf.size(), -5.0f);
+      float* skipped = skipped_buf.data() + (aligned - aligned_buf.data());
+      std::vector<float*> skipped_slots(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) skipped_slots[static_cast<size_t>(t)] = t + 1 < n ? skipped + t * aligned_slot : nullptr;
+      std::vector<float> state_s = base.state, out_s(out_ref.size());
+      tokens({.state = state_s.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
+              .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
+              .out = out_s.data(), .out_stride = dv, .scratch = tmp.data(), .journal = skipped_slots.data()});
+      ASSERT_EQ(out_s, out_ref) << isa << " null last slot " << dk << "x" << dv << " n=" << n;
+      ASSERT_EQ(state_s, state_ref) << isa << " null last slot " << dk << "x" << dv << " n=" << n;
+      for (int64_t t = 0; t + 1 < n; ++t) {
+        EXPECT_EQ(0, std::memcmp(skipped + t * aligned_slot, &*recorded_at(t), static_cast<size_t>(dk * dv) * sizeof(float)))
+            << isa << " journal slot " << t << " beside a null last slot, n=" << n;
+      }
+      for (int64_t i = 0; i < dk * dv; ++i) {
+        ASSERT_EQ(skipped[(n - 1) * aligned_slot + i], -5.0f) << isa << " wrote the null slot's place, n=" << n;
+      }
     }
   }
 }

@@ -196,6 +196,57 @@ TEST(SlotSnapshot, RoundTripsAndRefusesOtherLayouts) {
   EXPECT_FALSE(b->restore(longer).is_ok());
 }
 
+// A pass that ends at the journal window's last position may leave that SSM slot unwritten
+// (SequenceState::journal_end): keeping every position is then no cut-back, earlier positions
+// still restore, and were more tokens fed in the same journal, a cut-back to the window's end
+// is refused rather than restoring a state never recorded.
+TEST(RollbackJournal, LastSlotLeftUnwrittenIsNeverRestored) {
+  const LayerStateSpec recurrent{.conv_state_elems = 12, .ssm_state_elems = 16};
+  auto seq = SequenceState::create({specs()[0], recurrent}, {.n_ctx = 64});
+  ASSERT_TRUE(seq.is_ok());
+  const auto fill = [&](int64_t pos) {
+    for (int i = 0; i < 16; ++i) seq->ssm_state(1)[i] = static_cast<float>(pos * 100 + i);
+  };
+  const auto feed = [&](int64_t tokens, bool skip_last) {
+    for (int64_t t = 0; t < tokens; ++t) {
+      const int64_t pos = seq->n_past() + t;
+      fill(pos);
+      float* slot = seq->journal_ssm(1, pos);
+      if (skip_last && t == tokens - 1 && pos + 1 == seq->journal_end()) {
+        seq->note_journal_last_unrecorded();
+      } else if (slot) {
+        std::copy_n(seq->ssm_state(1), 16, slot);
+      }
+    }
+    seq->set_n_past(seq->n_past() + tokens);
+  };
+  feed(2, false);
+  ASSERT_TRUE(seq->begin_journal(4).is_ok());
+  EXPECT_EQ(seq->journal_end(), 6);
+  feed(4, true);  // positions 2-5, slot of 5 unwritten
+  EXPECT_TRUE(seq->truncate(6));  // every position kept: nothing to restore
+  EXPECT_EQ(seq->ssm_state(1)[0], 500.0f);
+  EXPECT_TRUE(seq->truncate(5));  // back to after position 4: its slot was written
+  EXPECT_EQ(seq->ssm_state(1)[0], 400.0f);
+  seq->end_journal();
+  // More tokens after the window in the same journal: the unwritten slot is not restored.
+  ASSERT_TRUE(seq->begin_journal(2).is_ok());
+  feed(2, true);  // positions 5-6, slot of 6 unwritten
+  feed(1, false);  // position 7, outside the window
+  EXPECT_FALSE(seq->truncate(7));
+  EXPECT_EQ(seq->n_past(), 8);
+  EXPECT_TRUE(seq->truncate(6));
+  EXPECT_EQ(seq->ssm_state(1)[0], 500.0f);
+  seq->end_journal();
+  EXPECT_EQ(seq->journal_end(), -1);
+  // A new journal forgets the mark: its last slot, written this time, restores.
+  ASSERT_TRUE(seq->begin_journal(2).is_ok());
+  feed(2, false);  // positions 6-7
+  feed(1, false);  // position 8
+  EXPECT_TRUE(seq->truncate(8));
+  EXPECT_EQ(seq->ssm_state(1)[0], 700.0f);
+}
+
 // The rollback journal as speculative verify steps use it: record the state after each token
 // of a step, cut back to an accepted position (the slot's state becomes the live one without
 // a copy), then more steps, cut-backs to other slots, a journal that grows, a snapshot and a

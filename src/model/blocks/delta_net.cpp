@@ -104,9 +104,17 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     const SeqRows& sr = seqs[i];
     bool all = sr.n_rows > 0;
     for (int64_t t = 0; t < sr.n_rows; ++t) {
-      float* slot = sr.seq->journal_ssm(layer, sr.seq->n_past() + t);
-      scratch.journal_slots[static_cast<size_t>(sr.row_begin + t)] = slot;
+      const int64_t pos = sr.seq->n_past() + t;
+      float* slot = sr.seq->journal_ssm(layer, pos);
       all = all && slot != nullptr;
+      // The window's last slot when this pass ends there: a cut-back to after it keeps every
+      // token, so it is never read (SequenceState::journal_end), and a 4-token verify step
+      // writes 3 states per head instead of 4 (2 MiB each per layer of the 35B shape).
+      if (slot != nullptr && t == sr.n_rows - 1 && pos + 1 == sr.seq->journal_end()) {
+        slot = nullptr;
+        sr.seq->note_journal_last_unrecorded();
+      }
+      scratch.journal_slots[static_cast<size_t>(sr.row_begin + t)] = slot;
     }
     scratch.journal_all[i] = all;
   }
