@@ -467,8 +467,10 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     GpuExpertCacheStats gpu_cache_before = model.gpu_expert_cache_stats();
     if (test_.spec) {
       // The profile covers the generation loop (its one-token prompt too): the blocks of its
-      // decode and verify steps, and the loop's own work (sampling, drafts, cut-backs) as `other`.
-      if (options_.profile) model.set_profiler(&profiler_);
+      // decode and verify steps, and the loop's own work (sampling, drafts, cut-backs) as
+      // `other`; --scale-layers takes the embedding and LM head out of its estimate, as for
+      // the other tests.
+      if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);
       cpu_before = sample_cpu_time(cpus_);
       Result<int64_t> spec_ns =
           speculative_repetition(loaded, test_, w, spec_prompt_, spec_expected_, rep, spec_stats_, draft_seconds_);
