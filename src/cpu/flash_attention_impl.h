@@ -36,6 +36,7 @@ namespace {
 // computes the same lane values in the same order.
 using simd::kF;
 using simd::kVecBytes;
+using simd::exp_f32_lanes;
 using simd::load;
 using simd::store;
 using simd::VF;
@@ -115,20 +116,7 @@ MOETIER_FA_INLINE VF fmadd(VF a, VF b, VF c) {
 // exp_f32(x) for x ≥ −87. Lanes below −87 (and −inf) give 0: e^−87 < 2^−125, below float
 // resolution next to the row max's weight 1. e^0 is exactly 1.
 MOETIER_FA_INLINE VF exp_nonpositive(VF x) {
-  const VF fx = x * math::kExpF32Log2e + 0.5f;
-  VF n = __builtin_convertvector(__builtin_convertvector(fx, VI), VF);  // trunc
-  n = n > fx ? n - 1.0f : n;                                             // floor
-  VF r = x - n * math::kExpF32Ln2Hi;
-  r = r - n * math::kExpF32Ln2Lo;
-  const VF r2 = r * r;
-  VF y = splat(math::kExpF32Poly[0]);
-#pragma GCC unroll 8
-  for (int i = 1; i < 6; ++i) y = y * r + math::kExpF32Poly[i];
-  y = y * r2 + r + 1.0f;
-  const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;
-  VF pow2;
-  std::memcpy(&pow2, &bits, sizeof(pow2));
-  y = y * pow2;
+  const VF y = exp_f32_lanes<VF, VI>(x);
   return x < -87.0f ? VF{} : y;
 }
 MOETIER_FA_INLINE float exp_nonpositive(float x) { return exp_nonpositive(splat(x))[0]; }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/math.h"
+#include "cpu/simd.h"
 
 namespace moetier::cpu {
 
@@ -57,37 +58,20 @@ void softmax(float* x, int64_t n) {
 
 namespace {
 
-// 8 lanes (GNU vectors: two SSE registers on the base ISA, one ymm where the compiler may).
+// 8 lanes (GNU vectors: two SSE registers on the base ISA).
 using Lanes = float __attribute__((vector_size(32)));
 using IntLanes = int32_t __attribute__((vector_size(32)));
 
-// SiLU of x[0..7] into out[0..7] lane by lane with math::exp_f32's arithmetic (n =
-// floor(x·log2e + ½), r = x − n·ln2 in two parts, its polynomial, then y·2^n), so every lane
-// is silu() bit for bit where e^−x has −87 ≤ −x ≤ 88: there 2^n is a normal float
-// (−126 ≤ n ≤ 127) and exp_f32 takes the same single rounding y·2^n. False, writing nothing,
-// when a lane is outside (or NaN): the caller then uses silu(). Contraction off: a fused
-// multiply-add would round differently.
-__attribute__((optimize("fp-contract=off"))) bool silu8(const float* in, float* out) {
-  Lanes x;
-  std::memcpy(&x, in, sizeof(x));
+// SiLU of in[0..7] into out[0..7], x / (1 + e^−x) with e^−x from simd::exp_f32_lanes, so every
+// lane is silu() bit for bit where −87 ≤ −x ≤ 88 (this unit compiles without contraction).
+// False, writing nothing, when a lane is outside (or NaN): the caller then uses silu().
+bool silu8(const float* in, float* out) {
+  const Lanes x = simd::load<Lanes>(in);
   const Lanes e_arg = -x;
   bool ok = true;
   for (int i = 0; i < 8; ++i) ok = ok && e_arg[i] >= -87.0f && e_arg[i] <= 88.0f;
   if (!ok) return false;
-  const Lanes fx = e_arg * math::kExpF32Log2e + 0.5f;
-  Lanes n = __builtin_convertvector(__builtin_convertvector(fx, IntLanes), Lanes);  // trunc
-  n = n > fx ? n - 1.0f : n;                                                       // floor
-  Lanes r = e_arg - n * math::kExpF32Ln2Hi;
-  r = r - n * math::kExpF32Ln2Lo;
-  const Lanes r2 = r * r;
-  Lanes y = Lanes{} + math::kExpF32Poly[0];
-  for (int i = 1; i < 6; ++i) y = y * r + math::kExpF32Poly[i];
-  y = y * r2 + r + 1.0f;
-  const IntLanes bits = (__builtin_convertvector(n, IntLanes) + 127) << 23;
-  Lanes pow2;
-  std::memcpy(&pow2, &bits, sizeof(pow2));
-  const Lanes s = x / (1.0f + y * pow2);
-  std::memcpy(out, &s, sizeof(s));
+  simd::store(out, x / (1.0f + simd::exp_f32_lanes<Lanes, IntLanes>(e_arg)));
   return true;
 }
 
