@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu/dot.h"
@@ -448,20 +449,28 @@ void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* grou
   });
 }
 
-// ---- A few tokens against an interleaved group (a verify step, -np slots) -----------------
-// Families with 16-element sub-blocks (Q6_K, the usual LM head) on the VNNI tiers: the codes
-// are decoded unit by unit straight from the group, as for one token, and each decoded step
-// feeds the T tokens' chains (two per token, one per sub-block: 2·T accumulators beside the
-// code and the activation word). The super-block's scales, min pairs and d are read once for
-// the T tokens. The same integers and float steps as x8_block_tokens, so bit-identical to the
-// scalar reference; x8_block_tokens decodes every code into memory first, which at 2-15 tokens
-// cost more than the products (a 4-token LM head took 4 one-token heads' time).
+// ---- A few tokens against an interleaved group (a verify step, -np slots, an expert's tokens)
+// The VNNI tiers. At 2-15 tokens the products, not the bytes, bound the kernel, so every
+// vector instruction that is not a VPDPBUSD counts. Unit by unit, step by step: a unit's code
+// word is decoded once straight from the group (constant unit and step: shifts by constants)
+// and feeds the T tokens' chains, one per token (for 16-element sub-blocks, Q6_K: one per
+// sub-block, 4 steps); then each chain times its scale goes into the token's scaled sum. The
+// super-block's scales, mins and d are read once for the T tokens. The mins term:
+//   - Q6_K rides in the chains' start: a chain of sub-block s starts at −32·bsums[s]
+//     (kMinOffset) instead of 0, so Σ_s sc_s·chain_s is scaled − mins, the reference's
+//     integer, without the 8 VPDPWSSD a token and super-block of the mins pairs;
+//   - Q4_K/Q5_K: paired_unit_mins, as for one token (4 VPDPWSSD);
+//   - IQ4_XS: the code offset comes off each unit's sum (unit_sum), as for one token.
+// Bit-identical to the scalar reference: the same integers and float steps as
+// x8_block_tokens, which decodes every code into memory first and at 2-15 tokens cost more
+// than the products (a 4-token Q6_K LM head took 4 one-token heads' time; Q4_K at 2 tokens,
+// an expert shared by two tokens of a step, ran at 0.6x one token's bytes per second).
 inline constexpr int64_t kFewTokens = 16;
 
 template <class I, class F, int T>
 __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArgs& a, int64_t n_super, const uint8_t* group,
                                                                 int64_t j0) {
-  static_assert(F::kSub16 && !I::kI16Pairs);
+  static_assert(!I::kI16Pairs);
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
   const BlockQ8_K* act[T];
   act_rows<T>(a, j0, act);
@@ -471,30 +480,74 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
   for (int64_t b = 0; b < n_super; ++b) {
     const uint8_t* run = group + b * kRunBytes;
     for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
-    F::meta(run, P);
+    constexpr bool kPairedMins = requires { F::meta_one_token(run, P); };
+    if constexpr (kPairedMins) {
+      F::meta_one_token(run, P);
+    } else if constexpr (F::kOffsetInSum) {
+      F::scales_and_d(run, P);
+    } else {
+      F::meta(run, P);
+    }
+    // 16-element sub-blocks: start[t][s] = −kMinOffset·bsums[s] of token t (|·| ≤ 32·16·127).
+    alignas(32) int32_t start[F::kSub16 ? T : 1][16];
+    const int32_t(*starts)[16] = start;
+    if constexpr (F::kSub16) {
+      for (int t = 0; t < T; ++t) {
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[t][b].bsums));
+        const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(bsums));
+        const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(bsums, 1));
+        static_assert(F::kMinOffset == 32, "a shift by 5");
+        _mm256_store_si256(reinterpret_cast<__m256i*>(start[t]), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(lo, 5)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(start[t] + 8), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(hi, 5)));
+      }
+      // Read back through an opaque pointer: each chain's start is then one broadcast load,
+      // where GCC would otherwise keep the values in registers and shuffle them out (two
+      // shuffles a chain, and spills).
+      __asm__("" : "+r"(starts) : : "memory");
+    }
     __m256i scaled[T];
     for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      __m256i acc[T][2];
-      for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_si256();
-      #pragma GCC unroll 8  // the accumulators stay in registers only if every index is a constant
-      for (int k = 0; k < 8; ++k) {
-        const __m256i c = F::code(run, j, k);
-        for (int t = 0; t < T; ++t) {
-          acc[t][k / 4] = I::dpbusd(acc[t][k / 4], c, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * j + 4 * k)));
+    // scaled[t] += chain·sc, here and not later: GCC would otherwise keep all a token's
+    // chains to the end (spilled) and sum them in a tree.
+    const auto add_scaled = [&](int t, __m256i chain, __m256i sc) __attribute__((always_inline)) {
+      scaled[t] = _mm256_add_epi32(scaled[t], _mm256_mullo_epi32(chain, sc));
+      __asm__("" : "+x"(scaled[t]));
+    };
+    const auto unit = [&]<int kUnit>() __attribute__((always_inline)) {
+      if constexpr (F::kSub16) {
+        #pragma GCC unroll 2
+        for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-block 2·kUnit + half
+          const int sub = 2 * kUnit + half;
+          __m256i acc[T];
+          for (int t = 0; t < T; ++t) acc[t] = _mm256_set1_epi32(starts[t][sub]);
+          #pragma GCC unroll 4
+          for (int k = 4 * half; k < 4 * half + 4; ++k) {
+            const __m256i c = F::template code_of<kUnit % 4>(run, kUnit / 4, k);
+            for (int t = 0; t < T; ++t) {
+              acc[t] = I::dpbusd(acc[t], c, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * kUnit + 4 * k)));
+            }
+          }
+          for (int t = 0; t < T; ++t) add_scaled(t, acc[t], P.sc[sub]);
         }
+      } else {
+        __m256i acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i c = F::code(run, kUnit, k);
+          for (int t = 0; t < T; ++t) {
+            acc[t] = I::dpbusd(acc[t], c, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * kUnit + 4 * k)));
+          }
+        }
+        for (int t = 0; t < T; ++t) add_scaled(t, unit_sum<F>(acc[t], act[t][b], kUnit), P.sc[kUnit]);
       }
-      // Sub-blocks 2j and 2j + 1 (elements 0-15 and 16-31 of unit j).
-      for (int t = 0; t < T; ++t) {
-        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_mullo_epi32(acc[t][0], P.sc[2 * j]));
-        scaled[t] = _mm256_add_epi32(scaled[t], _mm256_mullo_epi32(acc[t][1], P.sc[2 * j + 1]));
-      }
-    }
+    };
+    [&]<int... kUnit>(std::integer_sequence<int, kUnit...>) __attribute__((always_inline)) {
+      (unit.template operator()<kUnit>(), ...);
+    }(std::make_integer_sequence<int, 8>{});
     for (int t = 0; t < T; ++t) {
-      __m256i mins = _mm256_setzero_si256();
-      if constexpr (F::kMinPairs) {
-        for (int p = 0; p < 8; ++p) mins = I::dpwssd(mins, P.m_pairs[p], _mm256_set1_epi32(load_word(act[t][b].bsums + 2 * p)));
-      }
+      __m256i mins = _mm256_setzero_si256();  // Q6_K: in the chains; IQ4_XS: in unit_sum
+      if constexpr (kPairedMins) mins = paired_unit_mins<I>(P, act[t][b]);
       sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
     }
   }
@@ -558,7 +611,7 @@ void tile_x8(const TileDotArgs& a) {
     }
     return;
   }
-  if constexpr (F::kSub16 && !I::kI16Pairs) {
+  if constexpr (!I::kI16Pairs) {
     if (a.n_act < kFewTokens) {
       token_groups(a.n_act, [&]<int T>(int64_t j) { x8_few_tokens<I, F, T>(a, n_super, group, j); });
       return;

@@ -43,6 +43,18 @@ struct Q6KFamily {
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(3));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
   }
+  // code() of unit 4·half + kG with constant shifts: the low nibble is ql word kG & 1's low
+  // (kG < 2) or high half, the two high bits are qh's bits 2·kG, 2·kG + 1 moved to bits 4-5
+  // (a 16-bit shift whose spill into the neighbouring byte the mask removes).
+  static constexpr int kMinOffset = 32;  // u − q: the mins term is 32·Σ_s sc_s·bsums[s]
+  template <int kG>
+  __attribute__((always_inline)) static __m256i code_of(const uint8_t* run, int half, int k) {
+    const __m256i ql = group_word(run, 16 * half + 8 * (kG & 1) + k);
+    const __m256i qh = group_word(run, 32 + 8 * half + k);
+    const __m256i low = kG < 2 ? ql : _mm256_srli_epi16(ql, 4);
+    const __m256i high = kG == 0 ? _mm256_slli_epi16(qh, 4) : kG == 1 ? _mm256_slli_epi16(qh, 2) : kG == 2 ? qh : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x0F)), _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+  }
   // The four units 4·half + g (g = 0..3) at step k together: they share their ql words (g
   // and g + 2: low and high nibbles) and their qh word (bits 2g, 2g + 1, moved to bits 4-5
   // by one 16-bit shift whose spill into the neighbouring byte the mask removes).
