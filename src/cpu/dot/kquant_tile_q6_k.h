@@ -43,10 +43,11 @@ struct Q6KFamily {
     const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(3));
     return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
   }
+  // u − q: the mins term is 32·Σ_s sc_s·bsums[s] (x8_few_tokens starts each chain there).
+  static constexpr int kMinOffset = 32;
   // code() of unit 4·half + kG with constant shifts: the low nibble is ql word kG & 1's low
   // (kG < 2) or high half, the two high bits are qh's bits 2·kG, 2·kG + 1 moved to bits 4-5
   // (a 16-bit shift whose spill into the neighbouring byte the mask removes).
-  static constexpr int kMinOffset = 32;  // u − q: the mins term is 32·Σ_s sc_s·bsums[s]
   template <int kG>
   __attribute__((always_inline)) static __m256i code_of(const uint8_t* run, int half, int k) {
     const __m256i ql = group_word(run, 16 * half + 8 * (kG & 1) + k);
