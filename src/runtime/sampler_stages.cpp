@@ -1,6 +1,9 @@
 #include "runtime/sampler_stages.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -52,6 +55,35 @@ void sort_all(CandidateList* list) {
   std::sort(list->items.begin(), list->items.begin() + list->size, ranks_before);
   list->sorted = true;
   list->in_id_order = false;
+}
+
+// Greedy without penalties: the first token of the highest logit, NaN read as −inf (so the
+// first token when nothing beats −inf), which is what the heap scan of fill_top_k keeps at
+// k = 1. Two passes 4 lanes at a time (SSE2, every x86-64): the maximum (MAXPS returns its
+// second operand when the first is NaN, so a NaN never wins), then the first position equal
+// to it (+0 and −0 compare equal there, as under the scan's `>`). A 248k-token row took
+// ~0.15 ms in the scalar scan.
+int32_t first_argmax(const float* logits, int32_t n_vocab) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  __m128 lanes_max = _mm_set1_ps(kNegInf);
+  int32_t i = 0;
+  for (; i + 4 <= n_vocab; i += 4) lanes_max = _mm_max_ps(_mm_loadu_ps(logits + i), lanes_max);
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, lanes_max);
+  float best = kNegInf;
+  for (float v : lanes) best = v > best ? v : best;
+  for (; i < n_vocab; ++i) best = logits[i] > best ? logits[i] : best;
+  if (best == kNegInf) return 0;
+  const __m128 target = _mm_set1_ps(best);
+  for (i = 0; i + 4 <= n_vocab; i += 4) {
+    const int hit = _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(logits + i), target));
+    if (hit != 0) return i + std::countr_zero(static_cast<unsigned>(hit));
+  }
+  for (; i < n_vocab; ++i) {
+    if (logits[i] == best) return i;
+  }
+  CHECK_MSG(false, "first_argmax: the maximum was not found again");
+  return 0;
 }
 
 }  // namespace
@@ -116,6 +148,14 @@ void fill_top_k(const float* logits, int32_t n_vocab, int32_t k, const PenaltyPa
   if (list->items.size() < static_cast<size_t>(n_vocab)) list->items.resize(n_vocab);  // first call
   std::vector<int32_t>& counts = *count_scratch;
   const bool penalise = !penalties_off(penalties) && !window.empty();
+  if (k == 1 && !penalise) {
+    const int32_t token = first_argmax(logits, n_vocab);
+    list->items[0] = Candidate{.token = token, .logit = read_logit(logits[token]), .prob = 0.0f};
+    list->size = 1;
+    list->sorted = true;
+    list->in_id_order = false;
+    return;
+  }
   if (penalise) {
     if (counts.size() < static_cast<size_t>(n_vocab)) counts.resize(n_vocab, 0);
     for (int32_t t : window) {

@@ -1,5 +1,6 @@
 // Samplers: each stage on hand-computed cases, the chain against token sequences produced
 // by llama.cpp's own samplers, seeded determinism and a chi-square check of the draw.
+#include <bit>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -161,6 +162,44 @@ TEST(SamplerTopK, FusedFillEqualsFillPenaltiesTopK) {
       }
       for (int32_t c : scratch_b) ASSERT_EQ(c, 0);
     }
+  }
+}
+
+// Greedy without penalties takes its own path in fill_top_k (two vector passes, 4 lanes):
+// the same token and logit as the reference selection on rows of every length mod 4, with
+// the maximum in the vector part or the tail, ties, +0 against −0, ±inf and NaN (read as
+// −inf: a row of NaN and −inf gives token 0).
+TEST(SamplerTopK, GreedyPathEqualsTheReferenceSelection) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows = {
+      {nan, -inf}, {-inf, -inf}, {nan, -inf, nan}, {-inf, nan, -inf, -inf, nan}, {nan, 3.0f}, {-0.0f, 0.0f, -1.0f},
+      {-1.0f, -0.0f, -2.0f, 0.0f, -0.0f}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f}, {5.0f, 1.0f, 5.0f, 1.0f, 5.0f, 5.0f, 2.0f},
+      {0.0f, inf, nan, inf, 1.0f}, {nan, nan, nan, nan, nan, nan, nan, nan, -inf},
+      // A NaN after the maximum in the same lane, then a smaller value: the NaN must not
+      // reset what the lane kept.
+      {9.0f, 0.0f, 0.0f, 0.0f, nan, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f}};
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<int> small(-3, 3);
+  for (int n : {2, 3, 4, 5, 7, 8, 9, 13, 3001}) {
+    for (int rep = 0; rep < 8; ++rep) {
+      std::vector<float> row(static_cast<size_t>(n));
+      for (float& l : row) l = static_cast<float>(small(gen));  // many ties
+      if (rep % 3 == 1) row[static_cast<size_t>(gen() % n)] = nan;
+      if (rep % 4 == 2) row[static_cast<size_t>(n - 1)] = 10.0f;  // the maximum in the tail
+      rows.push_back(row);
+    }
+  }
+  for (const auto& row : rows) {
+    const auto n = static_cast<int32_t>(row.size());
+    CandidateList reference = list_of(row);
+    keep_top_k(1, &reference);
+    CandidateList greedy;
+    std::vector<int32_t> scratch;
+    fill_top_k(row.data(), n, 1, {}, {}, &greedy, &scratch);
+    ASSERT_EQ(greedy.size, 1u);
+    EXPECT_TRUE(greedy.sorted);
+    EXPECT_EQ(greedy.items[0].token, reference.items[0].token) << "row of " << n;
+    EXPECT_EQ(std::bit_cast<uint32_t>(greedy.items[0].logit), std::bit_cast<uint32_t>(reference.items[0].logit)) << "row of " << n;
   }
 }
 
