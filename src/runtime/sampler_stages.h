@@ -69,6 +69,8 @@ void keep_top_k(int32_t k, CandidateList* list);
 // (same tokens, logits and order): one pass over the raw logits into a k-entry heap instead
 // of writing n_vocab candidates and selecting from them. This is the common case (top-k on
 // by default; greedy is k = 1), and saves most of the per-token cost at 248k-token vocabularies.
+// Greedy without penalties (k = 1) takes two vector passes instead (the maximum, then its
+// first position): the same token and logit.
 void fill_top_k(const float* logits, int32_t n_vocab, int32_t k, const PenaltyParams& penalties,
                 std::span<const int32_t> window, CandidateList* list,
                 std::vector<int32_t>* count_scratch);
