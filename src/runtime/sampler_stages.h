@@ -65,6 +65,11 @@ void apply_penalties(const PenaltyParams& params, std::span<const int32_t> windo
 // Keeps the k highest logits, sorted. k <= 0 disables the stage. k >= size sorts everything.
 void keep_top_k(int32_t k, CandidateList* list);
 
+// The first token of the highest logit, NaN read as −inf (token 0 when nothing beats −inf):
+// greedy without penalties (fill_top_k's k = 1 path, the drafters' greedy_pick).
+// Requires n_vocab > 0.
+int32_t first_argmax(const float* logits, int32_t n_vocab);
+
 // Fused fill -> apply_penalties -> keep_top_k for 0 < k < n_vocab, with identical results
 // (same tokens, logits and order): one pass over the raw logits into a k-entry heap instead
 // of writing n_vocab candidates and selecting from them. This is the common case (top-k on

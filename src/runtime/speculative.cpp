@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/math.h"
+#include "runtime/sampler_stages.h"
 
 namespace moetier {
 
@@ -58,11 +59,12 @@ Status validate(const SpecParams& p) {
 }
 
 GreedyPick greedy_pick(std::span<const float> logits, double p_min) {
-  const auto best = std::max_element(logits.begin(), logits.end());
-  GreedyPick pick{.token = static_cast<int32_t>(best - logits.begin())};
+  const int32_t token = first_argmax(logits.data(), static_cast<int32_t>(logits.size()));
+  const float best = logits[static_cast<size_t>(token)];
+  GreedyPick pick{.token = token};
   if (p_min > 0) {
     double sum = 0;
-    for (float l : logits) sum += math::exp_f64(static_cast<double>(l - *best));
+    for (float l : logits) sum += math::exp_f64(static_cast<double>(l - best));
     pick.p = 1.0 / sum;
   }
   return pick;

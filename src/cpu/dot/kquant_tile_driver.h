@@ -480,13 +480,14 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
   for (int64_t b = 0; b < n_super; ++b) {
     const uint8_t* run = group + b * kRunBytes;
     for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    // The mins term goes in the paired sums, in each unit's sum (the offset) or in the
+    // chains' start (16-element sub-blocks); the latter two need only the scales and d.
     constexpr bool kPairedMins = requires { F::meta_one_token(run, P); };
+    static_assert(kPairedMins || F::kOffsetInSum || F::kSub16, "a family whose mins term x8_few_tokens does not take");
     if constexpr (kPairedMins) {
       F::meta_one_token(run, P);
-    } else if constexpr (F::kOffsetInSum) {
-      F::scales_and_d(run, P);
     } else {
-      F::meta(run, P);
+      F::scales_and_d(run, P);
     }
     // 16-element sub-blocks: start[t][s] = −kMinOffset·bsums[s] of token t (|·| ≤ 32·16·127).
     alignas(32) int32_t start[F::kSub16 ? T : 1][16];

@@ -78,15 +78,19 @@ struct Q6KFamily {
     c[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), m0f), _mm512_and_si512(qh, m30));
     c[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), m0f), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30));
   }
-  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+  // P.sc and P.d only: x8_few_tokens, whose chains carry the mins term.
+  static void scales_and_d(const uint8_t* run, PackedSuperBlock& P) {
     for (int w = 0; w < 4; ++w) {
       const __m256i v = group_word(run, 48 + w);
       for (int byte = 0; byte < 4; ++byte) P.sc[4 * w + byte] = lane_byte<true>(v, byte);
     }
+    P.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(run + 52 * 32)));
+  }
+  static void meta(const uint8_t* run, PackedSuperBlock& P) {
+    scales_and_d(run, P);
     for (int t = 0; t < 8; ++t) {
       P.m_pairs[t] = int16_pairs(_mm256_slli_epi32(P.sc[2 * t], 5), _mm256_slli_epi32(P.sc[2 * t + 1], 5));
     }
-    P.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(run + 52 * 32)));
   }
   static void scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, PackedSuperBlock& P) {
     uint64_t lo[8], hi[8];
