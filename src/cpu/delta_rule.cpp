@@ -27,4 +27,6 @@ void delta_rule_tokens(const DeltaRuleTokens& run) {
   k.tokens(run);
 }
 
+void delta_rule_replay(const DeltaRuleReplay& r) { delta_rule::replay_impl(r); }
+
 }  // namespace moetier::cpu

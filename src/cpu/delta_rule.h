@@ -35,8 +35,19 @@ void delta_rule_step(const DeltaRuleStep& step);
 // the same operations on it in the same order (sums over i still in order). S is read from
 // memory and written back once per run, whatever the number of tokens (S of a head, 64 KiB
 // at d 128, does not stay in a 48 KiB L1 between tokens).
+// A token's record: what the rule did to S between its two passes,
+//   S ← decay·S;  S ← S + k δᵀ   (element-wise, each product and sum rounded once),
+// stored as [k: d_k][δ: d_v][decay] (delta_rule_record_elems floats). Applying a run's
+// records, in order, to the state the run started from gives back, bit for bit, the state
+// after any of its tokens: how a speculative verify is cut back without a copy of S per
+// token (SequenceState keeps the run's first state and the records).
+constexpr int64_t delta_rule_record_elems(int64_t d_k, int64_t d_v) { return d_k + d_v + 1; }
+
 struct DeltaRuleTokens {
-  float* state = nullptr;     // [d_k][d_v], updated in place
+  float* state = nullptr;     // [d_k][d_v]: S after the run is written here
+  // Where the run's first state is read from (null: `state`, updated in place). Another
+  // place is left as it was (the origin of later replays), unless write_back_replay.
+  float* source = nullptr;
   int64_t d_k = 0, d_v = 0;
   int64_t n_tokens = 0;
   const float* q = nullptr;   // token t's q, k, v at q + t·stride, k + t·stride, v + t·stride
@@ -49,15 +60,31 @@ struct DeltaRuleTokens {
   float* out = nullptr;       // token t's [d_v] at out + t·out_stride
   int64_t out_stride = 0;
   float* scratch = nullptr;   // [2·d_v]
-  // The rollback journal of a speculative verify (may be null): S after token t is written
-  // to journal[t] + journal_offset, in the same pass that computes it (no extra read of S).
-  // One slot pointer per token: the sequence's slots need not be adjacent or in order
-  // (SequenceState::truncate hands a slot over to the live state instead of copying it); a
-  // null slot is not recorded (the caller knows it is never read).
-  float* const* journal = nullptr;  // [n_tokens]
-  int64_t journal_offset = 0;       // floats from each slot's start to this S
+  // Records of earlier tokens applied to the source first, in order, in the same pass over S
+  // (a cut-back's pending replay): record r at replay + r·record_stride.
+  const float* replay = nullptr;
+  int64_t n_replay = 0;
+  bool write_back_replay = false;  // the source is overwritten with the replayed state
+  // This run's first n_record tokens' records are written to record + t·record_stride
+  // (a speculative verify's journal; may be null).
+  float* record = nullptr;
+  int64_t n_record = 0;
+  int64_t record_stride = 0;  // floats between records
 };
 void delta_rule_tokens(const DeltaRuleTokens& run);
+
+// state = source with n records applied (record r at records + r·record_stride), in the
+// records' arithmetic: bit-identical to the state the recorded run left after its n tokens.
+// source may equal state. (A one-off materialisation, e.g. to save a slot: the base build.)
+struct DeltaRuleReplay {
+  const float* source = nullptr;  // [d_k][d_v]
+  float* state = nullptr;         // [d_k][d_v]
+  int64_t d_k = 0, d_v = 0;
+  const float* records = nullptr;
+  int64_t n = 0;
+  int64_t record_stride = 0;
+};
+void delta_rule_replay(const DeltaRuleReplay& r);
 
 struct DeltaRuleKernels {
   void (*step)(const DeltaRuleStep& step);

@@ -47,56 +47,85 @@ inline void step_impl(const DeltaRuleStep& p) {
 // nothing but speed).
 using simd::load;
 using simd::store;
-using simd::store_stream;
 using simd::VF;
 constexpr int64_t kF = simd::kF;
 constexpr int kBlockVecs = 4;                   // vectors per column block
 constexpr int64_t kBlockCols = kBlockVecs * kF;  // 16, 32 or 64 columns
 
+// The base ISA's replay of records onto a state (delta_rule.h), element by element: the
+// recorded tokens' operations on S[i][c] in order, S ← S·decay, then S ← S + k[i]·δ[c].
+inline void replay_impl(const DeltaRuleReplay& r) {
+  const int64_t dk = r.d_k, dv = r.d_v;
+  for (int64_t i = 0; i < dk; ++i) {
+    for (int64_t c = 0; c < dv; ++c) {
+      float s = r.source[i * dv + c];
+      for (int64_t n = 0; n < r.n; ++n) {
+        const float* rec = r.records + n * r.record_stride;
+        s = s * rec[dk + dv];
+        s = s + rec[i] * rec[dk + c];
+      }
+      r.state[i * dv + c] = s;
+    }
+  }
+}
+
 inline void tokens_impl(const DeltaRuleTokens& r) {
   const int64_t dk = r.d_k, dv = r.d_v;
   if (r.n_tokens <= 0) return;
-  if (dv % kBlockCols != 0) {  // no whole column blocks: one step at a time
+  float* source = r.source ? r.source : r.state;
+  const bool write_back = r.write_back_replay && r.n_replay > 0 && source != r.state;
+  // The record's k and decay, once per token (δ is written column block by column block).
+  for (int64_t t = 0; t < r.n_record; ++t) {
+    float* rec = r.record + t * r.record_stride;
+    std::memcpy(rec, r.k + t * r.stride, static_cast<size_t>(dk) * sizeof(float));
+    rec[dk + dv] = r.decay[t];
+  }
+  if (dv % kBlockCols != 0) {  // no whole column blocks: the pending replay, then one step at a time
+    if (source != r.state || r.n_replay > 0) {
+      replay_impl({.source = source, .state = r.state, .d_k = dk, .d_v = dv, .records = r.replay, .n = r.n_replay,
+                   .record_stride = r.record_stride});
+    }
+    if (write_back) std::memcpy(source, r.state, static_cast<size_t>(dk * dv) * sizeof(float));
     for (int64_t t = 0; t < r.n_tokens; ++t) {
       step_impl({.state = r.state, .d_k = dk, .d_v = dv, .q = r.q + t * r.stride, .k = r.k + t * r.stride,
                  .v = r.v + t * r.stride, .beta = r.beta[t], .decay = r.decay[t], .q_scale = r.q_scale,
                  .out = r.out + t * r.out_stride, .scratch = r.scratch});
-      if (r.journal && r.journal[t]) {
-        std::memcpy(r.journal[t] + r.journal_offset, r.state, static_cast<size_t>(dk * dv) * sizeof(float));
-      }
+      // step_impl leaves δ in its scratch.
+      if (t < r.n_record) std::memcpy(r.record + t * r.record_stride + dk, r.scratch, static_cast<size_t>(dv) * sizeof(float));
     }
     return;
   }
-  // The journal is written once and read only if the step is cut back: stream it past the
-  // caches (no read of each line before writing it) where its slots are vector-aligned.
-  bool stream = r.journal != nullptr && (dv * sizeof(float)) % sizeof(VF) == 0;
-  for (int64_t t = 0; stream && t < r.n_tokens; ++t) {
-    stream = !r.journal[t] || reinterpret_cast<uintptr_t>(r.journal[t] + r.journal_offset) % sizeof(VF) == 0;
-  }
-  const auto record = [stream](float* p, VF v) __attribute__((always_inline)) {
-    if (stream) {
-      store_stream(p, v);
-    } else {
-      store(p, v);
-    }
-  };
   // Columns are independent: column c of S, sk[c], δ[c] and out[c] depend on column c alone.
   // So each column block runs all the tokens while its d_k × kBlockCols slice of S (16-32 KiB)
   // stays in L1: S is read from memory and written back once per run, not once per token.
   for (int64_t c0 = 0; c0 < dv; c0 += kBlockCols) {
-    // Pass 1 of token 0 on this block: S ← decay·S, sk = Sᵀk.
+    // The source's block (out of place, it stays as it was: plain stores to the destination,
+    // as streaming them measured slower, docs/small-batches.md), the pending replay's records,
+    // then pass 1 of token 0: S ← decay·S, sk = Sᵀk.
     VF sk[kBlockVecs];
     for (VF& a : sk) a = VF{};
     {
       const float decay = r.decay[0];
       for (int64_t i = 0; i < dk; ++i) {
+        float* Si_in = source + i * dv + c0;
         float* Si = r.state + i * dv + c0;
         const float ki = r.k[i];
+        VF s[kBlockVecs];
+        for (int u = 0; u < kBlockVecs; ++u) s[u] = load<VF>(Si_in + u * kF);
+        for (int64_t n = 0; n < r.n_replay; ++n) {
+          const float* rec = r.replay + n * r.record_stride;
+          const float rk = rec[i], rdecay = rec[dk + dv];
+          #pragma GCC unroll 4
+          for (int u = 0; u < kBlockVecs; ++u) s[u] = s[u] * rdecay + rk * load<VF>(rec + dk + c0 + u * kF);
+        }
+        if (write_back) {
+          for (int u = 0; u < kBlockVecs; ++u) store(Si_in + u * kF, s[u]);
+        }
         #pragma GCC unroll 4
         for (int u = 0; u < kBlockVecs; ++u) {
-          const VF s = load<VF>(Si + u * kF) * decay;
-          store(Si + u * kF, s);
-          sk[u] = sk[u] + s * ki;
+          const VF sd = s[u] * decay;
+          store(Si + u * kF, sd);
+          sk[u] = sk[u] + sd * ki;
         }
       }
     }
@@ -111,9 +140,11 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
         o[u] = VF{};
         sn[u] = VF{};
       }
-      const bool next = t + 1 < r.n_tokens;
-      float* journal = r.journal && r.journal[t] ? r.journal[t] + r.journal_offset + c0 : nullptr;
-      if (next) {
+      if (t < r.n_record) {
+        float* rec_delta = r.record + t * r.record_stride + dk + c0;
+        for (int u = 0; u < kBlockVecs; ++u) store(rec_delta + u * kF, delta[u]);
+      }
+      if (t + 1 < r.n_tokens) {
         const float* kn = kt + r.stride;
         const float decay_next = r.decay[t + 1];
         for (int64_t i = 0; i < dk; ++i) {
@@ -122,7 +153,6 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
             VF s = load<VF>(Si + u * kF) + ki * delta[u];  // pass 2 of t
-            if (journal) record(journal + i * dv + u * kF, s);  // S after token t
             o[u] = o[u] + s * qi;
             s = s * decay_next;                            // pass 1 of t + 1
             sn[u] = sn[u] + s * kni;
@@ -136,7 +166,6 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
           #pragma GCC unroll 4
           for (int u = 0; u < kBlockVecs; ++u) {
             const VF s = load<VF>(Si + u * kF) + ki * delta[u];
-            if (journal) record(journal + i * dv + u * kF, s);
             o[u] = o[u] + s * qi;
             store(Si + u * kF, s);
           }
@@ -149,7 +178,6 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
       }
     }
   }
-  if (stream) simd::stream_fence();
 }
 
 }  // namespace

@@ -169,7 +169,8 @@ void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, 
   // weights once, which is what bounds decode speed (weights >> activations). For several
   // tokens, rows are taken kRowTile at a time (their weights stay in L1) against tiles of
   // kMaxDotRows tokens, so each weight block is unpacked once per token tile; every
-  // (row, token) value is the same dot product whatever the tiling.
+  // (row, token) value is the same dot product whatever the tiling. The first token tile
+  // prefetches rows as decode does (a few tokens' rows are read from memory once, as one's).
   // Chunks of kRowChunk rows through parallel_for_balanced (contiguous per thread, the tail
   // shared when one thread runs slower); the prefetch runs on past a chunk's end, where the
   // same thread usually goes next.
@@ -188,6 +189,7 @@ void matmul(const WeightMatrix& w, int64_t mat, const QuantizedActivations& xq, 
       for (int64_t t = 0; t < n_tokens; t += kMaxDotRows) {
         const int m = static_cast<int>(std::min<int64_t>(kMaxDotRows, n_tokens - t));
         for (int64_t o = o0; o < o1; ++o) {
+          if (t == 0 && o + kPrefetchRows < n_out) prefetch_row(w.row(mat, o + kPrefetchRows), w.row_bytes);
           dot_rows(*kernel, w.n_in, w.row(mat, o), xq.row(t), xq.row_bytes, m, tile);
           for (int j = 0; j < m; ++j) y[(t + j) * n_out + o] = tile[j];
         }

@@ -196,7 +196,13 @@ Result<Plan> make_plan(const HParams& hp, const ArchInfo& arch, const std::vecto
       lp.kv_bytes = lp.kind == LayerKind::kAttention ? plan.kv_bytes_per_layer : 0;
       const int64_t per_seq = arch.recurrent_state_bytes(hp, lp.kind);
       plan.state_bytes_per_seq += per_seq;
-      lp.state_bytes = per_seq * params.n_seq * (1 + params.journal_tokens);
+      // The rollback journal: on the CPU one more state and small records
+      // (ArchInfo::cpu_journal_bytes); on a GPU a state per position.
+      const int64_t journal = params.journal_tokens == 0 ? 0
+                              : lp.dense == kCpuDevice && arch.cpu_journal_bytes != nullptr
+                                  ? arch.cpu_journal_bytes(hp, lp.kind, params.journal_tokens)
+                                  : per_seq * params.journal_tokens;
+      lp.state_bytes = (per_seq + journal) * params.n_seq;
     }
     plan.kv_bytes += lp.kv_bytes;
     plan.state_bytes += lp.state_bytes;

@@ -52,8 +52,9 @@ struct PlanParams {
   DType type_v = DType::F16;        // -ctv
   int64_t n_seq = 1;                // -np: parallel sequences (recurrent state copies)
   bool mtp = false;                 // --spec-type draft-mtp: the MTP block runs and keeps a KV cache
-  // Speculative decoding: recurrent-state copies each sequence's rollback journal keeps
-  // (--spec-draft-n-max + 1; 0 without speculation), on the device of their layer.
+  // Speculative decoding: positions each sequence's rollback journal covers
+  // (--spec-draft-n-max + 1; 0 without speculation), on the device of their layer: a state
+  // copy per position on a GPU, one copy and per-token records on the CPU.
   int64_t journal_tokens = 0;
   int64_t n_gpu_layers = -1;        // -ngl: -1 = all; 0 = CPU only
   int64_t n_cpu_moe = 0;            // -ncmoe: routed experts of blocks 0..N-1 on the CPU

@@ -101,7 +101,7 @@ struct SessionOptions {
   bool need_sequence = true;   // false: no sequence (the caller allocates its own, e.g. per server slot)
   int64_t n_seq = 1;           // sequences the caller will run (-np), for the memory plan
   bool use_mtp = false;        // --spec-type draft-mtp: the MTP block's KV cache is in the plan
-  int64_t journal_tokens = 0;  // speculative decoding: the rollback journal's state copies per sequence
+  int64_t journal_tokens = 0;  // speculative decoding: positions the rollback journal covers per sequence
   // Where the load's notes and plan go (nullptr: nowhere, and no progress bars).
   LoadReporter* reporter = nullptr;
 };

@@ -126,6 +126,10 @@ struct ArchInfo {
   // Bytes of recurrent state one sequence needs in one layer of this kind (conv state +
   // DeltaNet state, f32), 0 for attention layers.
   int64_t (*recurrent_state_bytes)(const HParams& hp, LayerKind kind);
+  // Bytes the rollback journal of `tokens` positions takes for one sequence in such a layer
+  // on the CPU (SequenceState::layer_journal_bytes); nullptr: recurrent_state_bytes per
+  // position, as a GPU layer's journal keeps.
+  int64_t (*cpu_journal_bytes)(const HParams& hp, LayerKind kind, int64_t tokens) = nullptr;
 
   // Bind the file's weights and build the runnable model (the forward pass); nullptr for
   // architectures that can be described but not run yet. Added by the engine work.

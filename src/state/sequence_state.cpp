@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cpu/delta_rule.h"
 #include "cpu/ops.h"
 #include "tensor/fp16.h"
 #include "tensor/type_ops.h"
@@ -21,6 +22,10 @@ Result<SequenceState> SequenceState::create(const std::vector<LayerStateSpec>& l
     }
   }
   for (const auto& spec : layers) {
+    if (!spec.on_device && spec.ssm_state_elems > 0 && spec.ssm_heads * spec.ssm_d_k * spec.ssm_d_v != spec.ssm_state_elems) {
+      return Status::bad_input(fmt::format("recurrent state of {} floats is not {} heads of {} x {}", spec.ssm_state_elems,
+                                           spec.ssm_heads, spec.ssm_d_k, spec.ssm_d_v));
+    }
     // Block types cut each head's slice of a row into whole blocks of 32.
     for (const auto& [t, elems] : {std::pair{options.type_k, spec.k_row_elems}, std::pair{options.type_v, spec.v_row_elems}}) {
       if (elems > 0 && elems % dtype_traits(t).block_elems != 0) {
@@ -64,8 +69,63 @@ void SequenceState::clear() {
   if (device_) device_->clear();
   for (auto& l : layers_) {
     std::fill(l.conv.begin(), l.conv.end(), 0.0f);
+    l.ssm_pending = -1;
     if (l.ssm_elems > 0) std::fill_n(l.ssm(), l.ssm_elems, 0.0f);
   }
+}
+
+int64_t SequenceState::Layer::record_elems() const {
+  return spec.ssm_heads * cpu::delta_rule_record_elems(spec.ssm_d_k, spec.ssm_d_v);
+}
+
+void SequenceState::Layer::read_ssm(float* out) const {
+  if (ssm_pending < 0) {
+    std::memcpy(out, ssm_place(0), static_cast<size_t>(ssm_elems) * sizeof(float));
+    return;
+  }
+  const int64_t head = spec.ssm_d_k * spec.ssm_d_v, rec_head = cpu::delta_rule_record_elems(spec.ssm_d_k, spec.ssm_d_v);
+  for (int64_t j = 0; j < spec.ssm_heads; ++j) {
+    cpu::delta_rule_replay({.source = ssm_place(1) + j * head,
+                            .state = out + j * head,
+                            .d_k = spec.ssm_d_k,
+                            .d_v = spec.ssm_d_v,
+                            .records = ssm_records[replay_buf].data() + j * rec_head,
+                            .n = ssm_pending,
+                            .record_stride = record_elems()});
+  }
+}
+
+float* SequenceState::ssm_state(int layer) {
+  Layer& l = layers_[static_cast<size_t>(layer)];
+  if (l.ssm_elems == 0) return nullptr;
+  if (l.ssm_pending >= 0) {
+    l.read_ssm(l.ssm());
+    l.ssm_pending = -1;
+  }
+  return l.ssm();
+}
+
+SequenceState::SsmPass SequenceState::begin_ssm_pass(int layer, int64_t n_tokens) {
+  Layer& l = layers_[static_cast<size_t>(layer)];
+  CHECK(l.ssm_elems > 0);
+  SsmPass p;
+  p.state = l.ssm();
+  p.source = p.state;
+  p.record_stride = l.record_elems();
+  if (l.ssm_pending >= 0) {
+    p.source = l.ssm_place(1);
+    p.replay = l.ssm_records[l.replay_buf].data();
+    p.n_replay = l.ssm_pending;
+    // A window that records into the other buffer starts from a new origin: the replayed state.
+    p.write_back_replay = journal_active() && l.record_buf != l.replay_buf;
+    l.ssm_pending = -1;
+  }
+  if (journal_active() && n_past_ >= journal_base_) {
+    const int64_t first = n_past_ - origin_pos_;  // the record of the pass's first token
+    p.n_record = std::clamp<int64_t>(journal_base_ + journal_capacity_ - n_past_, 0, n_tokens);
+    if (p.n_record > 0) p.record = l.ssm_records[l.record_buf].data() + first * p.record_stride;
+  }
+  return p;
 }
 
 Status SequenceState::Layer::grow_ssm_store(int64_t places) {
@@ -108,17 +168,18 @@ bool SequenceState::truncate(int64_t n) {
     return true;
   }
   if (has_recurrent_state()) {
-    // Back to a journaled position: the state recorded after the token at n − 1.
+    // Back to a journaled position: the conv state recorded after the token at n − 1, the
+    // SSM state the origin's with the records of positions [origin, n) applied (left pending).
     if (!journal_active() || n - 1 < journal_base_ || n - 1 >= journal_base_ + journal_capacity_) return false;
     const auto slot = static_cast<size_t>(n - 1 - journal_base_);
-    if (journal_last_unrecorded_ && static_cast<int64_t>(slot) == journal_capacity_ - 1) return false;
     if (device_has_recurrent_state() && !device_->restore_journal(static_cast<int64_t>(slot)).is_ok()) return false;
     for (auto& l : layers_) {
       if (l.conv.empty() && l.ssm_elems == 0) continue;
       std::copy_n(l.journal_conv.begin() + static_cast<std::ptrdiff_t>(slot * l.conv.size()), l.conv.size(), l.conv.begin());
-      // The slot becomes the live state; the former live state's place becomes the slot's
-      // (its contents are dead: positions from n on are forgotten).
-      if (l.ssm_elems > 0) std::swap(l.ssm_slot[0], l.ssm_slot[1 + slot]);
+      if (l.ssm_elems > 0) {
+        l.ssm_pending = n - origin_pos_;
+        l.replay_buf = l.record_buf;
+      }
     }
   }
   n_past_ = n;
@@ -135,27 +196,40 @@ Status SequenceState::begin_journal(int64_t max_tokens) {
     for (auto& l : layers_) {
       l.journal_conv.resize(static_cast<size_t>(max_tokens) * l.conv.size());
       if (l.ssm_elems == 0) continue;
-      // Places 0 .. places − 1 keep their contents when the store grows (the live state
-      // among them); the new ones go to the new slots.
-      const auto places = static_cast<int64_t>(l.ssm_slot.size());
-      if (places < 1 + max_tokens) {
-        RETURN_IF_ERROR(l.grow_ssm_store(1 + max_tokens));
-        for (int64_t i = places; i < 1 + max_tokens; ++i) l.ssm_slot.push_back(i);
+      if (l.ssm_slot.size() < 2) {  // the origin's place, kept from then on
+        RETURN_IF_ERROR(l.grow_ssm_store(2));
+        l.ssm_slot.push_back(1);
       }
+      if (l.ssm_pending < 0) {
+        // The live state becomes the origin; the window's first pass writes the other place.
+        std::swap(l.ssm_slot[0], l.ssm_slot[1]);
+        l.ssm_pending = 0;
+        l.record_buf = l.replay_buf;
+      } else {
+        // Records pending from a cut-back: the window's records follow them, or they are
+        // replayed into a new origin (the first pass writes it back) and the window records
+        // into the other buffer.
+        l.record_buf = l.ssm_pending > kMaxPendingReplay ? l.replay_buf ^ 1 : l.replay_buf;
+      }
+      const int64_t first = l.record_buf == l.replay_buf ? l.ssm_pending : 0;
+      auto& records = l.ssm_records[l.record_buf];
+      const auto need = static_cast<size_t>((first + max_tokens) * l.record_elems());
+      if (records.size() < need) records.resize(need);
     }
   } catch (const std::bad_alloc&) {
     return Status::runtime(fmt::format("out of memory allocating the rollback journal for {} tokens", max_tokens));
   }
+  for (const auto& l : layers_) {
+    if (l.ssm_elems == 0) continue;
+    origin_pos_ = l.record_buf == l.replay_buf ? n_past_ - l.ssm_pending : n_past_;
+    break;
+  }
   journal_base_ = n_past_;
   journal_capacity_ = max_tokens;
-  journal_last_unrecorded_ = false;
   return Status::ok();
 }
 
-void SequenceState::end_journal() {
-  journal_capacity_ = 0;
-  journal_last_unrecorded_ = false;
-}
+void SequenceState::end_journal() { journal_capacity_ = 0; }
 
 float* SequenceState::journal_conv(int layer, int64_t pos) {
   auto& l = layers_[static_cast<size_t>(layer)];
@@ -163,14 +237,23 @@ float* SequenceState::journal_conv(int layer, int64_t pos) {
   return l.journal_conv.data() + static_cast<size_t>(pos - journal_base_) * l.conv.size();
 }
 
-float* SequenceState::journal_ssm(int layer, int64_t pos) {
-  auto& l = layers_[static_cast<size_t>(layer)];
-  if (!journal_active() || pos < journal_base_ || pos >= journal_base_ + journal_capacity_ || l.ssm_elems == 0) return nullptr;
-  return l.ssm_place(1 + pos - journal_base_);
+uint64_t SequenceState::layer_journal_bytes(const LayerStateSpec& spec, int64_t max_tokens) {
+  // The conv state per token, the origin's copy of the SSM state, and two buffers of
+  // per-token records (the window's, after up to kMaxPendingReplay pending ones).
+  uint64_t b = static_cast<uint64_t>(max_tokens * spec.conv_state_elems) * sizeof(float);
+  if (spec.ssm_state_elems > 0) {
+    const int64_t record = spec.ssm_heads * cpu::delta_rule_record_elems(spec.ssm_d_k, spec.ssm_d_v);
+    b += static_cast<uint64_t>(spec.ssm_state_elems + 2 * (kMaxPendingReplay + max_tokens) * record) * sizeof(float);
+  }
+  return b;
 }
 
 uint64_t SequenceState::journal_bytes(int64_t max_tokens) const {
-  return static_cast<uint64_t>(max_tokens) * recurrent_bytes();
+  uint64_t b = 0;
+  for (const auto& l : layers_) {
+    if (!l.spec.on_device) b += layer_journal_bytes(l.spec, max_tokens);
+  }
+  return b;
 }
 
 uint8_t* SequenceState::k_row(int layer, int64_t pos) {
@@ -334,7 +417,9 @@ Result<std::vector<uint8_t>> SequenceState::snapshot() const {
           put(out, ssm.data(), ssm.size() * sizeof(float));
         } else {
           put(out, l.conv.data(), l.conv.size() * sizeof(float));
-          put(out, l.ssm(), static_cast<size_t>(l.ssm_elems) * sizeof(float));
+          ssm.resize(static_cast<size_t>(l.ssm_elems));
+          l.read_ssm(ssm.data());
+          put(out, ssm.data(), ssm.size() * sizeof(float));
         }
       }
     }
@@ -397,6 +482,7 @@ Status SequenceState::restore(const std::vector<uint8_t>& bytes) {
       } else {
         std::memcpy(l.conv.data(), bytes.data() + at, conv_bytes);
         std::memcpy(l.ssm(), bytes.data() + at + conv_bytes, ssm_bytes);
+        l.ssm_pending = -1;
       }
       at += conv_bytes + ssm_bytes;
     }

@@ -22,6 +22,9 @@ struct LayerStateSpec {
   // recurrent layers (f32)
   int64_t conv_state_elems = 0;  // (d_conv − 1) · channels
   int64_t ssm_state_elems = 0;   // n_v_heads · d_k · d_v
+  // The SSM state's shape: ssm_heads states of ssm_d_k × ssm_d_v (their product is
+  // ssm_state_elems), which sizes the rollback journal's per-token records (cpu/delta_rule.h).
+  int64_t ssm_heads = 0, ssm_d_k = 0, ssm_d_v = 0;
   // How an attention layer's K rows encode their position, for a context shift
   // (SequenceState::shift): NEOX rotary on the first rope_dims of each head_dim-wide head,
   // angle pos · rope_base^(−2i / rope_dims) for pair i. rope_dims < 0: unknown (the model did
@@ -96,37 +99,61 @@ class SequenceState {
 
   // The rollback journal, for speculative decoding's verify passes (runtime/speculative.h):
   // between begin_journal(m) and end_journal(), the forward passes over the next m
-  // positions (from n_past() at begin) record each recurrent layer's conv and SSM state
-  // after each of their tokens, so truncate() can cut the sequence back to any recorded
-  // position. Attention-only sequences need no journal (truncate always works). Errors:
-  // out of (host or GPU) memory. Recurrent layers on a GPU record into the device's journal
-  // (DeviceState::reserve_journal; their block asks journal_slot()).
+  // positions (from n_past() at begin) record what each recurrent layer needs to go back to
+  // the state after any of their tokens, so truncate() can cut the sequence back to any
+  // recorded position. Attention-only sequences need no journal (truncate always works).
+  // Errors: out of (host or GPU) memory. Recurrent layers on a GPU record into the device's
+  // journal (DeviceState::reserve_journal; their block asks journal_slot()).
+  //
+  // On the CPU a layer's journal is small: its conv state after each token, and per token the
+  // delta rule's record (k, δ, decay per head; cpu/delta_rule.h), never a copy of the SSM
+  // state. The window's first pass reads the state from one place (the origin) and writes it
+  // to another; a cut-back leaves the live state to be rebuilt from the origin and the kept
+  // tokens' records by the next pass over the layer, in the same sweep over S (or by
+  // snapshot()). Nothing is copied when every token is kept.
   Status begin_journal(int64_t max_tokens);
   void end_journal();
   bool journal_active() const { return journal_capacity_ > 0; }
-  // Where a recurrent layer's block records the state after the token at `pos`; nullptr
+  // Where a recurrent layer's block records the conv state after the token at `pos`; nullptr
   // when no journal is active or pos is outside its window.
   float* journal_conv(int layer, int64_t pos);
-  float* journal_ssm(int layer, int64_t pos);
   // The journal slot of position `pos` (for GPU layers), or −1 when none is recorded there.
   int64_t journal_slot(int64_t pos) const {
     return journal_active() && pos >= journal_base_ && pos < journal_base_ + journal_capacity_ ? pos - journal_base_ : -1;
   }
-  // The position after the journal's window. A forward pass whose last token is the window's
-  // last position (end − 1) may leave that token's SSM slot unwritten and say so
-  // (note_journal_last_unrecorded): cutting back to after it keeps every position fed, no
-  // cut-back at all. Should more tokens follow in the same journal, truncate(end) then
-  // refuses (returns false) instead of restoring a state never recorded.
-  int64_t journal_end() const { return journal_active() ? journal_base_ + journal_capacity_ : -1; }
-  void note_journal_last_unrecorded() { journal_last_unrecorded_ = true; }
-  // Bytes a journal of max_tokens positions takes (for the plan).
+  // Bytes a journal of max_tokens positions takes: this sequence's, and one host layer's of
+  // that shape (for the plan, before anything is loaded).
   uint64_t journal_bytes(int64_t max_tokens) const;
+  static uint64_t layer_journal_bytes(const LayerStateSpec& spec, int64_t max_tokens);
+  // Records a pass applies before its own tokens cost a few operations per state element
+  // each; beyond this many, writing the replayed state back once (a new origin) costs less.
+  static constexpr int64_t kMaxPendingReplay = 8;
+
+  // A CPU recurrent layer's forward pass over n_tokens tokens from n_past(), as
+  // cpu::DeltaRuleTokens takes it per head j (each field at + j·head_elems for the state,
+  // + j·delta_rule_record_elems(d_k, d_v) for the records): read the state from `source`,
+  // apply the n_replay records first (what a cut-back left pending), write the state after the pass to `state`, and record the first
+  // n_record tokens. Call once per pass and layer, right before the pass: from then on the
+  // layer's live state is what the pass writes.
+  struct SsmPass {
+    float* source = nullptr;
+    float* state = nullptr;
+    const float* replay = nullptr;
+    int64_t n_replay = 0;
+    float* record = nullptr;
+    int64_t n_record = 0;
+    int64_t record_stride = 0;  // floats between two tokens' records (all heads)
+    bool write_back_replay = false;  // the replayed state goes back to the source (a new window's origin)
+  };
+  SsmPass begin_ssm_pass(int layer, int64_t n_tokens);
 
   // KV rows of attention layer `layer` at position `pos` (raw bytes of type_k / type_v).
   uint8_t* k_row(int layer, int64_t pos);
   uint8_t* v_row(int layer, int64_t pos);
   float* conv_state(int layer) { return layers_[static_cast<size_t>(layer)].conv.data(); }
-  float* ssm_state(int layer) { return layers_[static_cast<size_t>(layer)].ssm(); }
+  // A CPU recurrent layer's SSM state, [heads][d_k][d_v] f32 (rebuilt first when a cut-back
+  // left it pending). Passes use begin_ssm_pass instead.
+  float* ssm_state(int layer);
   const LayerStateSpec& spec(int layer) const { return layers_[static_cast<size_t>(layer)].spec; }
 
   // Bytes held in host memory, for reporting (device_state()->bytes() for the GPU part).
@@ -162,20 +189,30 @@ class SequenceState {
     std::vector<uint8_t> k, v;
     std::vector<float> conv;
     std::vector<float> journal_conv;  // [journal capacity][conv elems]
-    // The SSM state and its journal slots in one store, [places = 1 + journal capacity][ssm
-    // elems] f32, straight from the OS: page-aligned (the journal takes streamed vector
-    // stores), and in huge pages when a state is one or more of them (2 MiB per layer of
-    // Qwen3.6-35B-A3B: a slot is then one page to fault in and one TLB entry to stream
-    // through, where 4 KiB pages cost 512 faults each on the first verify step of a
-    // sequence). ssm_slot[0] is the live state's place in it and ssm_slot[1 + t] journal slot
-    // t's: a cut-back swaps the two places instead of copying the slot.
+    // The SSM state in one store, [places][ssm elems] f32 straight from the OS: page-aligned,
+    // and in huge pages when a state is one or more of them (2 MiB per layer of
+    // Qwen3.6-35B-A3B: one page to fault in and one TLB entry). Place ssm_slot[0] holds the
+    // live state; with a journal, ssm_slot[1] the origin: the state at the window's base.
     int64_t ssm_elems = 0;
     platform::AnonymousMemory ssm_store;
     std::vector<int64_t> ssm_slot;
+    // The journal's delta-rule records, two buffers of [records][heads][record elems], record
+    // i of the token at origin position + i. A cut-back leaves the current state as the
+    // origin with ssm_pending records of ssm_records[replay_buf] applied (the live place stale
+    // until the next pass rebuilds it); the next window records after them in the same
+    // buffer, or, once they are more than kMaxPendingReplay, its first pass writes the
+    // replayed state back as the new origin and records into the other buffer.
+    // ssm_pending −1: the live place holds the state.
+    std::vector<float> ssm_records[2];
+    int record_buf = 0, replay_buf = 0;
+    int64_t ssm_pending = -1;
+    int64_t record_elems() const;  // per token, all heads
     float* ssm_base() const { return reinterpret_cast<float*>(ssm_store.data()); }
     float* ssm_place(int64_t i) { return ssm_base() + ssm_slot[static_cast<size_t>(i)] * ssm_elems; }
     float* ssm() { return ssm_elems > 0 ? ssm_place(0) : nullptr; }
-    const float* ssm() const { return ssm_elems > 0 ? ssm_base() + ssm_slot[0] * ssm_elems : nullptr; }
+    const float* ssm_place(int64_t i) const { return ssm_base() + ssm_slot[static_cast<size_t>(i)] * ssm_elems; }
+    // The current state into `out` (ssm_elems floats), applying pending records.
+    void read_ssm(float* out) const;
     // Room for `places` states; the existing places keep their contents, new ones are zero.
     Status grow_ssm_store(int64_t places);
   };
@@ -187,7 +224,7 @@ class SequenceState {
   std::vector<Layer> layers_;
   int64_t n_past_ = 0;
   int64_t journal_base_ = 0, journal_capacity_ = 0;  // window [base, base + capacity)
-  bool journal_last_unrecorded_ = false;              // the window's last SSM slot is not written
+  int64_t origin_pos_ = 0;  // the position whose state the CPU recurrent layers' origin holds
   std::unique_ptr<DeviceState> device_;
 };
 

@@ -333,24 +333,28 @@ TEST(Speculator, DraftersThatReadWeightsStartWithOneToken) {
 }
 
 TEST(SequenceStateJournal, TruncatesRecurrentStateToJournaledPositions) {
-  const std::vector<LayerStateSpec> specs = {{.conv_state_elems = 3, .ssm_state_elems = 4}, {.k_row_elems = 32, .v_row_elems = 32}};
+  const std::vector<LayerStateSpec> specs = {
+      {.conv_state_elems = 3, .ssm_state_elems = 4, .ssm_heads = 1, .ssm_d_k = 2, .ssm_d_v = 2},
+      {.k_row_elems = 32, .v_row_elems = 32}};
   auto seq = SequenceState::create(specs, {.n_ctx = 16, .type_k = DType::F32, .type_v = DType::F32});
   ASSERT_TRUE(seq.is_ok());
   seq->set_n_past(5);
   EXPECT_FALSE(seq->truncate(3));  // recurrent state, no journal
   ASSERT_TRUE(seq->begin_journal(3).is_ok());
-  EXPECT_EQ(seq->journal_ssm(0, 4), nullptr);  // before the window
-  EXPECT_EQ(seq->journal_ssm(0, 8), nullptr);  // after it
-  EXPECT_EQ(seq->journal_ssm(1, 5), nullptr);  // an attention layer has none
-  for (int64_t pos = 5; pos < 8; ++pos) {  // what a forward of 3 tokens records
-    for (int i = 0; i < 4; ++i) seq->journal_ssm(0, pos)[i] = static_cast<float>(10 * pos + i);
+  EXPECT_EQ(seq->journal_conv(0, 4), nullptr);  // before the window
+  EXPECT_EQ(seq->journal_conv(0, 8), nullptr);  // after it
+  EXPECT_EQ(seq->journal_conv(1, 5), nullptr);  // an attention layer has none
+  // The pass over positions 5-7 (SSM records: tests/unit/rollback_journal_test.cpp).
+  const SequenceState::SsmPass pass = seq->begin_ssm_pass(0, 3);
+  EXPECT_EQ(pass.n_record, 3);
+  EXPECT_NE(pass.source, pass.state);  // the window's first pass leaves the origin as it was
+  for (int64_t pos = 5; pos < 8; ++pos) {
     for (int i = 0; i < 3; ++i) seq->journal_conv(0, pos)[i] = static_cast<float>(-pos - i);
   }
   seq->set_n_past(8);
   EXPECT_FALSE(seq->truncate(5));  // the state after position 4 was not recorded
   ASSERT_TRUE(seq->truncate(7));   // after the token at 6
   EXPECT_EQ(seq->n_past(), 7);
-  EXPECT_EQ(seq->ssm_state(0)[2], 62.0f);
   EXPECT_EQ(seq->conv_state(0)[1], -7.0f);
   seq->end_journal();
   EXPECT_FALSE(seq->truncate(6));

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,8 @@ TEST(DeltaRule, TiersServedByTheirBuildOrFallback) {
 // scalar step per token: the same outputs and final state bit for bit, for every tier's build,
 // run lengths 1..9, shapes with whole column blocks (128 × 128, 64 × 64 at every width) and
 // without (64 × 40 and 5 × 129: the step-by-step fallback), tokens at a stride as in a
-// micro-batch's rows, distinct β and decay per token; and with the rollback journal, every
-// recorded state equal to the steps' state after that token.
+// micro-batch's rows, distinct β and decay per token; and with records for the rollback
+// journal, replays that give back the steps' state after each token.
 void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const char* isa) {
   std::mt19937 rng(17);
   std::uniform_real_distribution<float> unit(0.05f, 0.99f);
@@ -120,70 +121,67 @@ void expect_tokens_equal_steps(void (*tokens)(const DeltaRuleTokens&), const cha
       ASSERT_EQ(out_run, out_ref) << isa << " " << dk << "x" << dv << " n=" << n;
       ASSERT_EQ(state_run, state_ref) << isa << " " << dk << "x" << dv << " n=" << n;
 
-      // With the rollback journal (a speculative verify): the same outputs and final state, and
-      // slot t holds the state after token t exactly as the steps leave it. The slots lie in
-      // reverse order with gaps between them (a sequence's slots are in any order after
-      // cut-backs), and the state sits journal_offset floats into each (a head of a layer).
-      const int64_t slot = dk * dv + 7, offset = 3;
-      std::vector<float> journal(static_cast<size_t>(n * slot + offset), -3.0f), state_j = base.state, out_j(out_ref.size());
-      std::vector<float*> slots(static_cast<size_t>(n));
-      // Token t's state at journal + (n − 1 − t)·slot + offset.
-      for (int64_t t = 0; t < n; ++t) slots[static_cast<size_t>(t)] = journal.data() + (n - 1 - t) * slot;
-      const auto recorded_at = [&](int64_t t) { return journal.begin() + (n - 1 - t) * slot + offset; };
-      std::vector<float> state_steps = base.state;
+      // With records (a speculative verify's journal): the same outputs and final state; the
+      // records of tokens 0..t applied to the first state give the steps' state after token t
+      // (delta_rule_replay, and fused into a run's sweep); the records lie record_stride apart
+      // with room between (heads of a layer), written nowhere else.
+      const int64_t rec = delta_rule_record_elems(dk, dv), rec_stride = rec + 5;
+      std::vector<float> records(static_cast<size_t>(n * rec_stride + 5), -3.0f), state_j = base.state,
+          out_j(out_ref.size());
       tokens({.state = state_j.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
               .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
-              .out = out_j.data(), .out_stride = dv, .scratch = tmp.data(), .journal = slots.data(),
-              .journal_offset = offset});
-      ASSERT_EQ(out_j, out_ref) << isa << " journal " << dk << "x" << dv << " n=" << n;
-      ASSERT_EQ(state_j, state_ref) << isa << " journal " << dk << "x" << dv << " n=" << n;
-      std::vector<float> out_t(static_cast<size_t>(dv));
+              .out = out_j.data(), .out_stride = dv, .scratch = tmp.data(), .record = records.data(), .n_record = n,
+              .record_stride = rec_stride});
+      ASSERT_EQ(out_j, out_ref) << isa << " records " << dk << "x" << dv << " n=" << n;
+      ASSERT_EQ(state_j, state_ref) << isa << " records " << dk << "x" << dv << " n=" << n;
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t e = rec; e < rec_stride; ++e) {
+          ASSERT_EQ(records[static_cast<size_t>(t * rec_stride + e)], -3.0f) << isa << " wrote between records, n=" << n;
+        }
+      }
+      std::vector<float> state_steps = base.state, out_t(static_cast<size_t>(dv));
       for (int64_t t = 0; t < n; ++t) {
         const float* row = rows.data() + t * stride;
         scalar_build().step({.state = state_steps.data(), .d_k = dk, .d_v = dv, .q = row, .k = row + dk,
                              .v = row + 2 * dk, .beta = beta[static_cast<size_t>(t)],
                              .decay = decay[static_cast<size_t>(t)], .q_scale = 0.088f, .out = out_t.data(),
                              .scratch = tmp.data()});
-        const std::vector<float> recorded(recorded_at(t), recorded_at(t) + dk * dv);
-        ASSERT_EQ(recorded, state_steps) << isa << " journal slot " << t << " " << dk << "x" << dv << " n=" << n;
-        EXPECT_EQ(*(recorded_at(t) - 1), -3.0f) << isa << " wrote before slot " << t;
-        EXPECT_EQ(*(recorded_at(t) + dk * dv), -3.0f) << isa << " wrote past slot " << t;
-      }
-      // Slots aligned to 64 bytes and a whole number of vectors apart (as the sequence's
-      // journal): the streamed stores record the same states.
-      const int64_t aligned_slot = (dk * dv + 15) / 16 * 16;
-      std::vector<float> aligned_buf(static_cast<size_t>(n * aligned_slot + 16));
-      float* aligned = aligned_buf.data();
-      while (reinterpret_cast<uintptr_t>(aligned) % 64 != 0) ++aligned;
-      std::vector<float> state_a = base.state, out_a(out_ref.size());
-      std::vector<float*> aligned_slots(static_cast<size_t>(n));
-      for (int64_t t = 0; t < n; ++t) aligned_slots[static_cast<size_t>(t)] = aligned + t * aligned_slot;
-      tokens({.state = state_a.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
-              .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
-              .out = out_a.data(), .out_stride = dv, .scratch = tmp.data(), .journal = aligned_slots.data()});
-      ASSERT_EQ(state_a, state_ref) << isa << " aligned journal " << dk << "x" << dv << " n=" << n;
-      for (int64_t t = 0; t < n; ++t) {
-        EXPECT_EQ(0, std::memcmp(aligned + t * aligned_slot, &*recorded_at(t), static_cast<size_t>(dk * dv) * sizeof(float)))
-            << isa << " aligned journal slot " << t << " " << dk << "x" << dv << " n=" << n;
-      }
-      // A null slot is not recorded (the window's last one, never read): the last token's
-      // slot left untouched, the others, the outputs and the final state the same.
-      std::vector<float> skipped_buf(aligned_buf.size(), -5.0f);
-      float* skipped = skipped_buf.data() + (aligned - aligned_buf.data());
-      std::vector<float*> skipped_slots(static_cast<size_t>(n));
-      for (int64_t t = 0; t < n; ++t) skipped_slots[static_cast<size_t>(t)] = t + 1 < n ? skipped + t * aligned_slot : nullptr;
-      std::vector<float> state_s = base.state, out_s(out_ref.size());
-      tokens({.state = state_s.data(), .d_k = dk, .d_v = dv, .n_tokens = n, .q = rows.data(), .k = rows.data() + dk,
-              .v = rows.data() + 2 * dk, .stride = stride, .beta = beta.data(), .decay = decay.data(), .q_scale = 0.088f,
-              .out = out_s.data(), .out_stride = dv, .scratch = tmp.data(), .journal = skipped_slots.data()});
-      ASSERT_EQ(out_s, out_ref) << isa << " null last slot " << dk << "x" << dv << " n=" << n;
-      ASSERT_EQ(state_s, state_ref) << isa << " null last slot " << dk << "x" << dv << " n=" << n;
-      for (int64_t t = 0; t + 1 < n; ++t) {
-        EXPECT_EQ(0, std::memcmp(skipped + t * aligned_slot, &*recorded_at(t), static_cast<size_t>(dk * dv) * sizeof(float)))
-            << isa << " journal slot " << t << " beside a null last slot, n=" << n;
-      }
-      for (int64_t i = 0; i < dk * dv; ++i) {
-        ASSERT_EQ(skipped[(n - 1) * aligned_slot + i], -5.0f) << isa << " wrote the null slot's place, n=" << n;
+        std::vector<float> replayed(base.state.size(), -7.0f);
+        delta_rule_replay({.source = base.state.data(), .state = replayed.data(), .d_k = dk, .d_v = dv,
+                           .records = records.data(), .n = t + 1, .record_stride = rec_stride});
+        ASSERT_EQ(replayed, state_steps) << isa << " replay of " << t + 1 << " records " << dk << "x" << dv << " n=" << n;
+        // A run of the next token from the first state with tokens 0..t pending: out of place
+        // (the source written back with the replayed state, or left as it was), and in place.
+        if (t + 1 >= n) continue;
+        std::vector<float> steps_next = state_steps, out_next(static_cast<size_t>(dv));
+        const float* next = rows.data() + (t + 1) * stride;
+        scalar_build().step({.state = steps_next.data(), .d_k = dk, .d_v = dv, .q = next, .k = next + dk,
+                             .v = next + 2 * dk, .beta = beta[static_cast<size_t>(t + 1)],
+                             .decay = decay[static_cast<size_t>(t + 1)], .q_scale = 0.088f, .out = out_next.data(),
+                             .scratch = tmp.data()});
+        // Modes: out of place (to a 64-byte aligned place: its final state streamed; then to
+        // one 4 bytes off); with write-back; in place.
+        for (const int mode : {0, 3, 1, 2}) {
+          std::vector<float> source = base.state, dest_buf(base.state.size() + 32, -9.0f), out_r(static_cast<size_t>(dv));
+          float* aligned = dest_buf.data();
+          while (reinterpret_cast<uintptr_t>(aligned) % 64 != 0) ++aligned;
+          const std::span<float> dest(aligned + (mode == 3 ? 1 : 0), base.state.size());
+          float* into = mode == 2 ? source.data() : dest.data();
+          tokens({.state = into, .source = source.data(), .d_k = dk, .d_v = dv, .n_tokens = 1, .q = next, .k = next + dk,
+                  .v = next + 2 * dk, .stride = stride, .beta = beta.data() + t + 1, .decay = decay.data() + t + 1,
+                  .q_scale = 0.088f, .out = out_r.data(), .out_stride = dv, .scratch = tmp.data(), .replay = records.data(),
+                  .n_replay = t + 1, .write_back_replay = mode == 1, .record_stride = rec_stride});
+          const std::string what = std::string(isa) + " pending " + std::to_string(t + 1) + ", mode " +
+                                   std::to_string(mode) + " " + std::to_string(dk) + "x" + std::to_string(dv);
+          ASSERT_EQ(out_r, out_next) << what;
+          ASSERT_EQ(mode == 2 ? source : std::vector<float>(dest.begin(), dest.end()), steps_next) << what;
+          if (mode == 0 || mode == 3) {
+            ASSERT_EQ(source, base.state) << what << ": the source changed";
+          }
+          if (mode == 1) {
+            ASSERT_EQ(source, state_steps) << what << ": the source is not the replayed state";
+          }
+        }
       }
     }
   }

@@ -205,11 +205,16 @@ TEST_F(PlanQwen36, KvCacheAndStateSizes) {
   EXPECT_EQ(p4.state_bytes, 4 * kStatePerSeq);  // 263,454,720
   EXPECT_EQ(p4.kv_bytes, kKvF16);
 
-  // Speculative decoding with --spec-draft-n-max 3: each sequence's rollback journal keeps
-  // 4 more copies of the DeltaNet state (30 × 2,195,456 B × 4 = 263,454,720 B per sequence),
-  // on the layers' device: with -ngl 99 on the GPU, where an 8 GB card feels them.
+  // Speculative decoding with --spec-draft-n-max 3: each sequence's rollback journal covers
+  // 4 positions, on the layers' device. On a GPU (the default -ngl, or 99), where an 8 GB
+  // card feels them, 4 more copies of the state. On the CPU (-ngl 0), per DeltaNet layer:
+  // the conv state per position (4 × 98,304 B), one more SSM state (2,097,152 B) and two
+  // buffers of 8 + 4 per-token records of 32 heads × (128 + 128 + 1) floats (789,504 B):
+  // 3,279,872 B.
   const Plan spec = plan({.n_ctx = 65536, .n_seq = 2, .journal_tokens = 4});
   EXPECT_EQ(spec.state_bytes, 2 * 5 * kStatePerSeq);
+  const Plan spec_cpu = plan({.n_ctx = 65536, .n_seq = 2, .journal_tokens = 4, .n_gpu_layers = 0});
+  EXPECT_EQ(spec_cpu.state_bytes, 2 * (kStatePerSeq + 30 * 3279872));
   const Plan spec_gpu = plan({.n_ctx = 65536, .journal_tokens = 4, .n_gpu_layers = 99, .cpu_moe = true});
   ASSERT_NE(spec_gpu.device(kGpuDevice), nullptr);
   EXPECT_EQ(spec_gpu.device(kGpuDevice)->state_bytes, 5 * kStatePerSeq);

@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(CacheTypes, ContextShift, ::testing::Values(DType::F32,
 
 TEST(ContextShift, RefusedWhereKeysOrStateCannotMove) {
   // A recurrent layer folds every token into its state.
-  auto hybrid = SequenceState::create({specs()[0], {.conv_state_elems = 12, .ssm_state_elems = 16}}, {.n_ctx = 16});
+  auto hybrid = SequenceState::create({specs()[0], {.conv_state_elems = 12, .ssm_state_elems = 16, .ssm_heads = 1, .ssm_d_k = 4, .ssm_d_v = 4}}, {.n_ctx = 16});
   ASSERT_TRUE(hybrid.is_ok());
   EXPECT_FALSE(hybrid->can_shift());
   EXPECT_FALSE(hybrid->shift(0, 1).is_ok());
@@ -165,7 +165,7 @@ TEST(ContextShift, RefusedWhereKeysOrStateCannotMove) {
 }
 
 TEST(SlotSnapshot, RoundTripsAndRefusesOtherLayouts) {
-  auto a = SequenceState::create({specs()[0], {.conv_state_elems = 12, .ssm_state_elems = 16}}, {.n_ctx = 16});
+  auto a = SequenceState::create({specs()[0], {.conv_state_elems = 12, .ssm_state_elems = 16, .ssm_heads = 1, .ssm_d_k = 4, .ssm_d_v = 4}}, {.n_ctx = 16});
   ASSERT_TRUE(a.is_ok());
   for (int64_t p = 0; p < 5; ++p) {
     for (size_t b = 0; b < static_cast<size_t>(dtype_row_bytes(DType::F16, kWidth)); ++b) {
@@ -178,7 +178,7 @@ TEST(SlotSnapshot, RoundTripsAndRefusesOtherLayouts) {
   a->set_n_past(5);
   auto bytes = a->snapshot();
   ASSERT_TRUE(bytes.is_ok());
-  auto b = SequenceState::create({specs()[0], {.conv_state_elems = 12, .ssm_state_elems = 16}}, {.n_ctx = 16});
+  auto b = SequenceState::create({specs()[0], {.conv_state_elems = 12, .ssm_state_elems = 16, .ssm_heads = 1, .ssm_d_k = 4, .ssm_d_v = 4}}, {.n_ctx = 16});
   ASSERT_TRUE(b.is_ok());
   ASSERT_TRUE(b->restore(*bytes).is_ok());
   EXPECT_EQ(b->n_past(), 5);
@@ -194,120 +194,6 @@ TEST(SlotSnapshot, RoundTripsAndRefusesOtherLayouts) {
   longer.push_back(0);
   EXPECT_FALSE(b->restore(cut).is_ok());
   EXPECT_FALSE(b->restore(longer).is_ok());
-}
-
-// A pass that ends at the journal window's last position may leave that SSM slot unwritten
-// (SequenceState::journal_end): keeping every position is then no cut-back, earlier positions
-// still restore, and were more tokens fed in the same journal, a cut-back to the window's end
-// is refused rather than restoring a state never recorded.
-TEST(RollbackJournal, LastSlotLeftUnwrittenIsNeverRestored) {
-  const LayerStateSpec recurrent{.conv_state_elems = 12, .ssm_state_elems = 16};
-  auto seq = SequenceState::create({specs()[0], recurrent}, {.n_ctx = 64});
-  ASSERT_TRUE(seq.is_ok());
-  const auto fill = [&](int64_t pos) {
-    for (int i = 0; i < 16; ++i) seq->ssm_state(1)[i] = static_cast<float>(pos * 100 + i);
-  };
-  const auto feed = [&](int64_t tokens, bool skip_last) {
-    for (int64_t t = 0; t < tokens; ++t) {
-      const int64_t pos = seq->n_past() + t;
-      fill(pos);
-      float* slot = seq->journal_ssm(1, pos);
-      if (skip_last && t == tokens - 1 && pos + 1 == seq->journal_end()) {
-        seq->note_journal_last_unrecorded();
-      } else if (slot) {
-        std::copy_n(seq->ssm_state(1), 16, slot);
-      }
-    }
-    seq->set_n_past(seq->n_past() + tokens);
-  };
-  feed(2, false);
-  ASSERT_TRUE(seq->begin_journal(4).is_ok());
-  EXPECT_EQ(seq->journal_end(), 6);
-  feed(4, true);  // positions 2-5, slot of 5 unwritten
-  EXPECT_TRUE(seq->truncate(6));  // every position kept: nothing to restore
-  EXPECT_EQ(seq->ssm_state(1)[0], 500.0f);
-  EXPECT_TRUE(seq->truncate(5));  // back to after position 4: its slot was written
-  EXPECT_EQ(seq->ssm_state(1)[0], 400.0f);
-  seq->end_journal();
-  // More tokens after the window in the same journal: the unwritten slot is not restored.
-  ASSERT_TRUE(seq->begin_journal(2).is_ok());
-  feed(2, true);  // positions 5-6, slot of 6 unwritten
-  feed(1, false);  // position 7, outside the window
-  EXPECT_FALSE(seq->truncate(7));
-  EXPECT_EQ(seq->n_past(), 8);
-  EXPECT_TRUE(seq->truncate(6));
-  EXPECT_EQ(seq->ssm_state(1)[0], 500.0f);
-  seq->end_journal();
-  EXPECT_EQ(seq->journal_end(), -1);
-  // A new journal forgets the mark: its last slot, written this time, restores.
-  ASSERT_TRUE(seq->begin_journal(2).is_ok());
-  feed(2, false);  // positions 6-7
-  feed(1, false);  // position 8
-  EXPECT_TRUE(seq->truncate(8));
-  EXPECT_EQ(seq->ssm_state(1)[0], 700.0f);
-}
-
-// The rollback journal as speculative verify steps use it: record the state after each token
-// of a step, cut back to an accepted position (the slot's state becomes the live one without
-// a copy), then more steps, cut-backs to other slots, a journal that grows, a snapshot and a
-// clear. The live state is always the one recorded for the position cut back to.
-TEST(RollbackJournal, CutBacksHandOverSlotsAndKeepEveryStateApart) {
-  const LayerStateSpec recurrent{.conv_state_elems = 12, .ssm_state_elems = 16};
-  auto seq = SequenceState::create({specs()[0], recurrent}, {.n_ctx = 64});
-  ASSERT_TRUE(seq.is_ok());
-  // A stand-in for a forward pass over `tokens` new positions: the state after position p is
-  // filled with p·100 + i (conv: −(p·100 + i)), recorded in the journal where it is active.
-  const auto step = [&](int64_t tokens) {
-    for (int64_t t = 0; t < tokens; ++t) {
-      const int64_t pos = seq->n_past() + t;
-      for (int i = 0; i < 16; ++i) seq->ssm_state(1)[i] = static_cast<float>(pos * 100 + i);
-      for (int i = 0; i < 12; ++i) seq->conv_state(1)[i] = -static_cast<float>(pos * 100 + i);
-      if (float* slot = seq->journal_ssm(1, pos)) std::copy_n(seq->ssm_state(1), 16, slot);
-      if (float* slot = seq->journal_conv(1, pos)) std::copy_n(seq->conv_state(1), 12, slot);
-    }
-    seq->set_n_past(seq->n_past() + tokens);
-  };
-  const auto expect_state_of = [&](int64_t pos, const char* what) {
-    for (int i = 0; i < 16; ++i) ASSERT_EQ(seq->ssm_state(1)[i], static_cast<float>(pos * 100 + i)) << what << " i=" << i;
-    for (int i = 0; i < 12; ++i) ASSERT_EQ(seq->conv_state(1)[i], -static_cast<float>(pos * 100 + i)) << what << " i=" << i;
-  };
-  step(3);  // positions 0-2, no journal
-  EXPECT_FALSE(seq->truncate(2));  // no journal: a recurrent sequence cannot go back
-  for (int round = 0; round < 6; ++round) {
-    const int64_t k = 2 + round % 3;  // verify steps of 2-4 tokens
-    ASSERT_TRUE(seq->begin_journal(k).is_ok());
-    const int64_t first = seq->n_past();
-    step(k);
-    // Keep `keep` of the k positions: round 0 all of them (no cut-back), else 1 .. k − 1.
-    const int64_t keep = round == 0 ? k : 1 + round % (k - 1);
-    ASSERT_TRUE(seq->truncate(first + keep)) << "round " << round;
-    seq->end_journal();
-    EXPECT_EQ(seq->n_past(), first + keep);
-    expect_state_of(first + keep - 1, "after a cut-back");
-    // Every slot pointer is distinct from the live state.
-    ASSERT_TRUE(seq->begin_journal(4).is_ok());
-    for (int64_t p = seq->n_past(); p < seq->n_past() + 4; ++p) EXPECT_NE(seq->journal_ssm(1, p), seq->ssm_state(1));
-    seq->end_journal();
-    step(1);  // a plain decode step writes the live state in place
-    expect_state_of(seq->n_past() - 1, "after a decode step");
-  }
-  // A journal bigger than any before keeps the live state.
-  const int64_t at = seq->n_past();
-  ASSERT_TRUE(seq->begin_journal(9).is_ok());
-  expect_state_of(at - 1, "after the journal grew");
-  step(9);
-  ASSERT_TRUE(seq->truncate(at + 5));
-  seq->end_journal();
-  expect_state_of(at + 4, "after a cut-back in the grown journal");
-  // The snapshot holds the live state, and restores it into a fresh sequence.
-  auto bytes = seq->snapshot();
-  ASSERT_TRUE(bytes.is_ok());
-  auto copy = SequenceState::create({specs()[0], recurrent}, {.n_ctx = 64});
-  ASSERT_TRUE(copy.is_ok());
-  ASSERT_TRUE(copy->restore(*bytes).is_ok());
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(copy->ssm_state(1)[i], static_cast<float>((at + 4) * 100 + i));
-  seq->clear();
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(seq->ssm_state(1)[i], 0.0f);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "model/arch.h"
 #include "model/hparams_keys.h"
 #include "model/model.h"
+#include "state/sequence_state.h"
 
 namespace moetier {
 
@@ -219,6 +220,20 @@ int64_t state_bytes(const HParams& hp, LayerKind kind) {
   return (conv + ssm) * static_cast<int64_t>(sizeof(float));
 }
 
+// The CPU journal of a DeltaNet layer: its conv state per position, one more SSM state and
+// the delta rule's per-token records (SequenceState).
+int64_t cpu_journal_bytes(const HParams& hp, LayerKind kind, int64_t tokens) {
+  if (kind != LayerKind::kDeltaNet) return 0;
+  const int64_t conv_channels = 2 * hp.ssm_n_group * hp.ssm_d_state + hp.ssm_d_inner;
+  return static_cast<int64_t>(SequenceState::layer_journal_bytes(
+      {.conv_state_elems = (hp.ssm_d_conv - 1) * conv_channels,
+       .ssm_state_elems = hp.ssm_dt_rank * hp.ssm_d_state * hp.ssm_d_state,
+       .ssm_heads = hp.ssm_dt_rank,
+       .ssm_d_k = hp.ssm_d_state,
+       .ssm_d_v = hp.ssm_d_state},
+      tokens));
+}
+
 const ArchInfo kInfo = {
     .name = kArch,
     .read_hparams = read,
@@ -226,6 +241,7 @@ const ArchInfo kInfo = {
     .tensor_role = role,
     .write_hparams = write,
     .recurrent_state_bytes = state_bytes,
+    .cpu_journal_bytes = cpu_journal_bytes,
     .create_model = create_qwen35moe_model,
     .create_mtp_head = create_qwen35moe_mtp_head,
 };

@@ -198,7 +198,10 @@ class Qwen35MoeModel final : public DecoderModel {
         specs.push_back({.k_row_elems = hp_.n_head_kv * hp_.head_dim_k, .v_row_elems = hp_.n_head_kv * hp_.head_dim_v});
       } else {
         specs.push_back({.conv_state_elems = delta_net_shape_.conv_state_elems(),
-                         .ssm_state_elems = delta_net_shape_.ssm_state_elems()});
+                         .ssm_state_elems = delta_net_shape_.ssm_state_elems(),
+                         .ssm_heads = delta_net_shape_.n_v_heads,
+                         .ssm_d_k = delta_net_shape_.d_state,
+                         .ssm_d_v = delta_net_shape_.d_state});
       }
     }
     return specs;

@@ -88,43 +88,22 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
     float* row = scratch.conv_out.data() + t * ch;
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) cpu::l2_norm(row + h * dk, dk, s.rms_eps);
   }
-  // Per (sequence, V head) (threads split them), the sequence's tokens in order:
-  // cpu::delta_rule_tokens (S read and written once for all the tokens; with the rollback
-  // journal recording, S after each token is stored in that pass), or, where the journal
-  // covers only part of the run, cpu::delta_rule_step per token and a copy of S after each
-  // (the same arithmetic either way: the formulas above, sums over i in order). Then the gated
-  // RMSNorm of each token's output: rmsnorm(o) · norm · SiLU(z).
+  // Per (sequence, V head) (threads split them), the sequence's tokens in order through
+  // cpu::delta_rule_tokens: S read and written once for all the tokens, with the records a
+  // cut-back left pending applied first and, in a speculative verify, each token's record
+  // written for the rollback journal (SequenceState::begin_ssm_pass says where). Then the
+  // gated RMSNorm of each token's output: rmsnorm(o) · norm · SiLU(z).
   // Items go through parallel_for_balanced, so a slower core does not hold up the layer.
-  // The journal's slot of each row's position (one slot per position, every head's state in
-  // it), and per sequence whether the journal records all its rows: then S after each token is
-  // written there in the token run's own pass.
-  scratch.journal_slots.assign(static_cast<size_t>(n), nullptr);
-  scratch.journal_all.assign(seqs.size(), 0);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const SeqRows& sr = seqs[i];
-    bool all = sr.n_rows > 0;
-    for (int64_t t = 0; t < sr.n_rows; ++t) {
-      const int64_t pos = sr.seq->n_past() + t;
-      float* slot = sr.seq->journal_ssm(layer, pos);
-      all = all && slot != nullptr;
-      // The window's last slot when this pass ends there: a cut-back to after it keeps every
-      // token, so it is never read (SequenceState::journal_end), and a 4-token verify step
-      // writes 3 states per head instead of 4 (2 MiB each per layer of the 35B shape).
-      if (slot != nullptr && t == sr.n_rows - 1 && pos + 1 == sr.seq->journal_end()) {
-        slot = nullptr;
-        sr.seq->note_journal_last_unrecorded();
-      }
-      scratch.journal_slots[static_cast<size_t>(sr.row_begin + t)] = slot;
-    }
-    scratch.journal_all[i] = all;
-  }
+  scratch.ssm_passes.clear();
+  for (const SeqRows& sr : seqs) scratch.ssm_passes.push_back(sr.seq->begin_ssm_pass(layer, sr.n_rows));
+  const int64_t head_elems = dk * dv, head_record = cpu::delta_rule_record_elems(dk, dv);
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
   pool.parallel_for_balanced(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
     float* tmp = scratch.head_tmp.data() + thread * per_thread;
     for (int64_t item = begin; item < end; ++item) {
       const SeqRows& sr = seqs[static_cast<size_t>(item / s.n_v_heads)];
+      const SequenceState::SsmPass& pass = scratch.ssm_passes[static_cast<size_t>(item / s.n_v_heads)];
       const int64_t j = item % s.n_v_heads;
-      float* S = sr.seq->ssm_state(layer) + j * dk * dv;
       const int64_t i_head = j % s.n_k_heads;
       const int64_t m = sr.n_rows;
       const float* rows = scratch.conv_out.data() + sr.row_begin * ch;
@@ -140,41 +119,27 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const float g = cpu::softplus(scratch.alpha[at] + w.dt_bias[j]) * w.a[j];
         decay[t] = math::exp_f32(g);
       }
-      float* const* slots = scratch.journal_slots.data() + sr.row_begin;
-      const bool journal_all = scratch.journal_all[static_cast<size_t>(item / s.n_v_heads)] != 0;
-      if (sr.seq->journal_active() && !journal_all) {
-        for (int64_t t = 0; t < m; ++t) {
-          cpu::delta_rule_step({.state = S,
-                                .d_k = dk,
-                                .d_v = dv,
-                                .q = q + t * ch,
-                                .k = k + t * ch,
-                                .v = v + t * ch,
-                                .beta = beta[t],
-                                .decay = decay[t],
-                                .q_scale = q_scale,
-                                .out = o + t * s.value_dim(),
-                                .scratch = tmp});
-          if (float* rec = slots[t]) std::memcpy(rec + j * dk * dv, S, static_cast<size_t>(dk * dv) * sizeof(float));
-        }
-      } else {
-        cpu::delta_rule_tokens({.state = S,
-                                .d_k = dk,
-                                .d_v = dv,
-                                .n_tokens = m,
-                                .q = q,
-                                .k = k,
-                                .v = v,
-                                .stride = ch,
-                                .beta = beta,
-                                .decay = decay,
-                                .q_scale = q_scale,
-                                .out = o,
-                                .out_stride = s.value_dim(),
-                                .scratch = tmp,
-                                .journal = journal_all ? slots : nullptr,
-                                .journal_offset = j * dk * dv});
-      }
+      cpu::delta_rule_tokens({.state = pass.state + j * head_elems,
+                              .source = pass.source + j * head_elems,
+                              .d_k = dk,
+                              .d_v = dv,
+                              .n_tokens = m,
+                              .q = q,
+                              .k = k,
+                              .v = v,
+                              .stride = ch,
+                              .beta = beta,
+                              .decay = decay,
+                              .q_scale = q_scale,
+                              .out = o,
+                              .out_stride = s.value_dim(),
+                              .scratch = tmp,
+                              .replay = pass.replay ? pass.replay + j * head_record : nullptr,
+                              .n_replay = pass.n_replay,
+                              .write_back_replay = pass.write_back_replay,
+                              .record = pass.record ? pass.record + j * head_record : nullptr,
+                              .n_record = pass.n_record,
+                              .record_stride = pass.record_stride});
       for (int64_t t = 0; t < m; ++t) {
         float* ot = o + t * s.value_dim();
         cpu::rms_norm(ot, w.norm, dv, s.rms_eps, ot);

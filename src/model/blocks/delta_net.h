@@ -47,8 +47,7 @@ struct DeltaNetShape {
 struct DeltaNetScratch {
   std::vector<float> qkv, z, beta, alpha, conv_in, conv_out, y;
   std::vector<float> head_tmp;   // [threads][2·d_v + 2·n]: the rule's scratch, β and decay per token
-  std::vector<float*> journal_slots;  // [n]: the rollback journal's slot of each row's position (or null)
-  std::vector<uint8_t> journal_all;   // [sequences]: 1 where the journal records all the sequence's rows
+  std::vector<SequenceState::SsmPass> ssm_passes;  // [sequences]: where each reads, writes and records its state
   cpu::ActivationCache input;
   cpu::QuantizedActivations act;
 };
