@@ -112,6 +112,7 @@ SequenceState::SsmPass SequenceState::begin_ssm_pass(int layer, int64_t n_tokens
   p.state = l.ssm();
   p.source = p.state;
   p.record_stride = l.record_elems();
+  if (n_tokens <= 0) return p;  // nothing runs: a pending replay stays pending
   if (l.ssm_pending >= 0) {
     p.source = l.ssm_place(1);
     p.replay = l.ssm_records[l.replay_buf].data();
@@ -211,10 +212,12 @@ Status SequenceState::begin_journal(int64_t max_tokens) {
         // into the other buffer.
         l.record_buf = l.ssm_pending > kMaxPendingReplay ? l.replay_buf ^ 1 : l.replay_buf;
       }
-      const int64_t first = l.record_buf == l.replay_buf ? l.ssm_pending : 0;
-      auto& records = l.ssm_records[l.record_buf];
-      const auto need = static_cast<size_t>((first + max_tokens) * l.record_elems());
-      if (records.size() < need) records.resize(need);
+      // Both buffers at their largest at once (up to kMaxPendingReplay pending records, then
+      // the window's), so no record buffer grows, faulting pages in, inside a verify step.
+      const auto need = static_cast<size_t>((kMaxPendingReplay + max_tokens) * l.record_elems());
+      for (auto& records : l.ssm_records) {
+        if (records.size() < need) records.resize(need);
+      }
     }
   } catch (const std::bad_alloc&) {
     return Status::runtime(fmt::format("out of memory allocating the rollback journal for {} tokens", max_tokens));
