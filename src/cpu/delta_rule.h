@@ -26,6 +26,14 @@ struct DeltaRuleStep {
 // The build the CPU runs best (cpu_isa_tier()), chosen on the first call.
 void delta_rule_step(const DeltaRuleStep& step);
 
+// A token's record: what the rule did to S between its two passes,
+//   S ← decay·S;  S ← S + k δᵀ   (element-wise, each product and sum rounded once),
+// stored as [k: d_k][δ: d_v][decay] (delta_rule_record_elems floats). Applying a run's
+// records, in order, to the state the run started from gives back, bit for bit, the state
+// after any of its tokens: how a speculative verify is cut back without a copy of S per
+// token (SequenceState keeps the run's first state and the records).
+constexpr int64_t delta_rule_record_elems(int64_t d_k, int64_t d_v) { return d_k + d_v + 1; }
+
 // n_tokens consecutive tokens of one V head (a prompt's run, a verify step), bit-identical
 // to n_tokens calls of delta_rule_step. Column c of S, Sᵀk, δ and out depend on column c
 // alone, so the run goes by column blocks (16-64 columns: a 16-32 KiB slice of S at d_k 128,
@@ -35,14 +43,6 @@ void delta_rule_step(const DeltaRuleStep& step);
 // the same operations on it in the same order (sums over i still in order). S is read from
 // memory and written back once per run, whatever the number of tokens (S of a head, 64 KiB
 // at d 128, does not stay in a 48 KiB L1 between tokens).
-// A token's record: what the rule did to S between its two passes,
-//   S ← decay·S;  S ← S + k δᵀ   (element-wise, each product and sum rounded once),
-// stored as [k: d_k][δ: d_v][decay] (delta_rule_record_elems floats). Applying a run's
-// records, in order, to the state the run started from gives back, bit for bit, the state
-// after any of its tokens: how a speculative verify is cut back without a copy of S per
-// token (SequenceState keeps the run's first state and the records).
-constexpr int64_t delta_rule_record_elems(int64_t d_k, int64_t d_v) { return d_k + d_v + 1; }
-
 struct DeltaRuleTokens {
   float* state = nullptr;     // [d_k][d_v]: S after the run is written here
   // Where the run's first state is read from (null: `state`, updated in place). Another

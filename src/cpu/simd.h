@@ -43,18 +43,6 @@ template <class V, class T>
 MOETIER_SIMD_INLINE void store(T* p, V v) {
   std::memcpy(p, &v, sizeof(v));
 }
-// A non-temporal store of a native vector (past the caches, no read of the line first) to an
-// address aligned to sizeof(VF); stream_fence() makes such stores visible before the data is handed on.
-MOETIER_SIMD_INLINE void store_stream(float* p, VF v) {
-#if defined(__AVX512F__)
-  _mm512_stream_ps(p, (__m512)v);
-#elif defined(__AVX__)
-  _mm256_stream_ps(p, (__m256)v);
-#else
-  _mm_stream_ps(p, (__m128)v);
-#endif
-}
-MOETIER_SIMD_INLINE void stream_fence() { _mm_sfence(); }
 
 // e^x lane by lane with math::exp_f32's arithmetic (n = floor(x·log2e + ½), r = x − n·ln2 in
 // two parts, its polynomial for e^r, y·2^n from the exponent bits), for any float vector V
