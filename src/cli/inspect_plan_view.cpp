@@ -68,9 +68,15 @@ std::string render_plan_text(const Plan& plan, const PlanParams& params, const H
                      n_attn, bytes(plan.kv_bytes_per_layer), params.n_ctx, flag_type(params.type_k),
                      flag_type(params.type_v));
   if (hp.n_deltanet_layers() > 0) {
-    out += fmt::format("  recurrent state {}: {} per sequence x {} ({} DeltaNet layers, conv + state, f32)\n",
+    // With speculative decoding, the rest is the rollback journal (engine/plan.cpp).
+    const int64_t journal = plan.state_bytes - plan.state_bytes_per_seq * params.n_seq;
+    out += fmt::format("  recurrent state {}: {} per sequence x {} ({} DeltaNet layers, conv + state, f32){}\n",
                        bytes(plan.state_bytes), bytes(plan.state_bytes_per_seq), params.n_seq,
-                       hp.n_deltanet_layers());
+                       hp.n_deltanet_layers(),
+                       params.journal_tokens > 0 && journal > 0
+                           ? fmt::format(", and {} of rollback journal ({} positions per sequence, speculative decoding)",
+                                         bytes(journal), params.journal_tokens)
+                           : "");
   }
   out += "  scratch: estimated compute buffers for a ubatch of -ub tokens (see src/engine/plan.cpp)\n";
   if (plan.fits.has_value()) {

@@ -428,7 +428,9 @@ TEST(MtpOnlyFile, HeadEqualsTheFullFilesAndRunsAsDraft) {
 
 // inspect --plan knows speculation's memory before anything is loaded: with draft-mtp the MTP
 // block is placed (GPU under -ngl all) with its KV cache, and every type's rollback journal
-// multiplies the DeltaNet state per sequence by n_max + 2 (the state plus n_max + 1 copies).
+// multiplies the DeltaNet state per sequence on a GPU by n_max + 2 (the state plus n_max + 1
+// copies); on the CPU it adds one copy, the conv states and per-token records, and the text
+// plan names it.
 TEST(MtpCli, InspectPlanCountsSpeculationMemory) {
   const std::string path = mtp_model("tiny", synth::QuantMix::kF32);
   const auto plan_of = [&](const std::string& flags) {
@@ -448,6 +450,15 @@ TEST(MtpCli, InspectPlanCountsSpeculationMemory) {
   EXPECT_GT(mtp_spec["kv_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(spec["params"]["journal_tokens"], 4);
   EXPECT_EQ(spec["state_bytes"].get<int64_t>(), 5 * plain["state_bytes"].get<int64_t>());
+  const auto cpu = plan_of("--spec-type draft-mtp --spec-draft-n-max 3 -ngl 0");
+  ASSERT_TRUE(cpu.is_object());
+  EXPECT_GT(cpu["state_bytes"].get<int64_t>(), 2 * plain["state_bytes"].get<int64_t>());
+  EXPECT_LT(cpu["state_bytes"].get<int64_t>(), 5 * plain["state_bytes"].get<int64_t>());
+  const auto text = moetier::testing::run_moetier(
+      fmt::format("inspect '{}' --plan -c 512 -ngl 0 --spec-type draft-mtp --spec-draft-n-max 3", path));
+  EXPECT_EQ(text.rc, 0) << text.err;
+  EXPECT_NE(text.out.find("of rollback journal (4 positions per sequence, speculative decoding)"), std::string::npos)
+      << text.out;
   const auto bad = moetier::testing::run_moetier(fmt::format("inspect '{}' --spec-type draft-mtp", path));
   EXPECT_EQ(bad.rc, 2);  // --spec-type without --plan
 }
