@@ -15,6 +15,7 @@
 
 #include "core/args.h"
 #include "core/utf8_path.h"
+#include "platform/net.h"
 #include "server/anthropic.h"
 #include "server/generation_endpoint.h"
 #include "server/http_util.h"
@@ -210,16 +211,31 @@ HttpServer::HttpServer(ServerState& state) : state_(state), http_(std::make_uniq
   http_->set_read_timeout(c.timeout_s, 0);
   http_->set_write_timeout(c.timeout_s, 0);
   http_->set_payload_max_length(c.max_body_bytes);
+  // httplib's own options, and the listening socket's handle kept for its backlog (bind()).
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = static_cast<int64_t>(sock);
+  });
   routes();
 }
 
 HttpServer::~HttpServer() = default;
+
+// httplib listens with a backlog of 5 connections; a burst of clients (more connecting at once
+// than that while the accept thread waits for a core) then gets handshakes dropped or
+// answered with SYN cookies, and now and then a connection reset (platform/net.h). Where the
+// OS cannot widen it (Windows), the server works as before.
+void HttpServer::widen_backlog() {
+  constexpr int kListenBacklog = 512;
+  if (listen_socket_ >= 0) (void)platform::set_listen_backlog(listen_socket_, kListenBacklog);
+}
 
 Status HttpServer::bind() {
   const ServerConfig& c = state_.config;
   if (c.port == 0) {
     port_ = http_->bind_to_any_port(c.host);
     if (port_ <= 0) return Status::runtime(fmt::format("cannot listen on {} (any port)", c.host));
+    widen_backlog();
     return Status::ok();
   }
   if (!http_->bind_to_port(c.host, c.port)) {
@@ -227,6 +243,7 @@ Status HttpServer::bind() {
                                        c.host, c.port));
   }
   port_ = c.port;
+  widen_backlog();
   return Status::ok();
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 
 #include "core/status.h"
@@ -37,9 +38,11 @@ class HttpServer {
 
  private:
   void routes();
+  void widen_backlog();
   ServerState& state_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
+  int64_t listen_socket_ = -1;  // the socket bind() listens on, for its backlog
   std::atomic<bool> listener_done_{false};  // run() has returned
 };
 

@@ -105,6 +105,20 @@ float* SequenceState::ssm_state(int layer) {
   return l.ssm();
 }
 
+cpu::DeltaRuleTokens SequenceState::SsmPass::head_run(int64_t j) const {
+  const int64_t head = d_k * d_v, head_record = cpu::delta_rule_record_elems(d_k, d_v);
+  return {.state = state + j * head,
+          .source = source + j * head,
+          .d_k = d_k,
+          .d_v = d_v,
+          .replay = replay ? replay + j * head_record : nullptr,
+          .n_replay = n_replay,
+          .write_back_replay = write_back_replay,
+          .record = record ? record + j * head_record : nullptr,
+          .n_record = n_record,
+          .record_stride = record_stride};
+}
+
 SequenceState::SsmPass SequenceState::begin_ssm_pass(int layer, int64_t n_tokens) {
   Layer& l = layers_[static_cast<size_t>(layer)];
   CHECK(l.ssm_elems > 0);
@@ -112,6 +126,8 @@ SequenceState::SsmPass SequenceState::begin_ssm_pass(int layer, int64_t n_tokens
   p.state = l.ssm();
   p.source = p.state;
   p.record_stride = l.record_elems();
+  p.d_k = l.spec.ssm_d_k;
+  p.d_v = l.spec.ssm_d_v;
   if (n_tokens <= 0) return p;  // nothing runs: a pending replay stays pending
   if (l.ssm_pending >= 0) {
     p.source = l.ssm_place(1);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "cpu/delta_rule.h"
 #include "platform/memory.h"
 #include "tensor/dtype.h"
 
@@ -129,12 +130,12 @@ class SequenceState {
   // each; beyond this many, writing the replayed state back once (a new origin) costs less.
   static constexpr int64_t kMaxPendingReplay = 8;
 
-  // A CPU recurrent layer's forward pass over n_tokens tokens from n_past(), as
-  // cpu::DeltaRuleTokens takes it per head j (each field at + j·head_elems for the state,
-  // + j·delta_rule_record_elems(d_k, d_v) for the records): read the state from `source`,
-  // apply the n_replay records first (what a cut-back left pending), write the state after the pass to `state`, and record the first
-  // n_record tokens. Call once per pass and layer, right before the pass: from then on the
-  // layer's live state is what the pass writes.
+  // A CPU recurrent layer's forward pass over n_tokens tokens from n_past(): read the state
+  // from `source`, apply the n_replay records first (what a cut-back left pending), write the
+  // state after the pass to `state`, and record the first n_record tokens. Call once per pass
+  // and layer, right before the pass: from then on the layer's live state is what the pass
+  // writes. head_run(j) is head j's part of it as the kernel takes it; the caller adds the
+  // tokens (n_tokens, q, k, v, beta, decay, out, scratch).
   struct SsmPass {
     float* source = nullptr;
     float* state = nullptr;
@@ -144,6 +145,9 @@ class SequenceState {
     int64_t n_record = 0;
     int64_t record_stride = 0;  // floats between two tokens' records (all heads)
     bool write_back_replay = false;  // the replayed state goes back to the source (a new window's origin)
+    int64_t d_k = 0, d_v = 0;        // one head's state is d_k × d_v
+
+    cpu::DeltaRuleTokens head_run(int64_t j) const;
   };
   SsmPass begin_ssm_pass(int layer, int64_t n_tokens);
 

@@ -256,13 +256,14 @@ TEST(ServerLoad, HundredsOfRequestsNoneFailedOrLost) {
           auto s = post_sse(c, j.path, j.body);
           ok = s.status == 200 && s.done && s.all_json && !s.events.empty() && s.events.back().contains("usage");
           if (ok) tokens += s.events.back()["usage"]["completion_tokens"].get<int64_t>();
-          if (!ok) got = fmt::format("status {}, done {}, all_json {}, {} events", s.status, s.done, s.all_json, s.events.size());
+          if (!ok) got = fmt::format("status {} ({}), done {}, all_json {}, {} events", s.status, s.error, s.done, s.all_json,
+                                      s.events.size());
         } else {
           auto r = post_json(c, j.path, j.body);
           ok = r.status == 200 && r.json.is_object() && r.json.contains("usage") &&
                r.json["choices"][0]["finish_reason"].is_string();
           if (ok) tokens += r.json["usage"]["completion_tokens"].get<int64_t>();
-          if (!ok) got = fmt::format("status {}, body {}", r.status, r.body.substr(0, 300));
+          if (!ok) got = fmt::format("status {} ({}), body {}", r.status, r.error, r.body.substr(0, 300));
         }
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         (ok ? completed : failed)++;

@@ -13,6 +13,7 @@ namespace moetier::testing {
 
 struct HttpReply {
   int status = 0;        // 0: no response (connection failed)
+  std::string error;     // with status 0: why, in cpp-httplib's words (Read, Connection, ...)
   std::string body;
   nlohmann::json json;   // parsed body (discarded when not JSON)
   httplib::Headers headers;
@@ -20,7 +21,10 @@ struct HttpReply {
 
 inline HttpReply to_reply(const httplib::Result& r) {
   HttpReply out;
-  if (!r) return out;
+  if (!r) {
+    out.error = httplib::to_string(r.error());
+    return out;
+  }
   out.headers = r->headers;
   out.status = r->status;
   out.body = r->body;
@@ -44,6 +48,7 @@ inline HttpReply get(httplib::Client& c, const std::string& path, const httplib:
 
 struct SseReply {
   int status = 0;
+  std::string error;                   // with status 0: why (cpp-httplib's words)
   std::vector<nlohmann::json> events;  // the `data:` payloads before [DONE], parsed
   bool done = false;                   // saw `data: [DONE]`
   bool all_json = true;                // every payload parsed as JSON
@@ -92,6 +97,7 @@ inline SseReply post_sse(httplib::Client& c, const std::string& path, const nloh
   };
   auto res = c.send(req);
   if (res && out.status == 0) out.status = res->status;
+  if (!res) out.error = httplib::to_string(res.error());
   return out;
 }
 

@@ -2,9 +2,12 @@
 // (files, mappings, memory, CPUs, signals, child processes), plus the Linux /proc and /sys
 // text formats on fixed text. Tests that change process-wide signal state run in a forked
 // child, which has one thread, so a signal cannot land in some other test's thread.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -32,6 +35,7 @@
 #include "platform/linux/proc_text.h"
 #include "platform/linux/util.h"
 #include "platform/memory.h"
+#include "platform/net.h"
 #include "platform/process.h"
 #include "platform/signals.h"
 #include "platform/terminal.h"
@@ -774,6 +778,47 @@ TEST(PlatformProcessRun, ReplaceProcessRunsTheProgramAsThisProcess) {
 }
 
 // --- terminal.h ------------------------------------------------------------------------
+
+// A listening socket that nobody accepts from holds backlog + 1 finished handshakes; a later
+// client's handshake is dropped or its last step refused, so the listener has no more to
+// accept until the client retries (a second on). cpp-httplib listens with a backlog of 5.
+TEST(PlatformNet, ListenBacklogWidensAnOpenListeningSocket) {
+  const auto queued_after_listen = [](int backlog, int widened) {
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(s, backlog), 0);
+    if (widened > 0) EXPECT_TRUE(set_listen_backlog(s, widened));
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    std::vector<int> clients;
+    for (int i = 0; i < 24; ++i) {
+      clients.push_back(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+      const int rc = connect(clients.back(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+      EXPECT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+    }
+    // Loopback handshakes take microseconds; a retry takes a second.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // What the listener holds: the connections it accepts without waiting.
+    int queued = 0;
+    const int flags = fcntl(s, F_GETFL);
+    EXPECT_EQ(fcntl(s, F_SETFL, flags | O_NONBLOCK), 0);
+    for (int fd; (fd = accept(s, nullptr, nullptr)) >= 0;) {
+      ++queued;
+      ::close(fd);
+    }
+    for (int c : clients) ::close(c);
+    ::close(s);
+    return queued;
+  };
+  const int narrow = queued_after_listen(5, 0);
+  const int wide = queued_after_listen(5, 64);
+  EXPECT_LE(narrow, 6);
+  EXPECT_EQ(wide, 24) << "a backlog of 64 holds every one of 24 clients";
+  EXPECT_FALSE(set_listen_backlog(-1, 64));  // not a socket: an error, not a crash
+}
 
 TEST(PlatformTerminal, IsTerminalAgreesWithTheStreams) {
   prepare_console();

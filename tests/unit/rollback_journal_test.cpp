@@ -78,7 +78,6 @@ class Harness {
     max_replay_ = std::max(max_replay_, p.n_replay);
     write_backs_ += p.write_back_replay ? 1 : 0;
     std::vector<float> out(static_cast<size_t>(m * s_.heads * s_.dv));
-    const int64_t head = s_.dk * s_.dv, rec = cpu::delta_rule_record_elems(s_.dk, s_.dv);
     const int64_t row = 2 * s_.dk + s_.dv;
     for (int64_t h = 0; h < s_.heads; ++h) {
       std::vector<float> rows(static_cast<size_t>(m * row)), beta, decay, scratch(static_cast<size_t>(2 * s_.dv));
@@ -90,27 +89,19 @@ class Harness {
         beta.push_back(tk.beta[static_cast<size_t>(h)]);
         decay.push_back(tk.decay[static_cast<size_t>(h)]);
       }
-      cpu::delta_rule_tokens({.state = p.state + h * head,
-                              .source = p.source + h * head,
-                              .d_k = s_.dk,
-                              .d_v = s_.dv,
-                              .n_tokens = m,
-                              .q = rows.data(),
-                              .k = rows.data() + s_.dk,
-                              .v = rows.data() + 2 * s_.dk,
-                              .stride = row,
-                              .beta = beta.data(),
-                              .decay = decay.data(),
-                              .q_scale = 0.125f,
-                              .out = out.data() + h * s_.dv,
-                              .out_stride = s_.heads * s_.dv,
-                              .scratch = scratch.data(),
-                              .replay = p.replay ? p.replay + h * rec : nullptr,
-                              .n_replay = p.n_replay,
-                              .write_back_replay = p.write_back_replay,
-                              .record = p.record ? p.record + h * rec : nullptr,
-                              .n_record = p.n_record,
-                              .record_stride = p.record_stride});
+      cpu::DeltaRuleTokens run = p.head_run(h);
+      run.n_tokens = m;
+      run.q = rows.data();
+      run.k = rows.data() + s_.dk;
+      run.v = rows.data() + 2 * s_.dk;
+      run.stride = row;
+      run.beta = beta.data();
+      run.decay = decay.data();
+      run.q_scale = 0.125f;
+      run.out = out.data() + h * s_.dv;
+      run.out_stride = s_.heads * s_.dv;
+      run.scratch = scratch.data();
+      cpu::delta_rule_tokens(run);
     }
     for (int64_t t = 0; t < m; ++t) {
       const Token& tk = tokens[static_cast<size_t>(t)];

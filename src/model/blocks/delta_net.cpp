@@ -96,7 +96,6 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   // Items go through parallel_for_balanced, so a slower core does not hold up the layer.
   scratch.ssm_passes.clear();
   for (const SeqRows& sr : seqs) scratch.ssm_passes.push_back(sr.seq->begin_ssm_pass(layer, sr.n_rows));
-  const int64_t head_elems = dk * dv, head_record = cpu::delta_rule_record_elems(dk, dv);
   const int64_t n_items = static_cast<int64_t>(seqs.size()) * s.n_v_heads;
   pool.parallel_for_balanced(n_items, 1, [&](int64_t begin, int64_t end, int thread) {
     float* tmp = scratch.head_tmp.data() + thread * per_thread;
@@ -119,27 +118,19 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
         const float g = cpu::softplus(scratch.alpha[at] + w.dt_bias[j]) * w.a[j];
         decay[t] = math::exp_f32(g);
       }
-      cpu::delta_rule_tokens({.state = pass.state + j * head_elems,
-                              .source = pass.source + j * head_elems,
-                              .d_k = dk,
-                              .d_v = dv,
-                              .n_tokens = m,
-                              .q = q,
-                              .k = k,
-                              .v = v,
-                              .stride = ch,
-                              .beta = beta,
-                              .decay = decay,
-                              .q_scale = q_scale,
-                              .out = o,
-                              .out_stride = s.value_dim(),
-                              .scratch = tmp,
-                              .replay = pass.replay ? pass.replay + j * head_record : nullptr,
-                              .n_replay = pass.n_replay,
-                              .write_back_replay = pass.write_back_replay,
-                              .record = pass.record ? pass.record + j * head_record : nullptr,
-                              .n_record = pass.n_record,
-                              .record_stride = pass.record_stride});
+      cpu::DeltaRuleTokens run = pass.head_run(j);
+      run.n_tokens = m;
+      run.q = q;
+      run.k = k;
+      run.v = v;
+      run.stride = ch;
+      run.beta = beta;
+      run.decay = decay;
+      run.q_scale = q_scale;
+      run.out = o;
+      run.out_stride = s.value_dim();
+      run.scratch = tmp;
+      cpu::delta_rule_tokens(run);
       for (int64_t t = 0; t < m; ++t) {
         float* ot = o + t * s.value_dim();
         cpu::rms_norm(ot, w.norm, dv, s.rms_eps, ot);
