@@ -129,6 +129,7 @@ constexpr const char* kEpilog =
     "  tgN          N single-token forward calls (generation without sampling)\n"
     "  ppN+tgM      both, timed together (-pg N,M); t/s counts N+M tokens\n"
     "  stepN        16 forward calls of N tokens, each a verify step (--step N); t/s counts 16·N tokens\n"
+    "  stepN xS seqs  the same with S sequences in each call (--step-seqs S); t/s counts 16·N·S tokens\n"
     "  ... @ dD     with D tokens already in the KV cache (-d D)\n"
     "\n"
     "output fields (json, jsonl, csv): llama-bench's names (build_commit, model_type, model_size,\n"
@@ -162,6 +163,7 @@ constexpr const char* kEpilog =
     "                          the VRAM expert cache (--gpu-expert-cache): the share of the routed\n"
     "                          (token, expert) pairs computed from copies on the GPU, copies made per token\n"
     "  step_tokens, step_ms    step tests (--step): tokens per step and the mean time of one step\n"
+    "  step_seqs               step tests: sequences in each step (--step-seqs; step_tokens each)\n"
     "  spec_expected_tokens_per_step, spec_tokens_per_step\n"
     "                          --spec-replay tests: 1 + a + ... + a^k at the target acceptance a, and the\n"
     "                          measured (accepted drafts + verify steps) / verify steps\n"
@@ -242,8 +244,14 @@ void add_bench_flags(ArgParser& p, BenchParams& b) {
            "step tests: forward calls of N tokens, each a speculative verify (logits for every token, the rollback "
            "journal, cut back to its first token; N = 1: a decode step), 16 per repetition after a fill of -d tokens "
            "(at least 1); with two or more sizes a table gives each size's step time relative to the smallest, per "
-           "block with --profile (what a verify of k+1 tokens or -np slots decoded together cost)",
+           "block with --profile (what a verify of k+1 tokens costs; with --step-seqs, what -np slots decoded together "
+           "cost)",
            int_list(&b.n_step, "--step", 1));
+  p.option({"--step-seqs"}, "S[,S...]",
+           "sequences in each step test (default 1): every step is one batched forward call of S sequences with N "
+           "tokens each, every sequence filled to the same depth first (S with --step 1: what -np S slots decoding "
+           "together cost; the step table then has a column per sequence count)",
+           int_list(&b.n_step_seqs, "--step-seqs", 1));
   p.option({"--spec-replay"}, "A[,A...]",
            "also run each tg test as greedy generation, without drafts and with speculative decoding whose drafts "
            "are the model's own continuation, each drafted token kept with probability A (what speculation is worth "
@@ -502,6 +510,13 @@ Status finalize(BenchParams& b, const DefaultThreads& default_threads) {
   for (int64_t n : b.n_step) {
     if (n > 512) return Status::bad_input("flag '--step': tokens per step must be at most 512");
   }
+  if (!b.n_step_seqs.empty() && b.n_step.empty()) {
+    return Status::bad_input("flag '--step-seqs' only applies to step tests (--step N)");
+  }
+  for (int64_t s : b.n_step_seqs) {
+    if (s > 64) return Status::bad_input("flag '--step-seqs': at most 64 sequences per step");
+  }
+  default_if_empty<int64_t>(b.n_step_seqs, 1);
   default_if_empty<int64_t>(b.spec_draft_max, 3);
   for (int64_t k : b.spec_draft_max) {
     if (k < 1 || k > 64) return Status::bad_input("flag '--spec-draft-n-max': draft lengths must be in [1, 64]");
@@ -595,10 +610,13 @@ std::vector<TestSpec> expand_tests(const BenchParams& b) {
       tests.push_back(t);
     }
     for (int64_t n : b.n_step) {
-      TestSpec t = base;
-      t.n_step = n;
-      t.n_gen = kStepsPerRepetition;
-      tests.push_back(t);
+      for (int64_t seqs : b.n_step_seqs) {
+        TestSpec t = base;
+        t.n_step = n;
+        t.n_step_seqs = seqs;
+        t.n_gen = kStepsPerRepetition;
+        tests.push_back(t);
+      }
     }
     if (b.e2e && !b.models.empty()) {
       for (int64_t tg : b.n_gen) {
@@ -626,7 +644,7 @@ std::string test_name(const TestSpec& t) {
     return t.n_prompt > 0 ? fmt::format("e2e chat (pp {}, tg {})", t.n_prompt, t.n_gen) : fmt::format("e2e chat (tg {})", t.n_gen);
   }
   std::string name;
-  if (t.n_step > 0) name = fmt::format("step{}", t.n_step);
+  if (t.n_step > 0) name = t.n_step_seqs > 1 ? fmt::format("step{} x{} seqs", t.n_step, t.n_step_seqs) : fmt::format("step{}", t.n_step);
   else if (t.n_prompt > 0 && t.n_gen == 0) name = fmt::format("pp{}", t.n_prompt);
   else if (t.n_gen > 0 && t.n_prompt == 0) name = fmt::format("tg{}", t.n_gen);
   else name = fmt::format("pp{}+tg{}", t.n_prompt, t.n_gen);

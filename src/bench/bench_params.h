@@ -34,6 +34,8 @@ struct BenchParams {
   // --step: tokens per step of a step test (what a speculative verify or -np slots decoded
   // together cost; see TestSpec::n_step); empty = none.
   std::vector<int64_t> n_step;
+  // --step-seqs: sequences in each step test's steps (TestSpec::n_step_seqs); default 1.
+  std::vector<int64_t> n_step_seqs;
   std::vector<PromptGen> prompt_gen;         // -pg, default none
   std::vector<int64_t> n_depth;              // -d, default 0
   std::vector<int64_t> n_batch;              // -b, default 2048
@@ -151,6 +153,11 @@ struct TestSpec {
   // its first token: logits for every token, the rollback journal where the model has
   // recurrent state, then the sequence cut back. A step of one token is a decode step.
   int64_t n_step = 0;
+  // Sequences in a step test, each with its own n_step tokens in every step, in one batched
+  // forward call (Model::forward_batch): with n_step = 1, what the server's -np slots cost
+  // when they decode together; more: that many verify steps at once. Each sequence is filled
+  // to the same depth first.
+  int64_t n_step_seqs = 1;
 };
 
 // Steps per repetition of a step test.
@@ -158,7 +165,7 @@ inline constexpr int64_t kStepsPerRepetition = 16;
 
 // The tokens one repetition of a test processes (what its t/s counts).
 inline int64_t test_tokens(const TestSpec& t) {
-  if (t.n_step > 0) return t.n_step * t.n_gen;
+  if (t.n_step > 0) return t.n_step * t.n_step_seqs * t.n_gen;
   return t.spec || t.e2e ? t.n_gen : t.n_prompt + t.n_gen;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -207,6 +208,7 @@ std::vector<Field> record_fields(const TestResult& r, const Environment& env) {
                                            : std::nullopt),
       // Step tests (--step): tokens per step and the mean time of one step.
       opt_num("step_tokens", t.n_step > 0 ? std::optional<int64_t>(t.n_step) : std::nullopt),
+      opt_num("step_seqs", t.n_step > 0 ? std::optional<int64_t>(t.n_step_seqs) : std::nullopt),
       opt_real("step_ms", t.n_step > 0 ? std::optional<double>(step_ms(r)) : std::nullopt),
       // draft-mtp: the head's own time per drafted token (catch-up rows included).
       opt_real("spec_draft_ms_per_token", t.spec && t.spec_mtp ? std::optional<double>(r.spec_draft_ms_per_token)
@@ -537,7 +539,11 @@ class MarkdownPrinter : public Printer {
                       r.backend == "CPU" ? "" : fmt::format(", -ngl {} -ncmoe {}", t.n_gpu_layers, t.n_cpu_moe));
       auto it = std::find_if(steps_.begin(), steps_.end(), [&](const StepGroup& g) { return g.key == key; });
       if (it == steps_.end()) it = steps_.insert(steps_.end(), StepGroup{.key = key});
-      StepRow row{.n_step = t.n_step, .ms = step_ms(r), .experts = r.moe_experts_per_call, .pairs = r.moe_pairs_per_call};
+      StepRow row{.n_step = t.n_step,
+                  .n_seqs = t.n_step_seqs,
+                  .ms = step_ms(r),
+                  .experts = r.moe_experts_per_call,
+                  .pairs = r.moe_pairs_per_call};
       for (const ProfileRow& p : r.profile) row.blocks.emplace_back(p.block, p.ms / static_cast<double>(t.n_gen));
       it->rows.push_back(std::move(row));
     }
@@ -627,6 +633,7 @@ class MarkdownPrinter : public Printer {
 
   struct StepRow {
     int64_t n_step = 0;
+    int64_t n_seqs = 1;  // sequences in the step, n_step tokens each
     double ms = 0;
     double experts = 0, pairs = 0;  // --profile: routed experts read and pairs per MoE layer
     std::vector<std::pair<std::string, double>> blocks;  // --profile: ms per step by block
@@ -640,14 +647,22 @@ class MarkdownPrinter : public Printer {
   void print_steps(const StepGroup& g) const {
     if (g.rows.size() < 2) return;
     std::vector<StepRow> rows = g.rows;
-    std::sort(rows.begin(), rows.end(), [](const StepRow& a, const StepRow& b) { return a.n_step < b.n_step; });
+    // By tokens in the step, one sequence's before several sequences' of the same count.
+    std::sort(rows.begin(), rows.end(), [](const StepRow& a, const StepRow& b) {
+      return std::pair(a.n_step * a.n_seqs, a.n_seqs) < std::pair(b.n_step * b.n_seqs, b.n_seqs);
+    });
     const StepRow& base = rows.front();
-    fmt::print(out_, "\nstep cost ({}): ms per step of N tokens (each a verify step; N = 1 a decode step) and its ratio "
+    const bool several = std::any_of(rows.begin(), rows.end(), [](const StepRow& r) { return r.n_seqs > 1; });
+    const auto label = [](const StepRow& r) {
+      return r.n_seqs == 1 ? fmt::format("{}", r.n_step) : fmt::format("{} seqs x {}", r.n_seqs, r.n_step);
+    };
+    fmt::print(out_, "\nstep cost ({}): ms per step of N tokens (each a verify step; N = 1 a decode step{}) and its ratio "
                      "to the {}-token step{}\n",
-               g.key, base.n_step, base.blocks.empty() ? " (per block with --profile)" : "");
+               g.key, several ? "; S seqs x N: S sequences in one call, N tokens each" : "", label(base),
+               base.blocks.empty() ? " (per block with --profile)" : "");
     std::string head = "| tokens in the step |", rule = "| --- |";
     for (const StepRow& r : rows) {
-      head += fmt::format(" {} |", r.n_step);
+      head += fmt::format(" {} |", label(r));
       rule += " ---: |";
     }
     fmt::print(out_, "{}\n{}\n", head, rule);

@@ -73,6 +73,7 @@ struct Workspace {
   TokenSource& tokens;
   std::vector<int32_t> batch;
   std::vector<float> logits;
+  std::vector<SequenceState*> others;  // a step test's other sequences (--step-seqs)
 };
 
 // n tokens in forward calls of at most n_batch tokens (the model splits each into -ub
@@ -100,7 +101,62 @@ Status generate(Workspace& w, int64_t n) {
 // of several tokens is a speculative verify that keeps its first token, as
 // runtime/generate.cpp runs one: logits of every token, the rollback journal on a sequence
 // with recurrent state, then the cut back.
+// With other sequences (--step-seqs), every step is one forward_batch over all of them, N
+// tokens each, as the server's scheduler runs its slots: each a decode step (N = 1, logits of
+// its token) or a verify (every token's logits, cut back after).
+Status run_batched_steps(Workspace& w, int64_t step, int64_t n_steps) {
+  std::vector<SequenceState*> seqs = {&w.seq};
+  seqs.insert(seqs.end(), w.others.begin(), w.others.end());
+  std::vector<std::vector<int32_t>> tokens(seqs.size());
+  std::vector<BatchEntry> entries(seqs.size());
+  std::vector<int64_t> keep(seqs.size());
+  const bool journal = step > 1 && w.seq.has_recurrent_state();
+  for (int64_t i = 0; i < n_steps; ++i) {
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      w.tokens.fill(tokens[s], step, false);
+      entries[s] = {.seq = seqs[s], .tokens = tokens[s], .want_logits = true, .all_logits = step > 1};
+      keep[s] = seqs[s]->n_past() + 1;
+      if (journal) RETURN_IF_ERROR(seqs[s]->begin_journal(step));
+    }
+    const Status fwd = w.model.forward_batch(entries, w.logits, w.pool);
+    bool cut = true;
+    if (step > 1) {
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        cut = cut && fwd.is_ok() && seqs[s]->truncate(keep[s]);
+        if (journal) seqs[s]->end_journal();
+      }
+    }
+    RETURN_IF_ERROR(fwd);
+    if (!cut) return Status::runtime("step test: a sequence could not be cut back after a verify step");
+  }
+  return Status::ok();
+}
+
+// A step test's other sequences (TestSpec::n_step_seqs − 1 of them) into `store`, each
+// filled with `fill` tokens like the first and its journal allocated, untimed; w.others
+// points at them.
+Status add_step_sequences(Workspace& w, const TestSpec& test, int64_t context, int64_t fill,
+                          std::vector<SequenceState>& store) {
+  store.clear();
+  w.others.clear();
+  store.reserve(static_cast<size_t>(std::max<int64_t>(0, test.n_step_seqs - 1)));  // no moves: w.others points in
+  for (int64_t s = 1; s < test.n_step_seqs; ++s) {
+    auto seq = w.model.new_sequence({.n_ctx = context, .type_k = test.type_k, .type_v = test.type_v});
+    if (!seq) return seq.status();
+    store.push_back(std::move(*seq));
+    Workspace one{.model = w.model, .seq = store.back(), .pool = w.pool, .tokens = w.tokens, .batch = {}, .logits = {}};
+    RETURN_IF_ERROR(process_prompt(one, fill, test.n_batch));
+    if (test.n_step > 1 && store.back().has_recurrent_state()) {
+      RETURN_IF_ERROR(store.back().begin_journal(test.n_step));
+      store.back().end_journal();
+    }
+  }
+  for (SequenceState& s : store) w.others.push_back(&s);
+  return Status::ok();
+}
+
 Status run_steps(Workspace& w, int64_t step, int64_t n_steps) {
+  if (!w.others.empty()) return run_batched_steps(w, step, n_steps);
   for (int64_t i = 0; i < n_steps; ++i) {
     w.tokens.fill(w.batch, step, false);
     if (step == 1) {
@@ -415,8 +471,12 @@ Status TestRun::prepare(LoadedModel& loaded) {
   if (options_.warmup) {
     progress("warm-up");
     if (test_.n_step > 0) {
-      RETURN_IF_ERROR(process_prompt(w, std::max<int64_t>(1, test_.n_depth), test_.n_batch));
+      const int64_t fill = std::max<int64_t>(1, test_.n_depth);
+      RETURN_IF_ERROR(process_prompt(w, fill, test_.n_batch));
+      std::vector<SequenceState> others;
+      RETURN_IF_ERROR(add_step_sequences(w, test_, test_context(test_), fill, others));
       RETURN_IF_ERROR(run_steps(w, test_.n_step, 2));
+      w.others.clear();  // `others` ends here
     } else {
       if (test_.n_prompt > 0) RETURN_IF_ERROR(process_prompt(w, test_.n_prompt, test_.n_batch));
       if (test_.n_gen > 0) RETURN_IF_ERROR(generate(w, 1));
@@ -457,6 +517,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     auto seq = model.new_sequence({.n_ctx = test_context(test_), .type_k = test_.type_k, .type_v = test_.type_v});
     if (!seq) return seq.status().with_context(loaded.path);
     configure(model);
+    std::vector<SequenceState> others;  // --step-seqs: the step test's other sequences
     Workspace w{.model = model, .seq = *seq, .pool = *pool_, .tokens = tokens_, .batch = {}, .logits = {}};
     const bool gpu_part = !model.gpu_backend_name().empty();
     model.set_gpu_timestamps(options_.profile && gpu_part);
@@ -491,6 +552,7 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
     } else {
       const int64_t fill = test_.n_step > 0 ? std::max<int64_t>(1, test_.n_depth) : test_.n_depth;
       if (fill > 0) RETURN_IF_ERROR(process_prompt(w, fill, test_.n_batch));  // untimed
+      if (test_.n_step_seqs > 1) RETURN_IF_ERROR(add_step_sequences(w, test_, test_context(test_), fill, others));
       if (test_.n_step > 1 && seq->has_recurrent_state()) {
         // The journal's memory, allocated once per sequence as in a generation: untimed.
         RETURN_IF_ERROR(seq->begin_journal(test_.n_step));
@@ -498,7 +560,9 @@ Status TestRun::repetition(LoadedModel& loaded, int64_t rep) {
       }
       // The steps' logits (every token's), also once per generation: untimed, pages touched
       // (fresh pages cost a fault each, 16 ms for a 4-token step's 4 MiB in a VM).
-      if (test_.n_step > 1) w.logits.assign(static_cast<size_t>(test_.n_step * model.hparams().n_vocab), 0.0f);
+      if (test_.n_step > 1 || test_.n_step_seqs > 1) {
+        w.logits.assign(static_cast<size_t>(test_.n_step * test_.n_step_seqs * model.hparams().n_vocab), 0.0f);
+      }
       if (loaded.experts) experts_before = loaded.experts->stats();
       gpu_cache_before = model.gpu_expert_cache_stats();
       if (options_.profile || options_.scale_layers > 0) model.set_profiler(&profiler_);

@@ -50,7 +50,7 @@ const std::vector<std::string> kFields = {
     "cpu_isa", "cpu_cores", "cpus", "machine_read_gbps", "disk_read_gbps", "bandwidth_fraction", "estimate_n_layer", "estimate_ts", "gpu_device",
     "gpu_weight_bytes", "gpu_kv_bytes", "gpu_state_bytes", "gpu_scratch_bytes", "vram_used_delta_bytes",
     "gpu_backend", "spec_type", "spec_acceptance_target", "spec_draft_max", "spec_n_drafted", "spec_n_accepted",
-    "spec_acceptance", "spec_expected_tokens_per_step", "spec_tokens_per_step", "step_tokens", "step_ms",
+    "spec_acceptance", "spec_expected_tokens_per_step", "spec_tokens_per_step", "step_tokens", "step_seqs", "step_ms",
     "spec_draft_ms_per_token", "expert_hit_rate", "expert_read_ahead_rate",
     "expert_bytes_read_per_token", "expert_read_gbps", "expert_prediction_accuracy", "expert_wait_fraction", "expert_gpu_hit_rate", "expert_gpu_copies_per_token", "moetier_version", "date", "model_file", "model_file_bytes",
     "model_sha256", "min_ts", "max_ts", "cv_ts", "drift_pct", "interleaved", "other_busy_cpus", "idle_rss_bytes",
@@ -307,6 +307,7 @@ TEST(CliBench, StepTestsAndTheStepCostTable) {
     const auto rec = nlohmann::json::parse(lines[i]);
     const int64_t n = i == 0 ? 1 : 4;
     EXPECT_EQ(rec["step_tokens"], n);
+    EXPECT_EQ(rec["step_seqs"], 1);
     EXPECT_EQ(rec["n_prompt"], 0);
     EXPECT_EQ(rec["n_gen"], 16);
     const double step_ms = rec["step_ms"].get<double>();
@@ -325,6 +326,24 @@ TEST(CliBench, StepTestsAndTheStepCostTable) {
                           "| routed experts read per layer (pairs) |"}) {
     EXPECT_NE(md.out.find(row), std::string::npos) << row << "\n" << md.out;
   }
+  // --step-seqs: S sequences in each step (t/s counts every sequence's tokens); the table
+  // gets a column per sequence count, after one sequence's of the same token count.
+  const auto seqs = run_moetier("bench -m " + kModel + " --step 1,2 --step-seqs 1,3 -d 2 -r 1 -t 2 -o jsonl");
+  ASSERT_EQ(seqs.rc, 0) << seqs.err;
+  const auto seq_lines = lines_of(seqs.out);
+  ASSERT_EQ(seq_lines.size(), 4u) << seqs.out;
+  const auto three = nlohmann::json::parse(seq_lines[1]);
+  EXPECT_EQ(three["step_tokens"], 1);
+  EXPECT_EQ(three["step_seqs"], 3);
+  const double three_ts = three["avg_ts"].get<double>();
+  EXPECT_NEAR(three_ts, 1e3 * 3 / three["step_ms"].get<double>(), three_ts * 1e-5);
+  const auto seqs_md = run_moetier("bench -m " + kModel + " --step 1,2 --step-seqs 1,3 -d 2 -r 1 -t 2 --profile");
+  ASSERT_EQ(seqs_md.rc, 0) << seqs_md.err;
+  EXPECT_NE(seqs_md.out.find(" step2 x3 seqs @ d2 |"), std::string::npos) << seqs_md.out;
+  EXPECT_NE(seqs_md.out.find("| tokens in the step | 1 | 2 | 3 seqs x 1 | 3 seqs x 2 |"), std::string::npos)
+      << seqs_md.out;
+  EXPECT_NE(seqs_md.out.find("S seqs x N: S sequences in one call"), std::string::npos) << seqs_md.out;
+
   const auto spec = run_moetier("bench -m " + kModel + " -p 0 -n 8 -r 1 -t 1 --spec-replay 1 --spec-draft-n-max 2");
   ASSERT_EQ(spec.rc, 0) << spec.err;
   EXPECT_NE(spec.out.find("tg8 spec a=1 k=2: "), std::string::npos) << spec.out;

@@ -214,6 +214,32 @@ TEST(BenchParams, StepTests) {
   }
 }
 
+// --step-seqs: each step size once per sequence count, S sequences of N tokens each; only
+// with --step; counts outside [1, 64] are refused.
+TEST(BenchParams, StepSequences) {
+  auto p = parse({"-m", "a", "--step", "1,4", "--step-seqs", "1,4"});
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  const auto tests = expand_tests(*p);
+  ASSERT_EQ(tests.size(), 4u);
+  EXPECT_EQ(test_name(tests[0]), "step1");
+  EXPECT_EQ(test_name(tests[1]), "step1 x4 seqs");
+  EXPECT_EQ(test_name(tests[3]), "step4 x4 seqs");
+  EXPECT_EQ(tests[1].n_step_seqs, 4);
+  EXPECT_EQ(test_tokens(tests[1]), 4 * kStepsPerRepetition);
+  EXPECT_EQ(test_tokens(tests[3]), 16 * kStepsPerRepetition);
+  auto plain = parse({"-m", "a", "--step", "2"});
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(expand_tests(*plain).front().n_step_seqs, 1);
+  auto alone = parse({"-m", "a", "--step-seqs", "4"});
+  ASSERT_FALSE(alone.is_ok());
+  EXPECT_NE(alone.status().message().find("--step"), std::string::npos) << alone.status().message();
+  for (const char* bad : {"0", "65", "x"}) {
+    auto r = parse({"-m", "a", "--step", "1", "--step-seqs", bad});
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_EQ(r.status().kind(), ErrorKind::kBadInput);
+  }
+}
+
 TEST(BenchParams, TestNames) {
   EXPECT_EQ(test_name({.n_depth = 0, .n_prompt = 512}), "pp512");
   EXPECT_EQ(test_name({.n_depth = 4096, .n_gen = 128}), "tg128 @ d4096");
