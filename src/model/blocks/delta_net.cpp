@@ -39,41 +39,54 @@ void delta_net_block(const DeltaNetWeights& w, const DeltaNetShape& s, const flo
   std::optional<ScopedProfile> per_token(std::in_place, profiler, ProfileBlock::kDeltaRule, ProfileBlock::kDeltaNet);
   // Causal depthwise conv over time, per sequence: its input is [carried d_conv−1 rows |
   // its new rows]; output row t uses input rows t .. t + d_conv − 1. The last d_conv − 1
-  // input rows become the new carried state.
+  // input rows become the new carried state. One parallel region for every sequence of the
+  // batch; threads split the channels, so each updates its channels of a carried state in
+  // place, after the outputs and the journal have read them (no copy of the rows).
   scratch.conv_out.resize(static_cast<size_t>(n * ch));
   CHECK(w.conv_by_tap != nullptr);  // made at load (conv_by_tap())
+  // Per sequence its carried rows, and per token the rollback journal's slot for the carried
+  // rows after it (speculative verify passes; null outside one), gathered before the threads.
+  scratch.conv_states.clear();
+  scratch.conv_journal.clear();
   for (const SeqRows& sr : seqs) {
-    const int64_t m = sr.n_rows;
-    float* conv_state = sr.seq->conv_state(layer);
-    scratch.conv_in.resize(static_cast<size_t>((m + taps - 1) * ch));
-    std::memcpy(scratch.conv_in.data(), conv_state, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
-    std::memcpy(scratch.conv_in.data() + (taps - 1) * ch, scratch.qkv.data() + sr.row_begin * ch,
-                static_cast<size_t>(m * ch) * sizeof(float));
-    float* conv_out = scratch.conv_out.data() + sr.row_begin * ch;
-    // Threads split the channels. Per (t, c): acc = 0, then + w_j·x_(t+j) for j in order,
-    // then SiLU (the same operations in the same order whatever the split).
-    const float* conv_in = scratch.conv_in.data();
-    const float* conv_taps = w.conv_by_tap;  // [taps][ch]
-    pool.parallel_for(ch, 256, [&](int64_t c0, int64_t c1, int) {
+    scratch.conv_states.push_back(sr.seq->conv_state(layer));
+    for (int64_t t = 0; t < sr.n_rows; ++t) scratch.conv_journal.push_back(sr.seq->journal_conv(layer, sr.seq->n_past() + t));
+  }
+  const float* conv_taps = w.conv_by_tap;  // [taps][ch]
+  pool.parallel_for(ch, 256, [&](int64_t c0, int64_t c1, int) {
+    const size_t bytes = static_cast<size_t>(c1 - c0) * sizeof(float);
+    size_t journal = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const SeqRows& sr = seqs[i];
+      const int64_t m = sr.n_rows;
+      float* carried = scratch.conv_states[i];                      // [taps − 1][ch]
+      const float* fresh = scratch.qkv.data() + sr.row_begin * ch;  // [m][ch]
+      // Input row r of [carried | fresh].
+      const auto input = [&](int64_t r) { return r < taps - 1 ? carried + r * ch : fresh + (r - (taps - 1)) * ch; };
+      float* conv_out = scratch.conv_out.data() + sr.row_begin * ch;
+      // Per (t, c): acc = 0, then + w_j·x_(t+j) for j in order, then SiLU (the same
+      // operations in the same order whatever the split).
       for (int64_t t = 0; t < m; ++t) {
         float* __restrict o = conv_out + t * ch;
         for (int64_t c = c0; c < c1; ++c) o[c] = 0;
         for (int64_t j = 0; j < taps; ++j) {
           const float* __restrict wj = conv_taps + j * ch;
-          const float* __restrict xj = conv_in + (t + j) * ch;
+          const float* __restrict xj = input(t + j);
           for (int64_t c = c0; c < c1; ++c) o[c] += wj[c] * xj[c];
         }
         cpu::silu_in_place(o + c0, c1 - c0);
       }
-    });
-    std::memcpy(conv_state, scratch.conv_in.data() + m * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
-    // Rollback journal (speculative verify passes): the carried rows after each token.
-    for (int64_t t = 0; t < m; ++t) {
-      if (float* rec = sr.seq->journal_conv(layer, sr.seq->n_past() + t)) {
-        std::memcpy(rec, scratch.conv_in.data() + (t + 1) * ch, static_cast<size_t>((taps - 1) * ch) * sizeof(float));
+      for (int64_t t = 0; t < m; ++t) {
+        if (float* slot = scratch.conv_journal[journal + static_cast<size_t>(t)]) {
+          for (int64_t r = 0; r < taps - 1; ++r) std::memcpy(slot + r * ch + c0, input(t + 1 + r) + c0, bytes);
+        }
       }
+      journal += static_cast<size_t>(m);
+      // The new carried rows, input rows m .. m + taps − 2, in ascending order: row r takes
+      // input row m + r > r, a carried row not yet overwritten or a fresh one.
+      for (int64_t r = 0; r < taps - 1; ++r) std::memcpy(carried + r * ch + c0, input(m + r) + c0, bytes);
     }
-  }
+  });
 
   // Delta rule per V head j (Q/K head j mod n_k — the tiled mapping), token by token:
   //   S ← exp(g)·S;  δ = β·(v − Sᵀk);  S ← S + k δᵀ;  o = Sᵀq / sqrt(d_k)

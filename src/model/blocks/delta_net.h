@@ -45,7 +45,9 @@ struct DeltaNetShape {
 };
 
 struct DeltaNetScratch {
-  std::vector<float> qkv, z, beta, alpha, conv_in, conv_out, y;
+  std::vector<float> qkv, z, beta, alpha, conv_out, y;
+  std::vector<float*> conv_states;   // [sequences]: each one's carried conv rows
+  std::vector<float*> conv_journal;  // [tokens]: the journal's slot for the carried rows after each (or null)
   std::vector<float> head_tmp;   // [threads][2·d_v + 2·n]: the rule's scratch, β and decay per token
   std::vector<SequenceState::SsmPass> ssm_passes;  // [sequences]: where each reads, writes and records its state
   cpu::ActivationCache input;
