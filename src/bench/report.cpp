@@ -657,8 +657,9 @@ class MarkdownPrinter : public Printer {
       return r.n_seqs == 1 ? fmt::format("{}", r.n_step) : fmt::format("{} seqs x {}", r.n_seqs, r.n_step);
     };
     fmt::print(out_, "\nstep cost ({}): ms per step of N tokens (each a verify step; N = 1 a decode step{}) and its ratio "
-                     "to the {}-token step{}\n",
-               g.key, several ? "; S seqs x N: S sequences in one call, N tokens each" : "", label(base),
+                     "to the {} step{}\n",
+               g.key, several ? "; S seqs x N: S sequences in one call, N tokens each" : "",
+               base.n_seqs == 1 ? fmt::format("{}-token", base.n_step) : label(base),
                base.blocks.empty() ? " (per block with --profile)" : "");
     std::string head = "| tokens in the step |", rule = "| --- |";
     for (const StepRow& r : rows) {
