@@ -141,9 +141,12 @@ __attribute__((always_inline)) inline __m256i one_token_pairs(const uint8_t* run
 // int16 step sums. Two chains per token: units j and j + 1 (8 steps each, scales sc_j,
 // sc_j+1), or for 16-element sub-blocks the two halves of unit j (4 steps each, scales sc_2j,
 // sc_2j+1).
-template <class I, class F, int T>
-__attribute__((always_inline)) inline void scaled_sums_pairs(const Packed<I>& P, const BlockQ8_K* const (&act)[T],
-                                                             int64_t b, __m256i (&scaled)[T]) {
+// code(j, k) = step k of unit j for the 8 rows: from the packed codes, or decoded straight from
+// an interleaved run (x8_few_tokens_pairs).
+template <class I, class F, int T, class Codes>
+__attribute__((always_inline)) inline void scaled_sums_pairs(const Codes& code, const Packed<I>& P,
+                                                             const BlockQ8_K* const (&act)[T], int64_t b,
+                                                             __m256i (&scaled)[T]) {
   constexpr int kUnitsPerStep = F::kSub16 ? 1 : 2;
   constexpr int kSteps = F::kSub16 ? 4 : 8;
   constexpr int kI16Steps = i16_steps<F, kSteps>();
@@ -154,12 +157,12 @@ __attribute__((always_inline)) inline void scaled_sums_pairs(const Packed<I>& P,
     const int sub0 = F::kSub16 ? 2 * j : j;
     // Step k's pairs into both chains' int16 sums (kFirst: the sums start there).
     const auto step = [&]<bool kFirst>(int k, __m256i(&p0)[T], __m256i(&p1)[T]) __attribute__((always_inline)) {
-      const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
+      const __m256i w0 = code(unit0, k);
       for (int t = 0; t < T; ++t) {
         const __m256i q = I::pairs(w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
         p0[t] = kFirst ? q : I::add_i16(p0[t], q);
       }
-      const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
+      const __m256i w1 = code(unit1, k1 + k);
       for (int t = 0; t < T; ++t) {
         const __m256i q = I::pairs(w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
         p1[t] = kFirst ? q : I::add_i16(p1[t], q);
@@ -178,9 +181,10 @@ __attribute__((always_inline)) inline void scaled_sums_pairs(const Packed<I>& P,
 }
 
 // The same with VPDPBUSD: each chain's exact step sums, then VPMULLD by the scale.
-template <class I, class F, int T>
-__attribute__((always_inline)) inline void scaled_sums_dpbusd(const Packed<I>& P, const BlockQ8_K* const (&act)[T],
-                                                              int64_t b, __m256i (&scaled)[T]) {
+template <class I, class F, int T, class Codes>
+__attribute__((always_inline)) inline void scaled_sums_dpbusd(const Codes& code, const Packed<I>& P,
+                                                              const BlockQ8_K* const (&act)[T], int64_t b,
+                                                              __m256i (&scaled)[T]) {
   constexpr int kUnitsPerStep = F::kSub16 ? 1 : 2;
   constexpr int kSteps = F::kSub16 ? 4 : 8;
   for (int j = 0; j < 8; j += kUnitsPerStep) {
@@ -190,11 +194,11 @@ __attribute__((always_inline)) inline void scaled_sums_dpbusd(const Packed<I>& P
     __m256i s0[T], s1[T];
     for (int t = 0; t < T; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
     for (int k = 0; k < kSteps; ++k) {
-      const __m256i w0 = _mm256_load_si256(&P.codes[unit0][k]);
+      const __m256i w0 = code(unit0, k);
       for (int t = 0; t < T; ++t) {
         s0[t] = I::dpbusd(s0[t], w0, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit0 + 4 * k)));
       }
-      const __m256i w1 = _mm256_load_si256(&P.codes[unit1][k1 + k]);
+      const __m256i w1 = code(unit1, k1 + k);
       for (int t = 0; t < T; ++t) {
         s1[t] = I::dpbusd(s1[t], w1, _mm256_set1_epi32(load_word(act[t][b].qs + 32 * unit1 + 4 * (k1 + k))));
       }
@@ -206,18 +210,17 @@ __attribute__((always_inline)) inline void scaled_sums_dpbusd(const Packed<I>& P
   }
 }
 
-// One super-block of packed rows against T tokens (act[t] = token t's Q8_K row), added to
-// sum[t] in super-block order.
-template <class I, class F, int T>
-__attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Packed<I>& P,
-                                                                       const BlockQ8_K* const (&act)[T], int64_t b,
-                                                                       __m256 (&sum)[T]) {
+// One super-block against T tokens (act[t] = token t's Q8_K row), added to sum[t] in
+// super-block order: P's scales, mins and d, and the codes from code(j, k) (scaled_sums_pairs).
+template <class I, class F, int T, class Codes>
+__attribute__((optimize("fp-contract=off"), always_inline)) inline void block_tokens_from(
+    const Codes& code, const Packed<I>& P, const BlockQ8_K* const (&act)[T], int64_t b, __m256 (&sum)[T]) {
   __m256i scaled[T];
   for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
   if constexpr (I::kI16Pairs) {
-    scaled_sums_pairs<I, F, T>(P, act, b, scaled);
+    scaled_sums_pairs<I, F, T>(code, P, act, b, scaled);
   } else {
-    scaled_sums_dpbusd<I, F, T>(P, act, b, scaled);
+    scaled_sums_dpbusd<I, F, T>(code, P, act, b, scaled);
   }
   for (int t = 0; t < T; ++t) {
     __m256i mins = _mm256_setzero_si256();
@@ -226,6 +229,15 @@ __attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Pack
     }
     sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
   }
+}
+
+// block_tokens_from with the packed codes P.codes.
+template <class I, class F, int T>
+__attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Packed<I>& P,
+                                                                       const BlockQ8_K* const (&act)[T], int64_t b,
+                                                                       __m256 (&sum)[T]) {
+  block_tokens_from<I, F, T>([&](int j, int k) __attribute__((always_inline)) { return _mm256_load_si256(&P.codes[j][k]); },
+                             P, act, b, sum);
 }
 
 // Tokens j0 .. j0 + T − 1's Q8_K rows.
@@ -555,6 +567,38 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
 }
 
+// The same for plain AVX2 (int16 step sums, kI16Pairs), up to one token group (4 tokens): per
+// super-block the scales, mins and d once, then block_tokens_from with the codes decoded
+// straight from the run, where x8_block_tokens first decodes the run into P.codes (64 stores
+// and as many reloads). The same integers and float steps, so bit-identical to both. Two
+// threads, 8-row groups of n_in 2048 streamed from memory (throwaway microbenchmark,
+// --cpu-isa avx2-novnni on an AVX-512 machine, three alternated runs): Q4_K 1.32–1.43× the
+// GMAC/s at 2 tokens, 1.24–1.26× at 3, 1.08–1.13× at 4; Q6_K 1.08–1.09× at 2–4 (one noisy
+// run aside). From 5 tokens on, a second token group would decode every code again: Q6_K at
+// 6 and 8 tokens lost 17–18%, so there the decoded run is kept.
+inline constexpr int64_t kFewTokensPairs = 5;
+
+template <class I, class F, int T>
+__attribute__((optimize("fp-contract=off"))) void x8_few_tokens_pairs(const TileDotArgs& a, int64_t n_super,
+                                                                      const uint8_t* group, int64_t j0) {
+  static_assert(I::kI16Pairs);
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  const BlockQ8_K* act[T];
+  act_rows<T>(a, j0, act);
+  Packed<I> P;  // scales, mins and d only
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) {
+    const uint8_t* run = group + b * kRunBytes;
+    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    F::meta(run, P);
+    fill_sc_pairs<I, F>(P);
+    block_tokens_from<I, F, T>([run](int j, int k) __attribute__((always_inline)) { return F::code(run, j, k); }, P,
+                               act, b, sum);
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+}
+
 // ---- The entry points ----------------------------------------------------------------------
 
 // Super-block run `run` of an interleaved group decoded into P: scales, min pairs, d and the
@@ -599,7 +643,9 @@ inline constexpr int64_t kDecodeAllTokens = I::kI16Pairs ? INT64_MAX : 64;
 // The tile kernel on an interleaved group of kTileRows rows (a.weight_rows; weight_stride
 // unused): per super-block the codes are decoded once into P (shifts and masks, no
 // transpose) and every token runs over them while they sit in L1; or, from
-// kDecodeAllTokens tokens on, all super-blocks first. One token: x8_one_token(_512).
+// kDecodeAllTokens tokens on, all super-blocks first. One token: x8_one_token(_512); a few
+// tokens, codes read straight from the group: x8_few_tokens (VNNI, below kFewTokens) and
+// x8_few_tokens_pairs (plain AVX2, below kFewTokensPairs).
 template <class I, class F>
 void tile_x8(const TileDotArgs& a) {
   const int64_t n_super = a.n / kQK_K;
@@ -615,6 +661,11 @@ void tile_x8(const TileDotArgs& a) {
   if constexpr (!I::kI16Pairs) {
     if (a.n_act < kFewTokens) {
       token_groups(a.n_act, [&]<int T>(int64_t j) { x8_few_tokens<I, F, T>(a, n_super, group, j); });
+      return;
+    }
+  } else {
+    if (a.n_act < kFewTokensPairs) {
+      token_groups(a.n_act, [&]<int T>(int64_t j) { x8_few_tokens_pairs<I, F, T>(a, n_super, group, j); });
       return;
     }
   }
