@@ -4,11 +4,18 @@ requests concurrently and the script reports failures, latency percentiles and t
 
   scripts/serve_load.py --url http://127.0.0.1:8080 --clients 8 --requests 200 --max-tokens 32
   scripts/serve_load.py --url ... --stream --chat --json out.json
+  scripts/serve_load.py --url ... --compare-clients 1,4 --rounds 3 --max-tokens 64 --temperature 0
 
 Standard library only. Every request is checked: HTTP 200, a complete body (a finish_reason;
 for streams the final `data: [DONE]`). Latency is per request, from sending to the last byte;
 time to the first generated text is reported for streams. tokens/s = completion tokens of all requests /
 wall time of the whole run.
+
+--compare-clients A,B,... measures how aggregate throughput scales with concurrent streams (a
+server with -np slots) on a noisy machine: it runs each client count in turn, --requests-per-client
+requests per client, for --rounds rounds, alternating the order (A B, then B A, ...) so that a
+machine slowing down or speeding up does not favour one count, and reports each count's tokens/s
+per round and its ratio to the first count's in the same round (the median and the range).
 """
 import argparse
 import http.client
@@ -81,23 +88,11 @@ def one_request(url, args, index):
     return ok, time.perf_counter() - t0, None, j.get("usage", {}).get("completion_tokens", 0), None if ok else str(j)[:200]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", default="http://127.0.0.1:8080")
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--requests", type=int, default=200, help="total requests")
-    ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--chat", action="store_true", help="/v1/chat/completions instead of /v1/completions")
-    ap.add_argument("--stream", action="store_true")
-    ap.add_argument("--api-key", default="")
-    ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--json", help="write the summary as JSON to this file")
-    args = ap.parse_args()
-
+def run_load(args, clients, n_requests):
+    """n_requests requests from `clients` concurrent clients; returns (summary, failures)."""
     results = []
     lock = threading.Lock()
-    counter = iter(range(args.requests))
+    counter = iter(range(n_requests))
 
     def worker():
         while True:
@@ -113,7 +108,7 @@ def main():
                 results.append(r)
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(args.clients)]
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -129,13 +124,86 @@ def main():
         return v[min(len(v) - 1, int(len(v) * p / 100))] if v else float("nan")
 
     summary = {
-        "requests": len(results), "failed": len(failed), "clients": args.clients, "wall_s": round(wall, 3),
+        "requests": len(results), "failed": len(failed), "clients": clients, "wall_s": round(wall, 3),
         "latency_ms_p50": round(pct(lat, 50), 1), "latency_ms_p99": round(pct(lat, 99), 1),
         "latency_ms_mean": round(statistics.mean(lat), 1) if lat else None,
         "ttft_ms_p50": round(pct(ttft, 50), 1) if ttft else None,
         "completion_tokens": tokens, "tokens_per_second": round(tokens / wall, 2) if wall > 0 else None,
         "requests_per_second": round(len(ok) / wall, 2) if wall > 0 else None,
     }
+    return summary, failed
+
+
+def compare_clients(args, counts):
+    """Each count in turn per round, the order alternating; ratios to counts[0] within a round."""
+    per_count = {c: [] for c in counts}
+    ratios = {c: [] for c in counts}
+    failures = []
+    for r in range(args.rounds):
+        order = counts if r % 2 == 0 else list(reversed(counts))
+        tps = {}
+        for c in order:
+            summary, failed = run_load(args, c, c * args.requests_per_client)
+            failures += failed
+            tps[c] = summary["tokens_per_second"] or 0.0
+            per_count[c].append(tps[c])
+            print(f"round {r + 1}/{args.rounds}: {c} client(s): {tps[c]:.2f} tokens/s", file=sys.stderr)
+        for c in counts:
+            ratios[c].append(tps[c] / tps[counts[0]] if tps[counts[0]] > 0 else float("nan"))
+    summary = {
+        "compare_clients": counts, "rounds": args.rounds, "requests_per_client": args.requests_per_client,
+        "failed": len(failures),
+        "tokens_per_second": {str(c): [round(v, 2) for v in per_count[c]] for c in counts},
+        "ratio_to_first": {str(c): {"median": round(statistics.median(ratios[c]), 3), "min": round(min(ratios[c]), 3),
+                                    "max": round(max(ratios[c]), 3), "per_round": [round(v, 3) for v in ratios[c]]}
+                           for c in counts},
+    }
+    return summary, failures
+
+
+def client_counts(text):
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected client counts like 1,4, got {text!r}")
+    if len(counts) < 2 or any(c < 1 for c in counts) or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"expected two or more distinct client counts >= 1, got {text!r}")
+    return counts
+
+
+def positive(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("--clients", type=positive, default=8)
+    ap.add_argument("--requests", type=positive, default=200, help="total requests")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--chat", action="store_true", help="/v1/chat/completions instead of /v1/completions")
+    ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--api-key", default="")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--json", help="write the summary as JSON to this file")
+    ap.add_argument("--compare-clients", type=client_counts, metavar="A,B,...",
+                    help="compare these client counts' throughput, alternated in rounds (instead of --clients/--requests)")
+    ap.add_argument("--rounds", type=positive, default=3, help="--compare-clients: rounds (default 3)")
+    ap.add_argument("--requests-per-client", type=positive, default=3,
+                    help="--compare-clients: requests per client in each run (default 3)")
+    args = ap.parse_args()
+
+    if args.compare_clients:
+        summary, failed = compare_clients(args, args.compare_clients)
+    else:
+        summary, failed = run_load(args, args.clients, args.requests)
     print(json.dumps(summary, indent=1))
     for r in failed[:5]:
         print("failure:", r[4], file=sys.stderr)
