@@ -184,8 +184,8 @@ def positive(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8080")
-    ap.add_argument("--clients", type=positive, default=8)
-    ap.add_argument("--requests", type=positive, default=200, help="total requests")
+    ap.add_argument("--clients", type=positive, help="concurrent clients (default 8)")
+    ap.add_argument("--requests", type=positive, help="total requests (default 200)")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--chat", action="store_true", help="/v1/chat/completions instead of /v1/completions")
@@ -195,15 +195,22 @@ def main():
     ap.add_argument("--json", help="write the summary as JSON to this file")
     ap.add_argument("--compare-clients", type=client_counts, metavar="A,B,...",
                     help="compare these client counts' throughput, alternated in rounds (instead of --clients/--requests)")
-    ap.add_argument("--rounds", type=positive, default=3, help="--compare-clients: rounds (default 3)")
-    ap.add_argument("--requests-per-client", type=positive, default=3,
+    ap.add_argument("--rounds", type=positive, help="--compare-clients: rounds (default 3)")
+    ap.add_argument("--requests-per-client", type=positive,
                     help="--compare-clients: requests per client in each run (default 3)")
     args = ap.parse_args()
+    if args.compare_clients and (args.clients is not None or args.requests is not None):
+        ap.error("--compare-clients sets the clients and requests of each run (--requests-per-client); "
+                 "drop --clients/--requests")
+    if not args.compare_clients and (args.rounds is not None or args.requests_per_client is not None):
+        ap.error("--rounds and --requests-per-client go with --compare-clients")
+    args.rounds = args.rounds or 3
+    args.requests_per_client = args.requests_per_client or 3
 
     if args.compare_clients:
         summary, failed = compare_clients(args, args.compare_clients)
     else:
-        summary, failed = run_load(args, args.clients, args.requests)
+        summary, failed = run_load(args, args.clients or 8, args.requests or 200)
     print(json.dumps(summary, indent=1))
     for r in failed[:5]:
         print("failure:", r[4], file=sys.stderr)

@@ -44,9 +44,12 @@ for i in range(2):
     assert abs(cmp["ratio_to_first"]["2"]["per_round"][i] - want) < 2e-3, cmp
 print("serve_load_test: plain", plain["tokens_per_second"], "t/s; 2 clients / 1:", cmp["ratio_to_first"]["2"])
 PY
-# A bad argument is refused.
-if python3 "$script" --url "$url" --compare-clients 2 > /dev/null 2>&1; then
-  echo "serve_load_test: --compare-clients 2 was accepted" >&2
-  exit 1
-fi
+# Bad or conflicting arguments are refused.
+for bad in "--compare-clients 2" "--compare-clients 1,1" "--compare-clients 1,2 --clients 4" "--rounds 2" "--requests 0"; do
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  if python3 "$script" --url "$url" $bad > /dev/null 2>&1; then
+    echo "serve_load_test: '$bad' was accepted" >&2
+    exit 1
+  fi
+done
 echo "serve_load_test: ok"
