@@ -573,7 +573,7 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
 // and as many reloads). The same integers and float steps, so bit-identical to both. Two
 // threads, 8-row groups of n_in 2048 streamed from memory (throwaway microbenchmark,
 // --cpu-isa avx2-novnni on an AVX-512 machine, three alternated runs): Q4_K 1.32–1.43× the
-// GMAC/s at 2 tokens, 1.24–1.26× at 3, 1.08–1.13× at 4; Q6_K 1.08–1.09× at 2–4 (one noisy
+// GMAC/s at 2 tokens, 1.24–1.26× at 3, 1.08–1.13× at 4; Q6_K 1.04–1.15× at 2–4 (one noisy
 // run aside). From 5 tokens on, a second token group would decode every code again: Q6_K at
 // 6 and 8 tokens lost 17–18%, so there the decoded run is kept.
 inline constexpr int64_t kFewTokensPairs = 5;
