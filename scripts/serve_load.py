@@ -172,13 +172,9 @@ def client_counts(text):
 
 
 def positive(text):
-    try:
-        v = int(text)
-    except ValueError:
+    if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
-    return v
+    return int(text)
 
 
 def main():
