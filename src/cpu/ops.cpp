@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "core/math.h"
-#include "cpu/simd.h"
+#include "cpu/silu.h"
 
 namespace moetier::cpu {
 
@@ -56,43 +56,14 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-namespace {
-
-// 8 lanes (GNU vectors: two SSE registers on the base ISA).
-using Lanes = float __attribute__((vector_size(32)));
-using IntLanes = int32_t __attribute__((vector_size(32)));
-
-// SiLU of in[0..7] into out[0..7], x / (1 + e^−x) with e^−x from simd::exp_f32_lanes, so every
-// lane is silu() bit for bit where −87 ≤ −x ≤ 88 (this unit compiles without contraction).
-// False, writing nothing, when a lane is outside (or NaN): the caller then uses silu().
-bool silu8(const float* in, float* out) {
-  const Lanes x = simd::load<Lanes>(in);
-  const Lanes e_arg = -x;
-  bool ok = true;
-  for (int i = 0; i < 8; ++i) ok = ok && e_arg[i] >= -87.0f && e_arg[i] <= 88.0f;
-  if (!ok) return false;
-  simd::store(out, x / (1.0f + simd::exp_f32_lanes<Lanes, IntLanes>(e_arg)));
-  return true;
-}
-
-}  // namespace
-
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    float s[8];
-    if (!silu8(gate + i, s)) break;  // the rest one by one (a lane whose e^−x leaves the range)
-    for (int l = 0; l < 8; ++l) out[i + l] = s[l] * up[i + l];
-  }
-  for (; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+  static const SiluKernels& k = silu_kernels(cpu_isa_tier());
+  k.swiglu(gate, up, n, out);
 }
 
 void silu_in_place(float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    if (!silu8(x + i, x + i)) break;
-  }
-  for (; i < n; ++i) x[i] = silu(x[i]);
+  static const SiluKernels& k = silu_kernels(cpu_isa_tier());
+  k.silu_in_place(x, n);
 }
 
 void axpy(float a, const float* x, int64_t n, float* y) {

@@ -32,7 +32,7 @@ inline float softplus(float x) {
 }
 
 // out[i] = silu(gate[i]) * up[i] (out may alias gate or up), and x[i] = silu(x[i]): the bits
-// of silu() per element, 8 at a time.
+// of silu() per element, a vector of the CPU's tier at a time (cpu/silu.h).
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
 void silu_in_place(float* x, int64_t n);
 // y[i] += a * x[i]

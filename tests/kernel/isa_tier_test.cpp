@@ -13,6 +13,7 @@
 #include "cpu/delta_rule.h"
 #include "cpu/dot.h"
 #include "cpu/flash_attention.h"
+#include "cpu/silu.h"
 #include "tensor/dtype.h"
 
 namespace moetier::cpu {
@@ -81,8 +82,9 @@ TEST(IsaTier, EveryFamilyUsesItsBuildOrTheFallbacks) {
       EXPECT_EQ(k, dot_kernel(t, tier));
     }
     EXPECT_EQ(flash_kernels(c).tier, tier) << c.describe();
-    // The delta rule has no AVX-VNNI build: AVX2's serves it.
+    // The delta rule and SiLU have no AVX-VNNI build: AVX2's serves it.
     EXPECT_EQ(delta_rule_kernels(tier).tier, tier == IsaTier::kAvxVnni ? IsaTier::kAvx2 : tier) << c.describe();
+    EXPECT_EQ(silu_kernels(tier).tier, tier == IsaTier::kAvxVnni ? IsaTier::kAvx2 : tier) << c.describe();
   }
   EXPECT_EQ(best_dot_kernel(DType::Q2_K, cpu_features()), nullptr);
   EXPECT_EQ(scalar_dot_kernel(DType::Q2_K), nullptr);
@@ -124,7 +126,9 @@ TEST(IsaTier, CpuIsaCapsSelectTheirTier) {
     EXPECT_EQ(isa_tier(novnni), IsaTier::kAvx2);
     EXPECT_EQ(isa_tier(avx2), have.avxvnni ? IsaTier::kAvxVnni : IsaTier::kAvx2);
   }
-  if (have.has_avx512_set()) EXPECT_EQ(isa_tier(have), IsaTier::kAvx512);
+  if (have.has_avx512_set()) {
+    EXPECT_EQ(isa_tier(have), IsaTier::kAvx512);
+  }
   EXPECT_EQ(cpu_isa_tier(), isa_tier(have));
 }
 
