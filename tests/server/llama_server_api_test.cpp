@@ -814,7 +814,8 @@ const std::string kLlama3ToolTemplate =
 // 25 tokens of this vocabulary, so its calls need a larger budget: see
 // RequiredToolCallHasNoRunsOfWhitespace.)
 TEST(ServerConstrained, RequiredOneStringCallClosesWithin64Tokens) {
-  const std::string path = testing::temp_file("llama3-tools.jinja");
+  const testing::TempPath file("llama3-tools.jinja");
+  const std::string& path = file.path();
   std::ofstream(path) << kLlama3ToolTemplate;
   ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "1024", "--chat-template-file", path});
   ASSERT_TRUE(server.ready()) << server.log();
@@ -877,7 +878,8 @@ TEST(ServerConstrained, ForcedToolCallsInOtherFormats) {
   for (const auto& [name, source, marker] : {std::tuple{"llama3", llama3, std::string("\"parameters\": {\"city\"")},
                                              std::tuple{"functionary", functionary, std::string(">>>get_weather\n{\"city\"")}}) {
     SCOPED_TRACE(name);
-    const std::string path = testing::temp_file(std::string(name) + ".jinja");
+    const testing::TempPath file(std::string(name) + ".jinja");
+    const std::string& path = file.path();
     std::ofstream(path) << source;
     ServerProcess server({"-m", model_path("qwen3moe-tiny-f32"), "-t", "2", "-c", "2048", "--chat-template-file", path});
     ASSERT_TRUE(server.ready()) << server.log();

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -18,5 +19,22 @@ inline std::string temp_file(const std::string& stem) {
           fmt::format("moetier_test_{}_{}_{}", platform::process_id(), ++counter, stem))
       .string();
 }
+
+// A temp_file() path removed (with anything under it) when the guard goes out of scope, also
+// when a failed assertion ends the test early.
+class TempPath {
+ public:
+  explicit TempPath(const std::string& stem) : path_(temp_file(stem)) {}
+  ~TempPath() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempPath(const TempPath&) = delete;
+  TempPath& operator=(const TempPath&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace moetier::testing
