@@ -14,7 +14,9 @@ namespace moetier::cpu::silu_lanes {
 // Internal linkage: each unit keeps its own copy, compiled for its own ISA.
 namespace {
 
-inline float silu_one(float x) { return x / (1.0f + math::exp_f32(-x)); }  // cpu::silu's expression
+// cpu::silu()'s expression (cpu/ops.h), copied rather than called: that inline function would be
+// emitted here as a weak symbol, which no ISA unit may define (docs/adding-a-kernel.md).
+inline float silu_one(float x) { return x / (1.0f + math::exp_f32(-x)); }
 
 // Whether every lane of a comparison mask (lanes 0 or −1) is set: one move-mask.
 template <class VInt>

@@ -59,30 +59,30 @@ std::vector<Build> builds() {
 
 TEST(Elementwise, SwigluAndSiluInPlaceEqualSiluPerElement) {
   for (const Build& build : builds()) {
-  SCOPED_TRACE(build.name);
-  for (size_t n : {0u, 1u, 7u, 8u, 9u, 16u, 24u, 25u, 31u, 40u, 512u, 4099u}) {
-    const std::vector<float> gate = test_values(n, static_cast<uint32_t>(n) + 1);
-    const std::vector<float> up = test_values(n, static_cast<uint32_t>(n) + 1000);
-    std::vector<float> want(n), want_silu(n);
-    for (size_t i = 0; i < n; ++i) {
-      want[i] = cpu::silu(gate[i]) * up[i];
-      want_silu[i] = cpu::silu(gate[i]);
+    SCOPED_TRACE(build.name);
+    for (size_t n : {0u, 1u, 7u, 8u, 9u, 16u, 24u, 25u, 31u, 40u, 512u, 4099u}) {
+      const std::vector<float> gate = test_values(n, static_cast<uint32_t>(n) + 1);
+      const std::vector<float> up = test_values(n, static_cast<uint32_t>(n) + 1000);
+      std::vector<float> want(n), want_silu(n);
+      for (size_t i = 0; i < n; ++i) {
+        want[i] = cpu::silu(gate[i]) * up[i];
+        want_silu[i] = cpu::silu(gate[i]);
+      }
+      std::vector<float> got(n);
+      build.swiglu(gate.data(), up.data(), static_cast<int64_t>(n), got.data());
+      expect_same_bits(got, want);
+      // In place over the up values (the DeltaNet output gate: o[c] = o[c] · silu(z[c])), and
+      // over the gate values.
+      std::vector<float> in_place = up;
+      build.swiglu(gate.data(), in_place.data(), static_cast<int64_t>(n), in_place.data());
+      expect_same_bits(in_place, want);
+      in_place = gate;
+      build.swiglu(in_place.data(), up.data(), static_cast<int64_t>(n), in_place.data());
+      expect_same_bits(in_place, want);
+      std::vector<float> x = gate;
+      build.silu_in_place(x.data(), static_cast<int64_t>(n));
+      expect_same_bits(x, want_silu);
     }
-    std::vector<float> got(n);
-    build.swiglu(gate.data(), up.data(), static_cast<int64_t>(n), got.data());
-    expect_same_bits(got, want);
-    // In place over the up values (the DeltaNet output gate: o[c] = o[c] · silu(z[c])), and
-    // over the gate values.
-    std::vector<float> in_place = up;
-    build.swiglu(gate.data(), in_place.data(), static_cast<int64_t>(n), in_place.data());
-    expect_same_bits(in_place, want);
-    in_place = gate;
-    build.swiglu(in_place.data(), up.data(), static_cast<int64_t>(n), in_place.data());
-    expect_same_bits(in_place, want);
-    std::vector<float> x = gate;
-    build.silu_in_place(x.data(), static_cast<int64_t>(n));
-    expect_same_bits(x, want_silu);
-  }
   }
 }
 
