@@ -16,7 +16,8 @@
 //   kI16Pairs          plain AVX2 instead of dpbusd: pairs(u, s) gives a step's products as
 //                      int16 pairs (VPMADDUBSW), add_i16(a, b) sums steps in int16 in order,
 //                      and one VPMADDWD by the scales widens and scales at once
-//   kWide512           the one-token x8 kernels with 512-bit VPDPBUSD (x8_one_token_512)
+//   kWide512           the one-token x8 kernels with 512-bit VPDPBUSD (x8_one_token_512), and
+//                      the few-token ones of 16-element sub-block families (x8_few_tokens_512)
 // Everything has internal linkage: each ISA unit compiles its own copy.
 #pragma once
 
@@ -479,6 +480,27 @@ void x8_one_token_512(const TileDotArgs& a, int64_t n_super, const uint8_t* grou
 // an expert shared by two tokens of a step, ran at 0.6x one token's bytes per second).
 inline constexpr int64_t kFewTokens = 16;
 
+// The chain starts of a 16-element-sub-block family for T tokens at super-block b:
+// start[t][s] = −kMinOffset·bsums[s] of token t (|·| ≤ 32·16·127), so that Σ_s sc_s·chain_s
+// is scaled − mins. Returned through an opaque pointer: each chain's start is then one
+// broadcast load, where GCC would otherwise keep the values in registers and shuffle them out
+// (two shuffles a chain, and spills).
+template <class F, int T>
+__attribute__((always_inline)) inline const int32_t (*chain_starts(const BlockQ8_K* const (&act)[T], int64_t b,
+                                                                   int32_t (&start)[T][16]))[16] {
+  static_assert(F::kMinOffset == 32, "a shift by 5");
+  for (int t = 0; t < T; ++t) {
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[t][b].bsums));
+    const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(bsums));
+    const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(bsums, 1));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(start[t]), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(lo, 5)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(start[t] + 8), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(hi, 5)));
+  }
+  const int32_t(*starts)[16] = start;
+  __asm__("" : "+r"(starts) : : "memory");
+  return starts;
+}
+
 template <class I, class F, int T>
 __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArgs& a, int64_t n_super, const uint8_t* group,
                                                                 int64_t j0) {
@@ -501,23 +523,10 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
     } else {
       F::scales_and_d(run, P);
     }
-    // 16-element sub-blocks: start[t][s] = −kMinOffset·bsums[s] of token t (|·| ≤ 32·16·127).
+    // 16-element sub-blocks: start[t][s] = −kMinOffset·bsums[s] of token t.
     alignas(32) int32_t start[F::kSub16 ? T : 1][16];
     const int32_t(*starts)[16] = start;
-    if constexpr (F::kSub16) {
-      for (int t = 0; t < T; ++t) {
-        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[t][b].bsums));
-        const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(bsums));
-        const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(bsums, 1));
-        static_assert(F::kMinOffset == 32, "a shift by 5");
-        _mm256_store_si256(reinterpret_cast<__m256i*>(start[t]), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(lo, 5)));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(start[t] + 8), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(hi, 5)));
-      }
-      // Read back through an opaque pointer: each chain's start is then one broadcast load,
-      // where GCC would otherwise keep the values in registers and shuffle them out (two
-      // shuffles a chain, and spills).
-      __asm__("" : "+r"(starts) : : "memory");
-    }
+    if constexpr (F::kSub16) starts = chain_starts<F, T>(act, b, start);
     __m256i scaled[T];
     for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
     // scaled[t] += chain·sc, here and not later: GCC would otherwise keep all a token's
@@ -562,6 +571,61 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
       __m256i mins = _mm256_setzero_si256();  // Q6_K: in the chains; IQ4_XS: in unit_sum
       if constexpr (kPairedMins) mins = paired_unit_mins<I>(P, act[t][b]);
       sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+}
+
+// x8_few_tokens for 16-element sub-blocks (Q6_K) with 512-bit vectors (kWide512:
+// AVX512-VNNI), as x8_one_token_512 runs one token: each load takes steps k and k + 1 of a
+// unit (code2_of), each VPDPBUSD does both against the token's two activation words
+// (act_pair), and a sub-block's chain is two of them. The chains start at the token's mins
+// term in the lower half (steps k's lanes) and 0 in the upper; each chain times its scale,
+// put in both halves, goes into the token's 512-bit scaled sum, whose halves are added once
+// per super-block (fold_halves). The same integers in other lanes, so bit-identical to
+// x8_few_tokens; half the loads, which at 4 tokens are what the 256-bit kernel waits on (AMD
+// EPYC, AVX-512: 1.09–1.36× its GMAC/s in cache, 1.10–1.27× from memory, docs/small-batches.md).
+template <class I, class F, int T>
+__attribute__((optimize("fp-contract=off"))) void x8_few_tokens_512(const TileDotArgs& a, int64_t n_super,
+                                                                    const uint8_t* group, int64_t j0) {
+  static_assert(I::kWide512 && F::kSub16);
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  const BlockQ8_K* act[T];
+  act_rows<T>(a, j0, act);
+  Packed<I> P;  // scales and d only: the mins term rides in the chains' start
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_super; ++b) {
+    const uint8_t* run = group + b * kRunBytes;
+    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    F::scales_and_d(run, P);
+    alignas(32) int32_t start[T][16];
+    const int32_t(*starts)[16] = chain_starts<F, T>(act, b, start);
+    __m512i scaled[T];
+    for (int t = 0; t < T; ++t) scaled[t] = _mm512_setzero_si512();
+    const auto unit = [&]<int kUnit>() __attribute__((always_inline)) {
+      #pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {  // steps 4·half .. 4·half + 3: sub-block 2·kUnit + half
+        const int sub = 2 * kUnit + half;
+        __m512i acc[T];
+        for (int t = 0; t < T; ++t) acc[t] = _mm512_maskz_set1_epi32(0x00FF, starts[t][sub]);
+        #pragma GCC unroll 2
+        for (int k = 4 * half; k < 4 * half + 4; k += 2) {
+          const __m512i c = F::template code2_of<kUnit % 4>(run, kUnit / 4, k);
+          for (int t = 0; t < T; ++t) acc[t] = _mm512_dpbusd_epi32(acc[t], c, act_pair(act[t][b].qs + 32 * kUnit + 4 * k));
+        }
+        const __m512i sc = _mm512_maskz_broadcast_i64x4(0xFF, P.sc[sub]);  // maskz: no undefined upper part
+        for (int t = 0; t < T; ++t) {
+          scaled[t] = _mm512_add_epi32(scaled[t], _mm512_mullo_epi32(acc[t], sc));
+          __asm__("" : "+v"(scaled[t]));  // summed here, not kept to the end (as x8_few_tokens)
+        }
+      }
+    };
+    [&]<int... kUnit>(std::integer_sequence<int, kUnit...>) __attribute__((always_inline)) {
+      (unit.template operator()<kUnit>(), ...);
+    }(std::make_integer_sequence<int, 8>{});
+    for (int t = 0; t < T; ++t) {
+      sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), fold_halves(scaled[t]), _mm256_setzero_si256()));
     }
   }
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
@@ -644,8 +708,8 @@ inline constexpr int64_t kDecodeAllTokens = I::kI16Pairs ? INT64_MAX : 64;
 // unused): per super-block the codes are decoded once into P (shifts and masks, no
 // transpose) and every token runs over them while they sit in L1; or, from
 // kDecodeAllTokens tokens on, all super-blocks first. One token: x8_one_token(_512); a few
-// tokens, codes read straight from the group: x8_few_tokens (VNNI, below kFewTokens) and
-// x8_few_tokens_pairs (plain AVX2, below kFewTokensPairs).
+// tokens, codes read straight from the group: x8_few_tokens (VNNI, below kFewTokens; Q6_K on
+// AVX-512: x8_few_tokens_512) and x8_few_tokens_pairs (plain AVX2, below kFewTokensPairs).
 template <class I, class F>
 void tile_x8(const TileDotArgs& a) {
   const int64_t n_super = a.n / kQK_K;
@@ -660,7 +724,11 @@ void tile_x8(const TileDotArgs& a) {
   }
   if constexpr (!I::kI16Pairs) {
     if (a.n_act < kFewTokens) {
-      token_groups(a.n_act, [&]<int T>(int64_t j) { x8_few_tokens<I, F, T>(a, n_super, group, j); });
+      if constexpr (I::kWide512 && F::kSub16) {
+        token_groups(a.n_act, [&]<int T>(int64_t j) { x8_few_tokens_512<I, F, T>(a, n_super, group, j); });
+      } else {
+        token_groups(a.n_act, [&]<int T>(int64_t j) { x8_few_tokens<I, F, T>(a, n_super, group, j); });
+      }
       return;
     }
   } else {

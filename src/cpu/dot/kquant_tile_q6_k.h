@@ -1,7 +1,7 @@
 // The Q6_K weight family of the tile kernels (kquant_tile_driver.h): how a super-block's
 // 6-bit codes (low nibbles in ql, high bits in qh) and 16 int8 scales are unpacked into the 8
-// rows' lanes, from the file's rows (unit, scales) or an interleaved run (code, codes4,
-// codes4_2, meta). Sub-blocks of 16 elements (kSub16).
+// rows' lanes, from the file's rows (unit, scales) or an interleaved run (code, code_of,
+// code2_of, codes4, codes4_2, meta). Sub-blocks of 16 elements (kSub16).
 #pragma once
 
 #include <immintrin.h>
@@ -55,6 +55,16 @@ struct Q6KFamily {
     const __m256i low = kG < 2 ? ql : _mm256_srli_epi16(ql, 4);
     const __m256i high = kG == 0 ? _mm256_slli_epi16(qh, 4) : kG == 1 ? _mm256_slli_epi16(qh, 2) : kG == 2 ? qh : _mm256_srli_epi16(qh, 2);
     return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x0F)), _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+  }
+  // code_of for steps k and k + 1 (k even) at once (AVX-512): lanes 0..7 step k, 8..15 step
+  // k + 1 (both words are consecutive in k).
+  template <int kG>
+  __attribute__((always_inline)) static __m512i code2_of(const uint8_t* run, int half, int k) {
+    const __m512i ql = group_word2(run, 16 * half + 8 * (kG & 1) + k);
+    const __m512i qh = group_word2(run, 32 + 8 * half + k);
+    const __m512i low = kG < 2 ? ql : _mm512_srli_epi16(ql, 4);
+    const __m512i high = kG == 0 ? _mm512_slli_epi16(qh, 4) : kG == 1 ? _mm512_slli_epi16(qh, 2) : kG == 2 ? qh : _mm512_srli_epi16(qh, 2);
+    return _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x0F)), _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
   }
   // The four units 4·half + g (g = 0..3) at step k together: they share their ql words (g
   // and g + 2: low and high nibbles) and their qh word (bits 2g, 2g + 1, moved to bits 4-5
