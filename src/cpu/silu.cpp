@@ -5,8 +5,8 @@
 
 namespace moetier::cpu {
 
-const SiluKernels silu_lanes::kScalarBuild{.swiglu = silu_lanes::swiglu_impl, .silu_in_place = silu_lanes::silu_in_place_impl,
-                                     .tier = IsaTier::kScalar};
+const SiluKernels silu_lanes::kScalarBuild{
+    .swiglu = silu_lanes::swiglu_impl, .silu_in_place = silu_lanes::silu_in_place_impl, .tier = IsaTier::kScalar};
 
 const SiluKernels& silu_kernels(IsaTier tier) {
   static constexpr TierBuild<const SiluKernels*> kBuilds[] = {
