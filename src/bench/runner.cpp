@@ -97,14 +97,12 @@ Status generate(Workspace& w, int64_t n) {
   return Status::ok();
 }
 
-// A step test's timed part (TestSpec::n_step): n_steps forward calls of `step` tokens. A step
-// of several tokens is a speculative verify that keeps its first token, as
-// runtime/generate.cpp runs one: logits of every token, the rollback journal on a sequence
-// with recurrent state, then the cut back.
-// With other sequences (--step-seqs), every step is one forward_batch over all of them, N
-// tokens each, as the server's scheduler runs its slots: each a decode step (N = 1, logits of
-// its token) or a verify (every token's logits, cut back after).
-Status run_batched_steps(Workspace& w, int64_t step, int64_t n_steps) {
+// A step test's timed part (TestSpec::n_step): n_steps forward_batch calls over the
+// sequence and its others (--step-seqs), `step` tokens each, as the server's scheduler runs
+// its slots. A step of one token is a decode step (logits of its token); of several, a
+// speculative verify that keeps its first token, as runtime/generate.cpp runs one: logits of
+// every token, the rollback journal on a sequence with recurrent state, then the cut back.
+Status run_steps(Workspace& w, int64_t step, int64_t n_steps) {
   std::vector<SequenceState*> seqs = {&w.seq};
   seqs.insert(seqs.end(), w.others.begin(), w.others.end());
   std::vector<std::vector<int32_t>> tokens(seqs.size());
@@ -152,26 +150,6 @@ Status add_step_sequences(Workspace& w, const TestSpec& test, int64_t context, i
     }
   }
   for (SequenceState& s : store) w.others.push_back(&s);
-  return Status::ok();
-}
-
-Status run_steps(Workspace& w, int64_t step, int64_t n_steps) {
-  if (!w.others.empty()) return run_batched_steps(w, step, n_steps);
-  for (int64_t i = 0; i < n_steps; ++i) {
-    w.tokens.fill(w.batch, step, false);
-    if (step == 1) {
-      RETURN_IF_ERROR(w.model.forward(w.batch, w.seq, {}, w.logits, w.pool));
-      continue;
-    }
-    const int64_t keep = w.seq.n_past() + 1;
-    const bool journal = w.seq.has_recurrent_state();
-    if (journal) RETURN_IF_ERROR(w.seq.begin_journal(step));
-    const Status fwd = w.model.forward(w.batch, w.seq, {.all_logits = true}, w.logits, w.pool);
-    const bool cut = fwd.is_ok() && w.seq.truncate(keep);
-    if (journal) w.seq.end_journal();
-    RETURN_IF_ERROR(fwd);
-    if (!cut) return Status::runtime("step test: the sequence could not be cut back after a verify step");
-  }
   return Status::ok();
 }
 
