@@ -1,6 +1,6 @@
-// The delta-rule step and token runs compiled with AVX2 (the users' laptop ISA; -ffp-contract=off is added
-// for this unit in CMakeLists.txt, so the compiler vectorises the element-wise loops 8 wide
-// without fusing multiply-adds: results are bit-identical to the scalar build).
+// The delta-rule step and token runs compiled with AVX2 (the users' laptop ISA; like every
+// ISA tier unit it compiles with -ffp-contract=off, CMakeLists.txt, so the compiler vectorises
+// the element-wise loops 8 wide without fusing multiply-adds: bit-identical to the scalar build).
 #include "cpu/delta_rule_impl.h"
 
 namespace moetier::cpu::delta_rule {

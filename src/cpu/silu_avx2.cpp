@@ -1,5 +1,5 @@
-// The SiLU loops compiled with AVX2, 8 lanes a vector (-ffp-contract=off for this unit in
-// CMakeLists.txt: bit-identical to the base build).
+// The SiLU loops compiled with AVX2, 8 lanes a vector (-ffp-contract=off, as every ISA tier
+// unit, CMakeLists.txt: bit-identical to the base build).
 #include "cpu/silu_impl.h"
 #include "cpu/silu.h"
 

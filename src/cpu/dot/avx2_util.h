@@ -33,10 +33,10 @@
 #define MOETIER_DOT_KERNEL_MULTI(name) name##_avx2_multi
 #endif
 
-// The float scaling must not be contracted into FMAs (this unit is built with -mfma), so
+// The float scaling must not be contracted into FMAs (the units are built with -mfma), so
 // that the result stays bit-identical to the scalar reference, which the end-to-end logit
-// tests against llama.cpp were validated with.
-#define MOETIER_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+// tests against llama.cpp were validated with: every ISA tier unit compiles with
+// -ffp-contract=off (CMakeLists.txt).
 
 namespace moetier::cpu::dot::MOETIER_DOT_NS {
 
@@ -229,8 +229,8 @@ inline void k_add_pair(const KScaleMin& s, const Rows<BlockQ8_K, R>& y, int64_t 
 }
 
 template <int R>
-MOETIER_NO_FP_CONTRACT inline __m128 k_block_terms(const __m256i (&acc)[R], const __m256i (&min_acc)[R],
-                                                   const Rows<BlockQ8_K, R>& y, int64_t b, uint16_t d, uint16_t dmin) {
+inline __m128 k_block_terms(const __m256i (&acc)[R], const __m256i (&min_acc)[R], const Rows<BlockQ8_K, R>& y,
+                            int64_t b, uint16_t d, uint16_t dmin) {
   __m128i scaled, mins;
   reduce_rows<R>(acc, min_acc, scaled, mins);
   const __m128 d_a = q8k_scales<R>(y, b);

@@ -49,7 +49,7 @@ inline double hsum_pd(__m256d v) {
 
 // out[r] = Σ_i w[i]·a_r[i] for R (1 or 2) rows, in the order described at the top.
 template <class E, int R>
-MOETIER_NO_FP_CONTRACT void float_rows(int64_t n, const typename E::T* w, const typename E::T* const* a, float* out) {
+void float_rows(int64_t n, const typename E::T* w, const typename E::T* const* a, float* out) {
   __m256d acc[R][4];
   for (int r = 0; r < R; ++r) {
     for (int u = 0; u < 4; ++u) acc[r][u] = _mm256_setzero_pd();

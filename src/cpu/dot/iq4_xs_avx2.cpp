@@ -72,7 +72,7 @@ inline __m256i pair_sums(__m256i g_lo, __m256i g_hi, const int8_t* qa) {
 
 template <int R>
 struct IQ4XSRows {
-  MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
+  static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
     const auto* x = static_cast<const BlockIQ4_XS*>(w);
     const MOETIER_DOT_NS::Rows<BlockQ8_K, R> y(a, stride);
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);

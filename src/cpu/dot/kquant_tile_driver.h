@@ -214,7 +214,7 @@ __attribute__((always_inline)) inline void scaled_sums_dpbusd(const Codes& code,
 // One super-block against T tokens (act[t] = token t's Q8_K row), added to sum[t] in
 // super-block order: P's scales, mins and d, and the codes from code(j, k) (scaled_sums_pairs).
 template <class I, class F, int T, class Codes>
-__attribute__((optimize("fp-contract=off"), always_inline)) inline void block_tokens_from(
+__attribute__((always_inline)) inline void block_tokens_from(
     const Codes& code, const Packed<I>& P, const BlockQ8_K* const (&act)[T], int64_t b, __m256 (&sum)[T]) {
   __m256i scaled[T];
   for (int t = 0; t < T; ++t) scaled[t] = _mm256_setzero_si256();
@@ -234,9 +234,7 @@ __attribute__((optimize("fp-contract=off"), always_inline)) inline void block_to
 
 // block_tokens_from with the packed codes P.codes.
 template <class I, class F, int T>
-__attribute__((optimize("fp-contract=off"))) inline void block_tokens(const Packed<I>& P,
-                                                                       const BlockQ8_K* const (&act)[T], int64_t b,
-                                                                       __m256 (&sum)[T]) {
+inline void block_tokens(const Packed<I>& P, const BlockQ8_K* const (&act)[T], int64_t b, __m256 (&sum)[T]) {
   block_tokens_from<I, F, T>([&](int j, int k) __attribute__((always_inline)) { return _mm256_load_si256(&P.codes[j][k]); },
                              P, act, b, sum);
 }
@@ -249,8 +247,12 @@ void act_rows(const TileDotArgs& a, int64_t j0, const BlockQ8_K* (&act)[T]) {
   }
 }
 
+// The token-group kernels (tile_tokens, x8_block_tokens and the few-token ones below) are
+// noinline: inlined into tile_x8 beside the one-token path they made it one function of
+// ~28 KiB per family, and the one-token Q6_K kernel ran at ~0.7x its speed in cache on one
+// core (throwaway microbenchmark, AVX-VNNI, AMD EPYC).
 template <class I, class F, int T>
-__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_super, const Packed<I>* packed, int64_t j0) {
+__attribute__((noinline)) void tile_tokens(const TileDotArgs& a, int64_t n_super, const Packed<I>* packed, int64_t j0) {
   const BlockQ8_K* act[T];
   act_rows<T>(a, j0, act);
   __m256 sum[T];
@@ -267,7 +269,7 @@ __attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs&
 // Interleaved rows (cpu/interleave.h), T tokens at j0 for super-block b: the running sums
 // live in out between super-blocks (a float store and reload is exact).
 template <class I, class F, int T>
-__attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotArgs& a, const Packed<I>& P, int64_t b, int64_t j0) {
+__attribute__((noinline)) void x8_block_tokens(const TileDotArgs& a, const Packed<I>& P, int64_t b, int64_t j0) {
   const BlockQ8_K* act[T];
   act_rows<T>(a, j0, act);
   __m256 sum[T];
@@ -287,6 +289,15 @@ __attribute__((optimize("fp-contract=off"))) void x8_block_tokens(const TileDotA
 // read 39–45 GB/s at 2 runs and 49–50 at 4, Q4_K 48–51 and 50–51; Q5_K and Q6_K the same
 // within the noise. At 8 runs Q4_K fell back to 48.
 inline constexpr int64_t kPrefetchRuns = 4;
+
+// Decoding streams the weights: ask for the run kPrefetchRuns ahead of `run`, which past the
+// group's end is the next group of the same matrix, what the caller reads next (a prefetch
+// past the tensor's end is harmless).
+template <class F>
+__attribute__((always_inline)) inline void prefetch_ahead(const uint8_t* run) {
+  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
+  for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+}
 
 // The mins term Σ_j m_j · S_j of a 32-element-unit family (S_j = Σ q_a over unit j =
 // bsums[2j] + bsums[2j + 1]) in four VPDPWSSD steps of two units each, for the pairs
@@ -308,23 +319,36 @@ inline __m256i paired_unit_mins(const PackedSuperBlock& P, const BlockQ8_K& x) {
   return mins;
 }
 
-// The frame of the one-token kernels: per super-block, the prefetch, the scales (and min
-// pairs), the activation's mins term and the float step, around scaled_sum(run, x, P), the
-// super-block's Σ_s sc_s · (unit sums) as int32 lanes (for kOffsetInSum families with the
-// code offset already taken off each unit's sum, and no mins term).
-template <class I, class F, class ScaledSum>
-__attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_token_frame(
-    const TileDotArgs& a, int64_t n_super, const uint8_t* group, const ScaledSum& scaled_sum) {
+// The frame of the kernels that read the codes straight from an interleaved group (one token
+// and a few, tokens j0 .. j0 + T − 1): per super-block b the prefetch, then
+// super_block(run, act, b, sum), which adds the super-block's terms to each token's 8 float
+// lanes; then the stores.
+template <class F, int T, class SuperBlock>
+__attribute__((always_inline)) inline void x8_tokens_frame(const TileDotArgs& a, int64_t n_super, const uint8_t* group,
+                                                           int64_t j0, const SuperBlock& super_block) {
   constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
-  const auto* act = static_cast<const BlockQ8_K*>(a.activation_rows);
-  Packed<I> P;  // scales, mins and d only
-  __m256 sum = _mm256_setzero_ps();
+  const BlockQ8_K* act[T];
+  act_rows<T>(a, j0, act);
+  __m256 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_super; ++b) {
     const uint8_t* run = group + b * kRunBytes;
-    // Decoding streams the weights: ask for the run kPrefetchRuns ahead, which past the
-    // group's end is the next group of the same matrix, what the caller reads next (a
-    // prefetch past the tensor's end is harmless).
-    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    prefetch_ahead<F>(run);
+    super_block(run, act, b, sum);
+  }
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+}
+
+// The one-token kernels' super-block step: the scales (and min pairs), the activation's mins
+// term and the float step, around scaled_sum(run, x, P), the super-block's
+// Σ_s sc_s · (unit sums) as int32 lanes (for kOffsetInSum families with the code offset
+// already taken off each unit's sum, and no mins term).
+template <class I, class F, class ScaledSum>
+__attribute__((always_inline)) inline void x8_one_token_frame(const TileDotArgs& a, int64_t n_super, const uint8_t* group,
+                                                              const ScaledSum& scaled_sum) {
+  Packed<I> P;  // scales, mins and d only
+  x8_tokens_frame<F, 1>(a, n_super, group, 0, [&](const uint8_t* run, const BlockQ8_K* const (&act)[1], int64_t b,
+                                                  __m256 (&sum)[1]) __attribute__((always_inline)) {
     constexpr bool kPairedMins = requires { F::meta_one_token(run, P); };
     if constexpr (kPairedMins) {
       F::meta_one_token(run, P);
@@ -334,7 +358,7 @@ __attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_t
       F::meta(run, P);
     }
     fill_sc_pairs<I, F>(P);
-    const BlockQ8_K& x = act[b];
+    const BlockQ8_K& x = act[0][b];
     const __m256i scaled = scaled_sum(run, x, P);
     __m256i mins = _mm256_setzero_si256();
     if constexpr (kPairedMins) {
@@ -342,9 +366,8 @@ __attribute__((optimize("fp-contract=off"), always_inline)) inline void x8_one_t
     } else if constexpr (!F::kOffsetInSum) {
       for (int s = 0; s < 8; ++s) mins = I::dpwssd(mins, P.m_pairs[s], _mm256_set1_epi32(load_word(x.bsums + 2 * s)));
     }
-    sum = _mm256_add_ps(sum, F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
-  }
-  _mm256_storeu_ps(a.out, sum);
+    sum[0] = _mm256_add_ps(sum[0], F::finish(P, _mm256_set1_ps(x.d), scaled, mins));
+  });
 }
 
 // A unit's sum s (int32 lanes) less, for kOffsetInSum families, the code offset c·Σ q_a over
@@ -502,18 +525,11 @@ __attribute__((always_inline)) inline const int32_t (*chain_starts(const BlockQ8
 }
 
 template <class I, class F, int T>
-__attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArgs& a, int64_t n_super, const uint8_t* group,
-                                                                int64_t j0) {
+__attribute__((noinline)) void x8_few_tokens(const TileDotArgs& a, int64_t n_super, const uint8_t* group, int64_t j0) {
   static_assert(!I::kI16Pairs);
-  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
-  const BlockQ8_K* act[T];
-  act_rows<T>(a, j0, act);
   Packed<I> P;
-  __m256 sum[T];
-  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_super; ++b) {
-    const uint8_t* run = group + b * kRunBytes;
-    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+  x8_tokens_frame<F, T>(a, n_super, group, j0, [&](const uint8_t* run, const BlockQ8_K* const (&act)[T], int64_t b,
+                                                   __m256 (&sum)[T]) __attribute__((always_inline)) {
     // The mins term goes in the paired sums, in each unit's sum (the offset) or in the
     // chains' start (16-element sub-blocks); the latter two need only the scales and d.
     constexpr bool kPairedMins = requires { F::meta_one_token(run, P); };
@@ -572,8 +588,7 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
       if constexpr (kPairedMins) mins = paired_unit_mins<I>(P, act[t][b]);
       sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), scaled[t], mins));
     }
-  }
-  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+  });
 }
 
 // x8_few_tokens for 16-element sub-blocks (Q6_K) with 512-bit vectors (kWide512:
@@ -586,18 +601,11 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens(const TileDotArg
 // x8_few_tokens; half the loads, which at 4 tokens are what the 256-bit kernel waits on (AMD
 // EPYC, AVX-512: 1.09–1.36× its GMAC/s in cache, 1.10–1.27× from memory, docs/small-batches.md).
 template <class I, class F, int T>
-__attribute__((optimize("fp-contract=off"))) void x8_few_tokens_512(const TileDotArgs& a, int64_t n_super,
-                                                                    const uint8_t* group, int64_t j0) {
+__attribute__((noinline)) void x8_few_tokens_512(const TileDotArgs& a, int64_t n_super, const uint8_t* group, int64_t j0) {
   static_assert(I::kWide512 && F::kSub16);
-  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
-  const BlockQ8_K* act[T];
-  act_rows<T>(a, j0, act);
   Packed<I> P;  // scales and d only: the mins term rides in the chains' start
-  __m256 sum[T];
-  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_super; ++b) {
-    const uint8_t* run = group + b * kRunBytes;
-    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+  x8_tokens_frame<F, T>(a, n_super, group, j0, [&](const uint8_t* run, const BlockQ8_K* const (&act)[T], int64_t b,
+                                                   __m256 (&sum)[T]) __attribute__((always_inline)) {
     F::scales_and_d(run, P);
     alignas(32) int32_t start[T][16];
     const int32_t(*starts)[16] = chain_starts<F, T>(act, b, start);
@@ -627,8 +635,7 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens_512(const TileDo
     for (int t = 0; t < T; ++t) {
       sum[t] = _mm256_add_ps(sum[t], F::finish(P, _mm256_set1_ps(act[t][b].d), fold_halves(scaled[t]), _mm256_setzero_si256()));
     }
-  }
-  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+  });
 }
 
 // The same for plain AVX2 (int16 step sums, kI16Pairs), up to one token group (4 tokens): per
@@ -643,24 +650,16 @@ __attribute__((optimize("fp-contract=off"))) void x8_few_tokens_512(const TileDo
 inline constexpr int64_t kFewTokensPairs = 5;
 
 template <class I, class F, int T>
-__attribute__((optimize("fp-contract=off"))) void x8_few_tokens_pairs(const TileDotArgs& a, int64_t n_super,
-                                                                      const uint8_t* group, int64_t j0) {
+__attribute__((noinline)) void x8_few_tokens_pairs(const TileDotArgs& a, int64_t n_super, const uint8_t* group, int64_t j0) {
   static_assert(I::kI16Pairs);
-  constexpr int64_t kRunBytes = kTileRows * sizeof(typename F::Block);
-  const BlockQ8_K* act[T];
-  act_rows<T>(a, j0, act);
   Packed<I> P;  // scales, mins and d only
-  __m256 sum[T];
-  for (int t = 0; t < T; ++t) sum[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_super; ++b) {
-    const uint8_t* run = group + b * kRunBytes;
-    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+  x8_tokens_frame<F, T>(a, n_super, group, j0, [&](const uint8_t* run, const BlockQ8_K* const (&act)[T], int64_t b,
+                                                   __m256 (&sum)[T]) __attribute__((always_inline)) {
     F::meta(run, P);
     fill_sc_pairs<I, F>(P);
     block_tokens_from<I, F, T>([run](int j, int k) __attribute__((always_inline)) { return F::code(run, j, k); }, P,
                                act, b, sum);
-  }
-  for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.out + (j0 + t) * a.out_stride, sum[t]);
+  });
 }
 
 // ---- The entry points ----------------------------------------------------------------------
@@ -749,9 +748,7 @@ void tile_x8(const TileDotArgs& a) {
   Packed<I> P;
   for (int64_t b = 0; b < n_super; ++b) {
     const uint8_t* run = group + b * kRunBytes;
-    // As the one-token kernels: the stream kPrefetchRuns ahead, so the weights arrive while
-    // the tokens' products run.
-    for (int64_t at = 0; at < kRunBytes; at += 64) __builtin_prefetch(run + kPrefetchRuns * kRunBytes + at);
+    prefetch_ahead<F>(run);  // as the one-token kernels: the weights arrive while the tokens' products run
     decode_run<I, F>(run, P);
     token_groups(a.n_act, [&]<int T>(int64_t j) { x8_block_tokens<I, F, T>(a, P, b, j); });
   }

@@ -136,8 +136,7 @@ inline __m256i lane_byte(__m256i v, int byte) {
 }
 
 // d·d_a·float(scaled − mins): IQ4_XS and Q6_K.
-__attribute__((optimize("fp-contract=off"))) inline __m256 single_scale_finish(const PackedSuperBlock& P, __m256 d_a,
-                                                                                __m256i scaled, __m256i mins) {
+inline __m256 single_scale_finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
   return _mm256_mul_ps(_mm256_mul_ps(P.d, d_a), _mm256_cvtepi32_ps(_mm256_sub_epi32(scaled, mins)));
 }
 

@@ -51,8 +51,7 @@ void k_scales(const Block* const (&rows)[kTileRows], int n_rows, int64_t b, Pack
   P.dmin = _mm256_load_ps(dmin);
 }
 
-__attribute__((optimize("fp-contract=off"))) inline __m256 k_finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled,
-                                                                     __m256i mins) {
+inline __m256 k_finish(const PackedSuperBlock& P, __m256 d_a, __m256i scaled, __m256i mins) {
   const __m256 pos = _mm256_mul_ps(_mm256_mul_ps(P.d, d_a), _mm256_cvtepi32_ps(scaled));
   const __m256 neg = _mm256_mul_ps(_mm256_mul_ps(P.dmin, d_a), _mm256_cvtepi32_ps(mins));
   return _mm256_sub_ps(pos, neg);

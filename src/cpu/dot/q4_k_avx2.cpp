@@ -23,7 +23,7 @@ namespace {
 
 template <int R>
 struct Q4KRows {
-  MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
+  static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
     const auto* x = static_cast<const BlockQ4_K*>(w);
     const MOETIER_DOT_NS::Rows<BlockQ8_K, R> y(a, stride);
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);

@@ -35,7 +35,7 @@ inline __m256i run_scale_control(int k) {
 
 template <int R>
 struct Q6KRows {
-  MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
+  static void run(int64_t n, const void* w, const void* a, int64_t stride, float* out) {
     const auto* x = static_cast<const BlockQ6_K*>(w);
     const MOETIER_DOT_NS::Rows<BlockQ8_K, R> y(a, stride);
     const __m256i low_nibble = _mm256_set1_epi8(0x0F);

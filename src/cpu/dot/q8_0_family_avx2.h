@@ -31,7 +31,7 @@ inline __m256i q8_block_lanes(const typename F::WBlock& x, const BlockQ8_0& y) {
 }
 
 template <class F>
-MOETIER_NO_FP_CONTRACT inline float q8_family_single(int64_t n, const void* wp, const void* a) {
+inline float q8_family_single(int64_t n, const void* wp, const void* a) {
   const auto* x = static_cast<const typename F::WBlock*>(wp);
   const auto* y = static_cast<const BlockQ8_0*>(a);
   const int64_t n_blocks = n / kQK8_0;
@@ -57,7 +57,7 @@ template <class F>
 struct Q8FamilyRows {
   template <int R>
   struct Kernel {
-    MOETIER_NO_FP_CONTRACT static void run(int64_t n, const void* wp, const void* a, int64_t stride, float* out) {
+    static void run(int64_t n, const void* wp, const void* a, int64_t stride, float* out) {
       const auto* x = static_cast<const typename F::WBlock*>(wp);
       const Rows<BlockQ8_0, R> y(a, stride);
       __m128 sum = _mm_setzero_ps();

@@ -107,8 +107,7 @@ struct InterleavedSource {
 };
 
 template <int T, class Source>
-__attribute__((optimize("fp-contract=off"))) void tile_tokens(const TileDotArgs& a, int64_t n_blocks, const Source& src,
-                                                               int64_t j0) {
+void tile_tokens(const TileDotArgs& a, int64_t n_blocks, const Source& src, int64_t j0) {
   const BlockQ8_0* act[T];
   const Q8_0ActBlock* info[T];
   for (int t = 0; t < T; ++t) {
