@@ -47,24 +47,26 @@ struct Q6KFamily {
   static constexpr int kMinOffset = 32;
   // code() of unit 4·half + kG with constant shifts: the low nibble is ql word kG & 1's low
   // (kG < 2) or high half, the two high bits are qh's bits 2·kG, 2·kG + 1 moved to bits 4-5
-  // (a 16-bit shift whose spill into the neighbouring byte the mask removes).
+  // (a 16-bit shift whose spill into the neighbouring byte the mask removes). One body for
+  // 256- and 512-bit words: V is a vector of uint16 lanes (GCC vector extension), whose
+  // shifts are VPSRLW / VPSLLW and whose masks are the byte masks 0x0F and 0x30 in each byte.
+  template <int kG, class V>
+  __attribute__((always_inline)) static V code_bits(V ql, V qh) {
+    const V low = kG < 2 ? ql : V(ql >> 4);
+    const V high = kG == 0 ? V(qh << 4) : kG == 1 ? V(qh << 2) : kG == 2 ? qh : V(qh >> 2);
+    return (low & 0x0F0F) | (high & 0x3030);
+  }
   template <int kG>
   __attribute__((always_inline)) static __m256i code_of(const uint8_t* run, int half, int k) {
-    const __m256i ql = group_word(run, 16 * half + 8 * (kG & 1) + k);
-    const __m256i qh = group_word(run, 32 + 8 * half + k);
-    const __m256i low = kG < 2 ? ql : _mm256_srli_epi16(ql, 4);
-    const __m256i high = kG == 0 ? _mm256_slli_epi16(qh, 4) : kG == 1 ? _mm256_slli_epi16(qh, 2) : kG == 2 ? qh : _mm256_srli_epi16(qh, 2);
-    return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi8(0x0F)), _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+    using V = uint16_t __attribute__((vector_size(32)));
+    return __m256i(code_bits<kG>(V(group_word(run, 16 * half + 8 * (kG & 1) + k)), V(group_word(run, 32 + 8 * half + k))));
   }
   // code_of for steps k and k + 1 (k even) at once (AVX-512): lanes 0..7 step k, 8..15 step
   // k + 1 (both words are consecutive in k).
   template <int kG>
   __attribute__((always_inline)) static __m512i code2_of(const uint8_t* run, int half, int k) {
-    const __m512i ql = group_word2(run, 16 * half + 8 * (kG & 1) + k);
-    const __m512i qh = group_word2(run, 32 + 8 * half + k);
-    const __m512i low = kG < 2 ? ql : _mm512_srli_epi16(ql, 4);
-    const __m512i high = kG == 0 ? _mm512_slli_epi16(qh, 4) : kG == 1 ? _mm512_slli_epi16(qh, 2) : kG == 2 ? qh : _mm512_srli_epi16(qh, 2);
-    return _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x0F)), _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
+    using V = uint16_t __attribute__((vector_size(64)));
+    return __m512i(code_bits<kG>(V(group_word2(run, 16 * half + 8 * (kG & 1) + k)), V(group_word2(run, 32 + 8 * half + k))));
   }
   // The four units 4·half + g (g = 0..3) at step k together: they share their ql words (g
   // and g + 2: low and high nibbles) and their qh word (bits 2g, 2g + 1, moved to bits 4-5
