@@ -220,5 +220,70 @@ TEST(MoeBlock, WithoutSharedExpertOnlyRoutedExpertsContribute) {
   }
 }
 
+// The work plan covers every row of every group once, in pieces of whole 8-row groups, and
+// lists the costliest groups first.
+void expect_plan_covers(std::vector<MoeItemGroup> groups, bool down, int n_threads) {
+  std::vector<MoeItemGroup> planned = groups;
+  std::vector<MoeWorkItem> items;
+  moe_plan_items(planned, down, n_threads, items);
+  std::vector<int64_t> next_row(groups.size(), 0);
+  int64_t last_tokens = INT64_MAX;
+  for (const MoeWorkItem& it : items) {
+    const auto g = std::find_if(groups.begin(), groups.end(), [&](const MoeItemGroup& x) { return x.group == it.group; });
+    ASSERT_NE(g, groups.end());
+    const size_t gi = static_cast<size_t>(g - groups.begin());
+    EXPECT_EQ(it.row_begin, next_row[gi]) << "group " << it.group;
+    EXPECT_GT(it.row_end, it.row_begin);
+    EXPECT_TRUE(it.row_end % 8 == 0 || it.row_end == g->n_out);
+    next_row[gi] = it.row_end;
+    EXPECT_LE(g->tokens, last_tokens) << "costliest first";
+    last_tokens = g->tokens;
+  }
+  for (size_t gi = 0; gi < groups.size(); ++gi) EXPECT_EQ(next_row[gi], groups[gi].n_out) << "group " << groups[gi].group;
+}
+
+TEST(MoePlan, EveryRowOnceCostliestFirst) {
+  for (const int threads : {1, 2, 3, 8, 16}) {
+    for (const bool down : {false, true}) {
+      const int64_t n_out = down ? 2048 : 512;
+      // Decode: eight routed experts and the shared expert, one token each.
+      std::vector<MoeItemGroup> decode;
+      for (int32_t g = 0; g < 9; ++g) decode.push_back({.group = g, .tokens = 1, .n_out = n_out});
+      expect_plan_covers(decode, down, threads);
+      // A small step: uneven token counts in expert order, the shared expert (all tokens) last.
+      std::vector<MoeItemGroup> step;
+      const int64_t tokens[] = {1, 3, 1, 1, 2, 1, 4, 1, 1, 1, 2};
+      for (int32_t g = 0; g < 11; ++g) step.push_back({.group = g, .tokens = tokens[g], .n_out = n_out});
+      step.push_back({.group = 11, .tokens = 16, .n_out = n_out});
+      expect_plan_covers(step, down, threads);
+    }
+  }
+}
+
+TEST(MoePlan, OneTokenGroupsWholeFirstShortLast) {
+  // Decode on 2 threads: nine matrices of 512 gate/up rows. The first pieces are whole
+  // matrices; the last pieces are the short ones, and the last of all is one short piece.
+  std::vector<MoeItemGroup> decode;
+  for (int32_t g = 0; g < 9; ++g) decode.push_back({.group = g, .tokens = 1, .n_out = 512});
+  std::vector<MoeWorkItem> items;
+  moe_plan_items(decode, /*down=*/false, 2, items);
+  ASSERT_GE(items.size(), 9u);
+  EXPECT_EQ(items.front().row_begin, 0);
+  EXPECT_EQ(items.front().row_end, 512);
+  const int64_t fine = moe_item_rows(1, false);
+  EXPECT_EQ(items.back().row_end - items.back().row_begin, fine);
+  bool cut = false;  // once a matrix is cut short, no whole matrix follows
+  for (const MoeWorkItem& it : items) {
+    const bool whole = it.row_begin == 0 && it.row_end == 512;
+    EXPECT_FALSE(cut && whole) << "group " << it.group;
+    cut = cut || !whole;
+  }
+  EXPECT_TRUE(cut);
+  // Groups of several tokens are cut in their short pieces only.
+  std::vector<MoeItemGroup> shared = {{.group = 0, .tokens = 4, .n_out = 512}};
+  moe_plan_items(shared, /*down=*/false, 2, items);
+  EXPECT_EQ(static_cast<int64_t>(items.size()), 512 / moe_item_rows(4, false));
+}
+
 }  // namespace
 }  // namespace moetier

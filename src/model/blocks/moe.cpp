@@ -62,34 +62,16 @@ void gather_rows(const cpu::QuantizedActivations& x, const int32_t* pair_token, 
   }
 }
 
-// Output rows per work item of a group with `tokens` tokens, in phase A (gate/up rows) or C
-// (down rows). A group of one token (every group in decode, most routed experts of a
-// 2-16-token step) is a stream of weight rows: long runs per item keep the hardware
-// prefetchers going (they restart at every jump to another item's rows). Groups of more
-// tokens cost more per row, so they get shorter items, for balance between threads.
-// At 4 tokens on uniform routing (~30 one-token experts per layer) the short items of the
-// groups' former shared size made the experts read ~1.4x slower per byte than in decode.
-int64_t item_rows(int64_t tokens, bool down) {
-  if (tokens == 1) return down ? 256 : 128;
-  return down ? 64 : 32;
-}
-
-// Work items (item_rows output rows each) of phase A (gate/up rows, down = false) or phase C
-// (down rows) for every group of a wave, costliest first (cost ∝ tokens).
-void plan_items(const std::vector<MoeFfnGroup>& groups, std::span<const int32_t> wave, bool down,
-                std::vector<MoeWorkItem>& items) {
-  items.clear();
+// The work items of phase A or C for a wave's groups (moe_plan_items), group = index into
+// sc.groups.
+void plan_items(const std::vector<MoeFfnGroup>& groups, std::span<const int32_t> wave, bool down, int n_threads,
+                MoeScratch& sc, std::vector<MoeWorkItem>& items) {
+  sc.item_groups.clear();
   for (const int32_t g : wave) {
     const MoeFfnGroup& group = groups[static_cast<size_t>(g)];
-    const int64_t n_out = down ? group.down->n_out : group.gate->n_out;
-    const int64_t block_rows = item_rows(group.rows, down);
-    for (int64_t r = 0; r < n_out; r += block_rows) {
-      items.push_back({g, static_cast<int32_t>(r), static_cast<int32_t>(std::min(n_out, r + block_rows))});
-    }
+    sc.item_groups.push_back({.group = g, .tokens = group.rows, .n_out = down ? group.down->n_out : group.gate->n_out});
   }
-  std::stable_sort(items.begin(), items.end(), [&](const MoeWorkItem& a, const MoeWorkItem& b) {
-    return groups[static_cast<size_t>(a.group)].rows > groups[static_cast<size_t>(b.group)].rows;
-  });
+  moe_plan_items(sc.item_groups, down, n_threads, items);
 }
 
 // The routed experts (stack indices) of a wave's groups; the shared expert's group
@@ -320,6 +302,41 @@ void moe_select_experts(const MoeShape& s, float* logits, int64_t n, int32_t* se
   }
 }
 
+// Rows per piece where a group is cut short (moe_plan_items). A one-token group (every group
+// in decode, most routed experts of a 2-16-token step) is a stream of weight rows, so even
+// its short pieces are long; groups of more tokens cost more per row and get shorter pieces,
+// for balance between threads.
+int64_t moe_item_rows(int64_t tokens, bool down) {
+  if (tokens == 1) return down ? 256 : 128;
+  return down ? 64 : 32;
+}
+
+void moe_plan_items(std::span<MoeItemGroup> groups, bool down, int n_threads, std::vector<MoeWorkItem>& items) {
+  items.clear();
+  // Costliest first (cost ∝ tokens); groups of one cost keep their order.
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const MoeItemGroup& a, const MoeItemGroup& b) { return a.tokens > b.tokens; });
+  const int64_t parts = 2 * std::max(1, n_threads);
+  int64_t one_token_left = 0;  // rows of one-token groups not yet cut
+  for (const MoeItemGroup& g : groups) {
+    if (g.tokens == 1) one_token_left += g.n_out;
+  }
+  for (const MoeItemGroup& g : groups) {
+    const int64_t fine = moe_item_rows(g.tokens, down);
+    for (int64_t r = 0; r < g.n_out;) {
+      int64_t piece = fine;
+      if (g.tokens == 1) {
+        const int64_t share = (one_token_left + parts - 1) / parts;
+        piece = std::max(fine, (share + fine - 1) / fine * fine);
+      }
+      const int64_t end = std::min(g.n_out, r + piece);
+      if (g.tokens == 1) one_token_left -= end - r;
+      items.push_back({g.group, static_cast<int32_t>(r), static_cast<int32_t>(end)});
+      r = end;
+    }
+  }
+}
+
 void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_t n, float* out, MoeScratch& sc,
                ThreadPool& pool, Profiler* profiler, const MoeOptions& options) {
   MoeWeights w = w_in;
@@ -469,8 +486,8 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
         group.gate_rows = r.gate, group.up_rows = r.up, group.down_rows = r.down;
       }
     }
-    plan_items(sc.groups, wave, /*down=*/false, sc.items_up);
-    plan_items(sc.groups, wave, /*down=*/true, sc.items_down);
+    plan_items(sc.groups, wave, /*down=*/false, pool.size(), sc, sc.items_up);
+    plan_items(sc.groups, wave, /*down=*/true, pool.size(), sc, sc.items_down);
     // Phase B's rows: the wave's groups' rows one after another.
     sc.wave_row_end.clear();
     int64_t wave_rows = 0;

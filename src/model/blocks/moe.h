@@ -9,8 +9,9 @@
 //      adds them) plus the gated shared expert.
 // The input is converted to each needed activation type once per layer; tokens are grouped
 // by expert so each used expert's weights are read once per micro-batch; work items are
-// (expert, block of output rows) handed out dynamically, largest first, so both cores stay
-// busy even when one expert gets most tokens. Buffers live in MoeScratch and only grow.
+// (expert, block of output rows: moe_plan_items) handed out dynamically, largest first, so
+// the cores stay busy even when one expert gets most tokens. Buffers live in MoeScratch and
+// only grow.
 #pragma once
 
 #include <atomic>
@@ -94,6 +95,27 @@ struct MoeWorkItem {
   int32_t row_begin, row_end;  // output rows of the projection (n_ff in phase A, n_embd in C)
 };
 
+// A group as the work plan sees it: its index, its tokens and its projection's output rows.
+struct MoeItemGroup {
+  int32_t group = 0;
+  int64_t tokens = 0;
+  int64_t n_out = 0;
+};
+
+// Rows per piece where a group with `tokens` tokens is cut short in phase A (down = false:
+// gate/up rows) or C (down rows): 128 / 256 for one token, 32 / 64 for more.
+int64_t moe_item_rows(int64_t tokens, bool down);
+
+// The work items of phase A or C (the threads take them in order, each the next free one):
+// groups sorted costliest first (cost ∝ tokens; `groups` is reordered), then cut in pieces
+// of whole 8-row groups. Groups of several tokens: moe_item_rows pieces. One-token groups
+// (decode, most experts of a small step): guided pieces, each 1 / (2·n_threads) of the
+// one-token rows not yet cut, rounded up to moe_item_rows, at most the rest of the matrix.
+// So the first pieces are whole matrices, one long stream each, which the hardware
+// prefetchers follow (they restart at every jump to another piece), and the last ones are
+// short, so the threads reach the barrier together.
+void moe_plan_items(std::span<MoeItemGroup> groups, bool down, int n_threads, std::vector<MoeWorkItem>& items);
+
 struct MoeScratch {
   cpu::ActivationCache input;  // h converted for the router, experts and shared expert
   std::vector<float> router_logits, shared_gate;
@@ -117,6 +139,7 @@ struct MoeScratch {
   std::vector<int32_t> wave_experts, wave_order;
   std::vector<int64_t> wave_row_end;                // running row totals of the wave's groups
   int64_t requested_waves = 0;                      // waves whose experts were requested
+  std::vector<MoeItemGroup> item_groups;
   std::vector<MoeWorkItem> items_up, items_down;
   std::atomic<int64_t> next_up{0}, next_down{0};
 };
