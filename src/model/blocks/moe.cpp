@@ -64,11 +64,11 @@ void gather_rows(const cpu::QuantizedActivations& x, const int32_t* pair_token, 
 
 // The work items of phase A or C for a wave's groups (moe_plan_items), group = index into
 // sc.groups.
-void plan_items(const std::vector<MoeFfnGroup>& groups, std::span<const int32_t> wave, bool down, int n_threads,
-                MoeScratch& sc, std::vector<MoeWorkItem>& items) {
+void plan_items(MoeScratch& sc, std::span<const int32_t> wave, bool down, int n_threads,
+                std::vector<MoeWorkItem>& items) {
   sc.item_groups.clear();
   for (const int32_t g : wave) {
-    const MoeFfnGroup& group = groups[static_cast<size_t>(g)];
+    const MoeFfnGroup& group = sc.groups[static_cast<size_t>(g)];
     sc.item_groups.push_back({.group = g, .tokens = group.rows, .n_out = down ? group.down->n_out : group.gate->n_out});
   }
   moe_plan_items(sc.item_groups, down, n_threads, items);
@@ -486,8 +486,8 @@ void moe_block(const MoeWeights& w_in, const MoeShape& s, const float* h, int64_
         group.gate_rows = r.gate, group.up_rows = r.up, group.down_rows = r.down;
       }
     }
-    plan_items(sc.groups, wave, /*down=*/false, pool.size(), sc, sc.items_up);
-    plan_items(sc.groups, wave, /*down=*/true, pool.size(), sc, sc.items_down);
+    plan_items(sc, wave, /*down=*/false, pool.size(), sc.items_up);
+    plan_items(sc, wave, /*down=*/true, pool.size(), sc.items_down);
     // Phase B's rows: the wave's groups' rows one after another.
     sc.wave_row_end.clear();
     int64_t wave_rows = 0;
