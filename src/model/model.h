@@ -100,6 +100,24 @@ class MtpHead {
   // [n][n_embd] (may be null); logits_last [n_vocab]: the last row's logits (may be null).
   virtual Status forward(std::span<const int32_t> tokens, const float* hidden, SequenceState& seq, float* hidden_out,
                          float* logits_last, ThreadPool& pool) = 0;
+  // Several sequences in one pass, each entry as one forward() call with the same results
+  // row for row: the drafts of several slots at one draft position read the head's weights
+  // once. Every entry's sequence must be this head's or that of a head that
+  // shares_weights_with() it. The base runs the entries one by one.
+  struct Entry {
+    std::span<const int32_t> tokens;
+    const float* hidden = nullptr;
+    SequenceState* seq = nullptr;
+    float* hidden_out = nullptr;
+    float* logits_last = nullptr;
+  };
+  virtual Status forward_batch(std::span<const Entry> entries, ThreadPool& pool) {
+    for (const Entry& e : entries) RETURN_IF_ERROR(forward(e.tokens, e.hidden, *e.seq, e.hidden_out, e.logits_last, pool));
+    return Status::ok();
+  }
+  // Whether `other` computes with the same weights in the same place (its sequences may then
+  // go through this head's forward_batch).
+  virtual bool shares_weights_with(const MtpHead& other) const { return &other == this; }
   // Weight bytes one drafted token reads (the MTP block's dense part, n_expert_used experts
   // and the LM head), for the docs' cost figure and the plan.
   virtual uint64_t bytes_per_token() const = 0;

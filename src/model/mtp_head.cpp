@@ -70,16 +70,9 @@ class MtpHeadRunner final : public MtpHead {
     exec_.set_attention_options({.flash = p_.flash_attention});
     for (int64_t begin = 0; begin < n; begin += p_.n_ubatch) {
       const int64_t c = std::min(p_.n_ubatch, n - begin);
-      embedded_.resize(static_cast<size_t>(c * d));
-      embed_tokens(p_.token_embd, tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(c)), embedded_.data());
-      // [rmsnorm(e)·enorm ; rmsnorm(h)·hnorm] per row (llama.cpp's concat order: embedding first).
-      concat_.resize(static_cast<size_t>(c * 2 * d));
-      for (int64_t r = 0; r < c; ++r) {
-        cpu::rms_norm(embedded_.data() + r * d, w.enorm, d, p_.rms_eps, concat_.data() + r * 2 * d);
-        cpu::rms_norm(hidden + (begin + r) * d, w.hnorm, d, p_.rms_eps, concat_.data() + r * 2 * d + d);
-      }
-      x_.resize(static_cast<size_t>(c * d));
-      cpu::matmul_f32(w.eh_proj, 0, concat_.data(), c, x_.data(), act_, pool);
+      const Segment chunk{.tokens = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(c)),
+                          .hidden = hidden + begin * d};
+      project_inputs({&chunk, 1}, c, pool);
       const bool last_chunk = begin + c == n;
       float* chunk_hidden_out = hidden_out ? hidden_out + begin * d : nullptr;
       if (on_gpu_) {
@@ -98,15 +91,75 @@ class MtpHeadRunner final : public MtpHead {
         }
       }
       if (logits_last && last_chunk) {
-        const float* last = x_.data() + (c - 1) * d;
-        if (p_.model) {
-          RETURN_IF_ERROR(p_.model->lm_head_rows(last, 1, w.head_norm, logits_last, pool));
-        } else {
-          lm_head(p_.output, w.head_norm, p_.rms_eps, last, 1, logits_last, lm_head_scratch_, pool);
-        }
+        RETURN_IF_ERROR(lm_head_of(x_.data() + (c - 1) * d, 1, logits_last, pool));
       }
     }
     return Status::ok();
+  }
+
+  Status forward_batch(std::span<const Entry> entries, ThreadPool& pool) override {
+    int64_t total = 0;
+    for (const Entry& e : entries) total += static_cast<int64_t>(e.tokens.size());
+    // One pass on the CPU while every row fits one micro-batch; else (and on the GPU, whose
+    // block runs one sequence at a time) entry by entry, as forward() does.
+    if (on_gpu_ || entries.size() < 2 || total > p_.n_ubatch) return MtpHead::forward_batch(entries, pool);
+    const int64_t d = p_.n_embd;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      if (e.tokens.empty()) return Status::bad_input("no tokens to process");
+      for (int32_t t : e.tokens) {
+        if (t < 0 || t >= p_.output.n_out) return Status::bad_input(fmt::format("token id {} is out of range", t));
+      }
+      if (e.seq->n_past() + static_cast<int64_t>(e.tokens.size()) > e.seq->n_ctx()) {
+        return Status::bad_input("the MTP head's context is full");
+      }
+      for (size_t j = 0; j < i; ++j) CHECK_MSG(entries[j].seq != e.seq, "a sequence twice in one MTP batch");
+    }
+    exec_.set_attention_options({.flash = p_.flash_attention});
+    rows_.clear();
+    segments_.clear();
+    int64_t row = 0;
+    for (const Entry& e : entries) {
+      const auto n = static_cast<int64_t>(e.tokens.size());
+      rows_.push_back({.seq = e.seq, .row_begin = row, .n_rows = n});
+      segments_.push_back({.tokens = e.tokens, .hidden = e.hidden});
+      row += n;
+    }
+    project_inputs(segments_, total, pool);
+    exec_.begin(x_.data(), rows_, pool, nullptr);
+    p_.block->forward(exec_);
+    last_rows_.clear();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      const SeqRows& r = rows_[i];
+      e.seq->set_n_past(e.seq->n_past() + r.n_rows);
+      if (e.hidden_out) {
+        for (int64_t k = 0; k < r.n_rows; ++k) {
+          cpu::rms_norm(x_.data() + (r.row_begin + k) * d, p_.nextn.head_norm, d, p_.rms_eps, e.hidden_out + k * d);
+        }
+      }
+      if (e.logits_last) {
+        const float* last = x_.data() + (r.row_begin + r.n_rows - 1) * d;
+        last_rows_.insert(last_rows_.end(), last, last + d);
+      }
+    }
+    const auto m = static_cast<int64_t>(last_rows_.size()) / d;
+    if (m == 0) return Status::ok();
+    const int64_t n_vocab = p_.output.n_out;
+    batch_logits_.resize(static_cast<size_t>(m * n_vocab));
+    RETURN_IF_ERROR(lm_head_of(last_rows_.data(), m, batch_logits_.data(), pool));
+    int64_t k = 0;
+    for (const Entry& e : entries) {
+      if (!e.logits_last) continue;
+      std::copy_n(batch_logits_.data() + k++ * n_vocab, n_vocab, e.logits_last);
+    }
+    return Status::ok();
+  }
+
+  bool shares_weights_with(const MtpHead& other) const override {
+    const auto* o = dynamic_cast<const MtpHeadRunner*>(&other);
+    return o != nullptr && o->p_.block == p_.block && o->p_.output.data == p_.output.data &&
+           o->p_.token_embd.data == p_.token_embd.data && o->on_gpu_ == on_gpu_;
   }
 
   uint64_t bytes_per_token() const override {
@@ -115,10 +168,43 @@ class MtpHeadRunner final : public MtpHead {
   }
 
  private:
+  // Rows of one sequence: its tokens and, per token, the hidden row it pairs with.
+  struct Segment {
+    std::span<const int32_t> tokens;
+    const float* hidden = nullptr;  // [tokens.size()][n_embd]
+  };
+  // x_ [n_rows][n_embd] = eh_proj · [rmsnorm(embed(token))·enorm ; rmsnorm(hidden)·hnorm] for
+  // the segments' rows in order (llama.cpp's concat order: embedding first).
+  void project_inputs(std::span<const Segment> segments, int64_t n_rows, ThreadPool& pool) {
+    const NextnWeights& w = p_.nextn;
+    const int64_t d = p_.n_embd;
+    embedded_.resize(static_cast<size_t>(n_rows * d));
+    concat_.resize(static_cast<size_t>(n_rows * 2 * d));
+    int64_t row = 0;
+    for (const Segment& seg : segments) {
+      embed_tokens(p_.token_embd, seg.tokens, embedded_.data() + row * d);
+      for (int64_t r = 0; r < static_cast<int64_t>(seg.tokens.size()); ++r, ++row) {
+        cpu::rms_norm(embedded_.data() + row * d, w.enorm, d, p_.rms_eps, concat_.data() + row * 2 * d);
+        cpu::rms_norm(seg.hidden + r * d, w.hnorm, d, p_.rms_eps, concat_.data() + row * 2 * d + d);
+      }
+    }
+    x_.resize(static_cast<size_t>(n_rows * d));
+    cpu::matmul_f32(w.eh_proj, 0, concat_.data(), n_rows, x_.data(), act_, pool);
+  }
+  // logits [n][n_vocab] of rows x [n][n_embd] after the head's final norm, where the LM head is placed.
+  Status lm_head_of(const float* x, int64_t n, float* logits, ThreadPool& pool) {
+    if (p_.model) return p_.model->lm_head_rows(x, n, p_.nextn.head_norm, logits, pool);
+    lm_head(p_.output, p_.nextn.head_norm, p_.rms_eps, x, n, logits, lm_head_scratch_, pool);
+    return Status::ok();
+  }
+
   Params p_;
   bool on_gpu_;  // the model's placement put the block on the GPU
   CpuExec exec_;
   std::vector<float> embedded_, concat_, x_;
+  std::vector<SeqRows> rows_;
+  std::vector<Segment> segments_;
+  std::vector<float> last_rows_, batch_logits_;
   cpu::QuantizedActivations act_;
   LmHeadScratch lm_head_scratch_;
 };

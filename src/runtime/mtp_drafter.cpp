@@ -86,45 +86,112 @@ void MtpDrafter::on_truncate(int64_t n_keep) {
   hidden_.assign(static_cast<size_t>(n_embd_), 0.0f);
 }
 
-void MtpDrafter::draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) {
-  out.clear();
+bool MtpDrafter::begin_draft(std::span<const int32_t> history, int64_t& max_tokens) {
   draft_logits_.clear();
-  if (!status_.is_ok() || desynced_ || max_tokens <= 0 || history.empty()) return;
+  if (!status_.is_ok() || desynced_ || max_tokens <= 0 || history.empty()) return false;
   // history ends with x_P, the token about to be fed at P = target_n_past_.
   const int64_t P = target_n_past_;
-  if (static_cast<int64_t>(history.size()) != P + 1) return;
-  if (static_cast<int64_t>(hidden_.size()) != (static_cast<int64_t>(tokens_.size()) + 1) * n_embd_) return;
+  if (static_cast<int64_t>(history.size()) != P + 1) return false;
+  if (static_cast<int64_t>(hidden_.size()) != (static_cast<int64_t>(tokens_.size()) + 1) * n_embd_) return false;
   if (P + max_tokens > seq_.n_ctx()) max_tokens = seq_.n_ctx() - P;
-  if (max_tokens <= 0) return;
-
+  if (max_tokens <= 0) return false;
+  draft_from_ = P;
   // The waiting rows and (x_P, h_(P−1)) in one pass; logits of the last row predict x_(P+1).
   tokens_.push_back(history.back());
-  const auto n = static_cast<int64_t>(tokens_.size());
-  out_h_.resize(static_cast<size_t>(n * n_embd_));
+  out_h_.resize(tokens_.size() * static_cast<size_t>(n_embd_));
   logits_.resize(static_cast<size_t>(n_vocab_));
-  status_ = head_->forward(tokens_, hidden_.data(), seq_, out_h_.data(), logits_.data(), pool_);
-  tokens_.clear();
-  hidden_.clear();  // the target's row at P arrives with its next forward pass
-  if (!status_.is_ok()) return;
-  rows_h_.assign(out_h_.end() - n_embd_, out_h_.end());  // ĥ_P
+  return true;
+}
 
-  for (;;) {
-    const GreedyPick pick = greedy_pick(logits_, p_min_);
-    if (pick.p < p_min_) break;
-    out.push_back(pick.token);
-    if (keep_logits_) draft_logits_.insert(draft_logits_.end(), logits_.begin(), logits_.end());
-    if (static_cast<int64_t>(out.size()) >= max_tokens) break;
-    const int32_t next = out.back();
-    out_h_.resize(static_cast<size_t>(n_embd_));
-    status_ = head_->forward({&next, 1}, rows_h_.data(), seq_, out_h_.data(), logits_.data(), pool_);
-    if (!status_.is_ok()) {
-      out.clear();
-      break;
+void MtpDrafter::draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) {
+  MtpDrafter* self = this;
+  const DraftJob job{.drafter = this, .history = history, .max_tokens = max_tokens, .out = &out};
+  draft_together({&self, 1}, {&job, 1});
+}
+
+void MtpDrafter::draft_jobs(std::span<const DraftJob> jobs) {
+  std::vector<MtpDrafter*> together;
+  std::vector<DraftJob> together_jobs;
+  for (const DraftJob& j : jobs) {
+    auto* mtp = dynamic_cast<MtpDrafter*>(j.drafter);
+    const bool joins = mtp != nullptr && mtp->head_->shares_weights_with(*head_) &&
+                       std::find(together.begin(), together.end(), mtp) == together.end();
+    if (joins) {
+      together.push_back(mtp);
+      together_jobs.push_back(j);
+    } else {
+      j.drafter->draft(j.history, j.max_tokens, *j.out);
     }
-    rows_h_.swap(out_h_);
   }
-  seq_.truncate(P + 1);  // the chained rows used the head's own hidden state; only (x_P, h_(P−1)) stays
-  tentative_from_ = out.empty() ? kNoDraft : P + 1;
+  if (!together.empty()) draft_together(together, together_jobs);
+}
+
+void MtpDrafter::draft_together(std::span<MtpDrafter* const> drafters, std::span<const DraftJob> jobs) {
+  MtpHead& head = *drafters[0]->head_;
+  ThreadPool& pool = drafters[0]->pool_;
+  // The drafters still drafting, their jobs' limits, and the head's rows for the next pass.
+  std::vector<size_t> active;
+  std::vector<int64_t> max_tokens(drafters.size());
+  std::vector<MtpHead::Entry> entries;
+  for (size_t i = 0; i < drafters.size(); ++i) {
+    MtpDrafter& d = *drafters[i];
+    jobs[i].out->clear();
+    max_tokens[i] = jobs[i].max_tokens;
+    if (!d.begin_draft(jobs[i].history, max_tokens[i])) continue;
+    active.push_back(i);
+    entries.push_back({.tokens = d.tokens_, .hidden = d.hidden_.data(), .seq = &d.seq_, .hidden_out = d.out_h_.data(),
+                       .logits_last = d.logits_.data()});
+  }
+  if (active.empty()) return;
+  const Status first = head.forward_batch(entries, pool);
+  for (size_t i : active) {
+    MtpDrafter& d = *drafters[i];
+    d.status_ = first;
+    d.tokens_.clear();
+    d.hidden_.clear();  // the target's row at P arrives with its next forward pass
+    if (first.is_ok()) d.rows_h_.assign(d.out_h_.end() - d.n_embd_, d.out_h_.end());  // ĥ_P
+  }
+  if (!first.is_ok()) return;
+  const std::vector<size_t> started = active;
+
+  // Each pass: every active drafter takes its greedy pick from its logits; those that go on
+  // feed it back with ĥ, all in one pass.
+  while (!active.empty()) {
+    std::vector<size_t> going_on;
+    entries.clear();
+    for (size_t i : active) {
+      MtpDrafter& d = *drafters[i];
+      std::vector<int32_t>& out = *jobs[i].out;
+      const GreedyPick pick = greedy_pick(d.logits_, d.p_min_);
+      if (pick.p < d.p_min_) continue;
+      out.push_back(pick.token);
+      if (d.keep_logits_) d.draft_logits_.insert(d.draft_logits_.end(), d.logits_.begin(), d.logits_.end());
+      if (static_cast<int64_t>(out.size()) >= max_tokens[i]) continue;
+      d.next_token_ = out.back();
+      d.out_h_.resize(static_cast<size_t>(d.n_embd_));
+      going_on.push_back(i);
+      entries.push_back({.tokens = {&d.next_token_, 1}, .hidden = d.rows_h_.data(), .seq = &d.seq_,
+                         .hidden_out = d.out_h_.data(), .logits_last = d.logits_.data()});
+    }
+    if (going_on.empty()) break;
+    const Status st = head.forward_batch(entries, pool);
+    for (size_t i : going_on) {
+      MtpDrafter& d = *drafters[i];
+      d.status_ = st;
+      if (st.is_ok()) {
+        d.rows_h_.swap(d.out_h_);
+      } else {
+        jobs[i].out->clear();
+      }
+    }
+    if (!st.is_ok()) break;
+    active = std::move(going_on);
+  }
+  for (size_t i : started) {
+    MtpDrafter& d = *drafters[i];
+    d.seq_.truncate(d.draft_from_ + 1);  // the chained rows used the head's own hidden state; only (x_P, h_(P−1)) stays
+    d.tentative_from_ = jobs[i].out->empty() ? kNoDraft : d.draft_from_ + 1;
+  }
 }
 
 }  // namespace moetier

@@ -38,6 +38,11 @@ class MtpDrafter final : public Drafter {
                                                     const KvCacheOptions& cache, double p_min, ThreadPool& pool);
 
   void draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) override;
+  // The jobs of MtpDrafters whose heads share this one's weights run together: one head
+  // pass (MtpHead::forward_batch) per draft position for all of them, so the slots' drafts
+  // read the block and the LM head once per position instead of once per slot. Each gets
+  // the draft (and logits) it gets alone; other jobs run on their own drafters.
+  void draft_jobs(std::span<const DraftJob> jobs) override;
   bool wants_hidden() const override { return true; }
   void on_hidden(std::span<const int32_t> tokens, int64_t first_pos, const float* hidden) override;
   void on_truncate(int64_t n_keep) override;
@@ -55,6 +60,12 @@ class MtpDrafter final : public Drafter {
              double p_min, ThreadPool& pool);
   // Runs the first n waiting rows through the head (no logits).
   void catch_up(int64_t n);
+  // Drafts for `drafters` (distinct; heads sharing weights with the first one's), job i
+  // for drafters[i], through the first drafter's head.
+  static void draft_together(std::span<MtpDrafter* const> drafters, std::span<const DraftJob> jobs);
+  // draft()'s checks and the first pass's rows (the waiting rows and x_P): false when this
+  // job gets no draft.
+  bool begin_draft(std::span<const int32_t> history, int64_t& max_tokens);
   static constexpr int64_t kNoDraft = INT64_MAX;
 
   std::unique_ptr<MtpHead> head_;
@@ -71,6 +82,8 @@ class MtpDrafter final : public Drafter {
   std::vector<int32_t> tokens_;
   std::vector<float> hidden_;
   std::vector<float> rows_h_, out_h_, logits_;  // scratch
+  int32_t next_token_ = 0;                      // the token a draft step feeds the head
+  int64_t draft_from_ = 0;                      // P of the draft under way
   bool desynced_ = false;  // the target holds positions the head never saw: no drafts
   bool keep_logits_ = false;
   std::vector<float> draft_logits_;

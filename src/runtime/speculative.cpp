@@ -172,30 +172,56 @@ int64_t Speculator::best_length(double alpha, std::span<const double> t, int32_t
   return best;
 }
 
-void Speculator::propose(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) {
-  out.clear();
+int64_t Speculator::draft_length(int64_t max_tokens) {
   int64_t k = params_.adaptive ? chosen_ : params_.n_max;
   if (params_.adaptive && seconds_[1] <= 0 && stats_.n_steps > 0) {
-    return;  // one plain step first: the rule compares against t(1), which must be measured
+    return 0;  // one plain step first: the rule compares against t(1), which must be measured
   }
   probing_ = false;
   if (k == 0) {
-    if (++tokens_since_probe_ < probe_interval_) return;
+    if (++tokens_since_probe_ < probe_interval_) return 0;
     tokens_since_probe_ = 0;
     k = std::max(1, params_.n_min);  // probe: is the drafter agreeing now?
     probing_ = true;
   }
-  k = std::min(k, max_tokens);
-  if (k <= 0) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  drafter_->draft(history, k, out);
-  if (!out.empty()) {
-    const double per_token = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                             static_cast<double>(out.size());
-    draft_seconds_ = draft_seconds_ > 0 ? 0.8 * draft_seconds_ + 0.2 * per_token : per_token;
+  return std::max<int64_t>(0, std::min(k, max_tokens));
+}
+
+void Speculator::take_draft(int64_t length, std::vector<int32_t>& out, double seconds_per_token) {
+  if (!out.empty() && seconds_per_token > 0) {
+    draft_seconds_ = draft_seconds_ > 0 ? 0.8 * draft_seconds_ + 0.2 * seconds_per_token : seconds_per_token;
   }
-  if (static_cast<int64_t>(out.size()) > k) out.resize(static_cast<size_t>(k));
+  if (static_cast<int64_t>(out.size()) > length) out.resize(static_cast<size_t>(length));
   if (static_cast<int64_t>(out.size()) < std::max(1, params_.n_min)) out.clear();
+}
+
+void Speculator::propose(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) {
+  const ProposeJob job{.spec = this, .history = history, .max_tokens = max_tokens, .out = &out};
+  propose_together({&job, 1});
+}
+
+void propose_together(std::span<const ProposeJob> jobs) {
+  std::vector<DraftJob> drafts;
+  std::vector<size_t> of;  // drafts[i] is jobs[of[i]]'s
+  std::vector<int64_t> length(jobs.size(), 0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].out->clear();
+    length[i] = jobs[i].spec->draft_length(jobs[i].max_tokens);
+    if (length[i] <= 0) continue;
+    drafts.push_back({.drafter = &jobs[i].spec->drafter(), .history = jobs[i].history, .max_tokens = length[i],
+                      .out = jobs[i].out});
+    of.push_back(i);
+  }
+  if (drafts.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  drafts[0].drafter->draft_jobs(drafts);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The drafters' time, shared out per drafted token (drafting together is what makes each
+  // slot's draft cheaper).
+  size_t n_drafted = 0;
+  for (const DraftJob& d : drafts) n_drafted += d.out->size();
+  const double per_token = n_drafted > 0 ? seconds / static_cast<double>(n_drafted) : 0;
+  for (size_t i : of) jobs[i].spec->take_draft(length[i], *jobs[i].out, per_token);
 }
 
 void Speculator::record(int64_t drafted, int64_t accepted, int64_t batch_tokens, double seconds) {

@@ -80,12 +80,29 @@ struct GreedyPick {
 };
 GreedyPick greedy_pick(std::span<const float> logits, double p_min);
 
+class Drafter;
+
+// One sequence's draft request: what Drafter::draft takes, for draft_jobs.
+struct DraftJob {
+  Drafter* drafter = nullptr;
+  std::span<const int32_t> history;
+  int64_t max_tokens = 0;
+  std::vector<int32_t>* out = nullptr;
+};
+
 // Proposes up to max_tokens tokens to follow `history` (every token of the sequence so far,
 // prompt and generated, the last one included). May propose fewer, or none.
 class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual void draft(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out) = 0;
+  // Several sequences' drafts (a server step's slots; jobs[0].drafter is this one), each as
+  // its drafter's draft() would give it. A drafter that runs a model overrides this to run
+  // the jobs of drafters like itself together (draft-mtp: one head pass per draft position
+  // for all of them); the base runs every job on its own drafter.
+  virtual void draft_jobs(std::span<const DraftJob> jobs) {
+    for (const DraftJob& j : jobs) j.drafter->draft(j.history, j.max_tokens, *j.out);
+  }
 
   // Drafters that run a model beside the target (draft-mtp) see the target's final-norm
   // hidden state of every token it processes (Model's ForwardOptions::on_hidden) ...
@@ -166,6 +183,11 @@ class Speculator {
 
   // The drafted tokens for this step (at most max_tokens; empty: decode one token plainly).
   void propose(std::span<const int32_t> history, int64_t max_tokens, std::vector<int32_t>& out);
+  // The two halves of propose, for propose_together: how many tokens to draft now (0: none
+  // this step), then the draft the drafter gave for that length and the drafter's time per
+  // drafted token.
+  int64_t draft_length(int64_t max_tokens);
+  void take_draft(int64_t length, std::vector<int32_t>& out, double seconds_per_token);
   // What the step gave: `drafted` proposed, `accepted` kept, and the wall time of the forward
   // pass over `batch_tokens` tokens (1 for a plain step).
   void record(int64_t drafted, int64_t accepted, int64_t batch_tokens, double seconds);
@@ -205,5 +227,16 @@ class Speculator {
   int64_t probe_interval_ = kProbeInterval;
   bool probing_ = false;  // the current step's draft is a probe
 };
+
+// Several speculators' propose() in one call (a server step's generating slots): each
+// chooses its length, then their drafters run together where they can (Drafter::draft_jobs,
+// called on the first job's drafter), and each gets what its own propose() would give.
+struct ProposeJob {
+  Speculator* spec = nullptr;
+  std::span<const int32_t> history;
+  int64_t max_tokens = 0;
+  std::vector<int32_t>* out = nullptr;
+};
+void propose_together(std::span<const ProposeJob> jobs);
 
 }  // namespace moetier

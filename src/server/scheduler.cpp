@@ -259,8 +259,9 @@ int64_t Scheduler::build_batch() {
   entries_.clear();
   entry_slots_.clear();
   int64_t budget = options_.step_tokens;
+  propose_drafts(budget);
   for (auto& s : slots_) {
-    if (s->task && s->generating) budget -= add_decode_entry(*s, budget);
+    if (s->task && s->generating) budget -= add_decode_entry(*s);
   }
   budget = std::max<int64_t>(budget, 1);  // prompts always make progress
   int64_t n_prompt_tokens = 0;
@@ -273,13 +274,9 @@ int64_t Scheduler::build_batch() {
   return n_prompt_tokens;
 }
 
-int64_t Scheduler::add_decode_entry(Slot& s, int64_t budget) {
+int64_t Scheduler::add_decode_entry(Slot& s) {
   s.batch.assign(1, s.pending);
-  s.draft.clear();
-  if (s.spec && s.forced.empty() && !s.task->spec().constraint) {
-    if (!propose_drafts(s, budget)) return 0;
-    s.batch.insert(s.batch.end(), s.draft.begin(), s.draft.end());
-  }
+  s.batch.insert(s.batch.end(), s.draft.begin(), s.draft.end());
   entries_.push_back({.seq = &s.seq,
                       .tokens = s.batch,
                       .want_logits = true,
@@ -289,26 +286,44 @@ int64_t Scheduler::add_decode_entry(Slot& s, int64_t budget) {
   return static_cast<int64_t>(s.batch.size());
 }
 
-bool Scheduler::propose_drafts(Slot& s, int64_t budget) {
-  // Drafts stay within the context, the token budget and this step's size.
-  const GenerationSpec& spec = s.task->spec();
-  int64_t room = std::min(s.seq.n_ctx() - s.seq.n_past() - 1, budget - 1);
-  if (spec.max_tokens >= 0) room = std::min(room, spec.max_tokens - s.timings.n_generated);
-  if (room > 0) {
+void Scheduler::propose_drafts(int64_t budget) {
+  // Each drafting slot's room: the context, its token limit and the step's budget, where the
+  // slots before it are counted at their largest entry (drafts are made before the entries).
+  std::vector<ProposeJob> jobs;
+  std::vector<Slot*> drafting;
+  for (auto& slot : slots_) {
+    Slot& s = *slot;
+    if (!s.task || !s.generating) continue;
+    s.draft.clear();
+    if (!s.spec || !s.forced.empty() || s.task->spec().constraint) {
+      budget -= 1;
+      continue;
+    }
+    const GenerationSpec& spec = s.task->spec();
+    int64_t room = std::min(s.seq.n_ctx() - s.seq.n_past() - 1, budget - 1);
+    if (spec.max_tokens >= 0) room = std::min(room, spec.max_tokens - s.timings.n_generated);
+    room = std::min<int64_t>(room, s.spec->params().n_max);
+    budget -= 1 + std::max<int64_t>(room, 0);
+    if (room <= 0) continue;
     // The drafter's history is the slot's tokens and the pending one, without a copy.
     s.cached.push_back(s.pending);
-    s.spec->propose(s.cached, room, s.draft);
+    jobs.push_back({.spec = s.spec.get(), .history = s.cached, .max_tokens = room, .out = &s.draft});
+    drafting.push_back(&s);
+  }
+  // Together: draft-mtp slots run their head's passes at once (MtpDrafter::draft_jobs).
+  propose_together(jobs);
+  for (Slot* sp : drafting) {
+    Slot& s = *sp;
     s.cached.pop_back();
     if (const Status st = s.spec->drafter().status(); !st.is_ok()) {
       finish(s, FinishReason::kError, st.message());
-      return false;
+      continue;
+    }
+    if (!s.draft.empty() && s.seq.has_recurrent_state()) {
+      s.journal = s.seq.begin_journal(static_cast<int64_t>(s.draft.size()) + 1).is_ok();
+      if (!s.journal) s.draft.clear();
     }
   }
-  if (!s.draft.empty() && s.seq.has_recurrent_state()) {
-    s.journal = s.seq.begin_journal(static_cast<int64_t>(s.draft.size()) + 1).is_ok();
-    if (!s.journal) s.draft.clear();
-  }
-  return true;
 }
 
 int64_t Scheduler::add_prompt_chunk(Slot& s, int64_t budget) {

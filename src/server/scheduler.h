@@ -175,12 +175,13 @@ class Scheduler {
   //    fails end here. Returns the prompt tokens in the batch.
   int64_t build_batch();
   // Each returns the tokens it added to the batch (0: the slot's task ended instead).
-  int64_t add_decode_entry(Slot& slot, int64_t budget);
+  int64_t add_decode_entry(Slot& slot);
   int64_t add_prompt_chunk(Slot& slot, int64_t budget);
-  // The slot's drafts for this step into slot.draft (at most what fits the context, the
-  // token limit and `budget` − 1), opening a rollback journal for recurrent state. False
-  // when the drafter failed (the task has ended).
-  bool propose_drafts(Slot& slot, int64_t budget);
+  // Every generating slot's drafts for this step into slot.draft, made together
+  // (propose_together: draft-mtp slots share their head's passes): each at most what fits
+  // its context, its token limit and its share of `budget`; a rollback journal opened where
+  // the state is recurrent. A slot whose drafter failed ends its task here.
+  void propose_drafts(int64_t budget);
   // 5. (forward pass failed) Ends the batch's tasks with the error and empties their slots.
   void fail_batch(const Status& st);
   // 6. Appends each entry's tokens to its slot's `cached`, advances prompt slots' n_fed and

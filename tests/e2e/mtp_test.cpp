@@ -9,7 +9,10 @@
 //  * the head's draft logits against llama.cpp's draft-mtp (tests/data/mtp, the bound
 //    derived there);
 //  * what cannot work is one clear error: no MTP block, a malformed one (only when
-//    draft-mtp is asked for), an architecture without MTP.
+//    draft-mtp is asked for), an architecture without MTP;
+//  * several sequences through the head in one pass (MtpHead::forward_batch, the -np slots'
+//    drafts) give each one's rows bit for bit, and drafters drafting together
+//    (Drafter::draft_jobs) each get the draft and logits they get alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -327,6 +330,138 @@ INSTANTIATE_TEST_SUITE_P(Fixture, MtpVsLlamaCpp, ::testing::Values("tiny-A", "ti
                            }
                            return n;
                          });
+
+// Three prompts' target hidden rows: prompt i fed to a fresh target sequence (all but its
+// last token), the final-norm rows collected, row −1 zeros.
+struct TargetRows {
+  std::vector<int32_t> prompt;
+  std::vector<float> hidden;  // [prompt.size()][n_embd]: h at −1, 0, ..., n − 2
+};
+std::vector<TargetRows> target_rows(Loaded& l, const std::vector<std::string>& texts, ThreadPool& pool) {
+  const int64_t d = l.model->hparams().n_embd;
+  std::vector<TargetRows> out;
+  for (const std::string& text : texts) {
+    TargetRows r;
+    r.prompt = l.tokenizer->encode(text, {});
+    r.hidden.assign(static_cast<size_t>(d), 0.0f);
+    const HiddenSink collect = [&](std::span<const int32_t> tokens, int64_t, const float* h) {
+      r.hidden.insert(r.hidden.end(), h, h + static_cast<int64_t>(tokens.size()) * d);
+    };
+    auto seq = l.model->new_sequence(kCache);
+    EXPECT_TRUE(seq.is_ok());
+    std::vector<float> logits;
+    EXPECT_TRUE(l.model->forward(std::span<const int32_t>(r.prompt.data(), r.prompt.size() - 1), *seq,
+                                 {.on_hidden = &collect}, logits, pool)
+                    .is_ok());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+const std::vector<std::string> kSlotTexts = {"The first slot asks about the weather in Lisbon.",
+                                             "Slot two: 1 2 3 4", "A third, longer request with more tokens in it, "
+                                             "so the rows of the sequences differ in number."};
+
+TEST(MtpHead, ForwardBatchEqualsEachSequenceAlone) {
+  ThreadPool pool(2);
+  for (const auto& [preset, mix] : {std::pair{"tiny", synth::QuantMix::kF32}, std::pair{"small", synth::QuantMix::kQ4_K_M}}) {
+    Loaded l = load(mtp_model(preset, mix), 512);
+    ASSERT_TRUE(l.model && l.tokenizer);
+    const int64_t d = l.model->hparams().n_embd, n_vocab = l.model->hparams().n_vocab;
+    const std::vector<TargetRows> rows = target_rows(l, kSlotTexts, pool);
+    auto head = l.model->mtp_head();
+    auto other = l.model->mtp_head();
+    ASSERT_TRUE(head.is_ok() && other.is_ok());
+    ASSERT_TRUE((*head)->shares_weights_with(**other)) << "heads of one model read the same weights";
+    // Alone: each sequence through its own head; together: all through `head` in one pass.
+    const size_t n = rows.size();
+    std::vector<SequenceState> alone_seq, together_seq;
+    std::vector<std::vector<float>> alone_h(n), alone_logits(n), together_h(n), together_logits(n);
+    std::vector<MtpHead::Entry> entries;
+    for (size_t i = 0; i < n; ++i) {
+      alone_seq.push_back(std::move(*(*other)->new_sequence(kCache)));
+      together_seq.push_back(std::move(*(*head)->new_sequence(kCache)));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const auto m = static_cast<int64_t>(rows[i].prompt.size());
+      for (auto* v : {&alone_h[i], &together_h[i]}) v->resize(static_cast<size_t>(m * d));
+      for (auto* v : {&alone_logits[i], &together_logits[i]}) v->resize(static_cast<size_t>(n_vocab));
+      ASSERT_TRUE((*other)->forward(rows[i].prompt, rows[i].hidden.data(), alone_seq[i], alone_h[i].data(),
+                                     alone_logits[i].data(), pool).is_ok());
+      entries.push_back({.tokens = rows[i].prompt, .hidden = rows[i].hidden.data(), .seq = &together_seq[i],
+                         .hidden_out = together_h[i].data(), .logits_last = together_logits[i].data()});
+    }
+    ASSERT_TRUE((*head)->forward_batch(entries, pool).is_ok());
+    for (size_t i = 0; i < n; ++i) {
+      const std::string what = fmt::format("{} sequence {}", preset, i);
+      EXPECT_EQ(together_seq[i].n_past(), alone_seq[i].n_past()) << what;
+      EXPECT_EQ(std::memcmp(together_h[i].data(), alone_h[i].data(), alone_h[i].size() * sizeof(float)), 0) << what;
+      EXPECT_EQ(std::memcmp(together_logits[i].data(), alone_logits[i].data(), alone_logits[i].size() * sizeof(float)), 0)
+          << what;
+    }
+    // A second pass of one row each, chained on the head's own output (a draft's next step).
+    std::vector<std::vector<float>> alone_h2(n, std::vector<float>(static_cast<size_t>(d))), together_h2 = alone_h2;
+    entries.clear();
+    const int32_t next = 11;
+    for (size_t i = 0; i < n; ++i) {
+      const float* h = alone_h[i].data() + alone_h[i].size() - static_cast<size_t>(d);
+      ASSERT_TRUE((*other)->forward({&next, 1}, h, alone_seq[i], alone_h2[i].data(), alone_logits[i].data(), pool).is_ok());
+      entries.push_back({.tokens = {&next, 1}, .hidden = together_h[i].data() + together_h[i].size() - static_cast<size_t>(d),
+                         .seq = &together_seq[i], .hidden_out = together_h2[i].data(),
+                         .logits_last = together_logits[i].data()});
+    }
+    ASSERT_TRUE((*head)->forward_batch(entries, pool).is_ok());
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(together_h2[i], alone_h2[i]) << preset << " step 2, sequence " << i;
+      EXPECT_EQ(std::memcmp(together_logits[i].data(), alone_logits[i].data(), alone_logits[i].size() * sizeof(float)), 0)
+          << preset << " step 2, sequence " << i;
+    }
+  }
+}
+
+TEST(MtpDrafter, SlotsDraftingTogetherGetWhatEachGetsAlone) {
+  ThreadPool pool(2);
+  for (const auto& [preset, mix] : {std::pair{"tiny", synth::QuantMix::kF32}, std::pair{"small", synth::QuantMix::kQ4_K_M}}) {
+    Loaded l = load(mtp_model(preset, mix), 512);
+    ASSERT_TRUE(l.model && l.tokenizer);
+    const std::vector<TargetRows> rows = target_rows(l, kSlotTexts, pool);
+    const int64_t d = l.model->hparams().n_embd;
+    const size_t n = rows.size();
+    // Different lengths, and one drafter whose p_min may stop it early.
+    const int64_t max_tokens[] = {4, 2, 3};
+    const double p_min[] = {0.0, 0.0, 0.02};
+    std::vector<std::unique_ptr<MtpDrafter>> alone, together;
+    for (size_t i = 0; i < n; ++i) {
+      for (auto* set : {&alone, &together}) {
+        auto dr = MtpDrafter::create(*l.model, kCache, p_min[i], pool);
+        ASSERT_TRUE(dr.is_ok()) << dr.status().message();
+        (*dr)->set_keep_logits(true);
+        (*dr)->on_hidden(std::span<const int32_t>(rows[i].prompt.data(), rows[i].prompt.size() - 1), 0,
+                         rows[i].hidden.data() + d);
+        set->push_back(std::move(*dr));
+      }
+    }
+    std::vector<std::vector<int32_t>> alone_out(n), together_out(n);
+    std::vector<DraftJob> jobs;
+    for (size_t i = 0; i < n; ++i) {
+      alone[i]->draft(rows[i].prompt, max_tokens[i], alone_out[i]);
+      jobs.push_back({.drafter = together[i].get(), .history = rows[i].prompt, .max_tokens = max_tokens[i],
+                      .out = &together_out[i]});
+    }
+    together[0]->draft_jobs(jobs);
+    int64_t drafted = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string what = fmt::format("{} slot {}", preset, i);
+      EXPECT_TRUE(together[i]->status().is_ok()) << what;
+      EXPECT_EQ(together_out[i], alone_out[i]) << what;
+      EXPECT_EQ(together[i]->last_draft_logits(), alone[i]->last_draft_logits()) << what;
+      EXPECT_EQ(together[i]->head_positions(), alone[i]->head_positions()) << what;
+      drafted += static_cast<int64_t>(together_out[i].size());
+    }
+    EXPECT_EQ(static_cast<int64_t>(together_out[0].size()), max_tokens[0]) << "p_min 0: a whole draft";
+    EXPECT_GT(drafted, 0);
+  }
+}
 
 TEST(MtpDrafter, MissingOrMalformedMtpBlockIsAClearErrorOnlyWhenAskedFor) {
   ThreadPool pool(1);
