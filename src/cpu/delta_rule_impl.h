@@ -51,6 +51,7 @@ using simd::VF;
 constexpr int64_t kF = simd::kF;
 constexpr int kBlockVecs = 4;                   // vectors per column block
 constexpr int64_t kBlockCols = kBlockVecs * kF;  // 16, 32 or 64 columns
+constexpr int64_t kFloatsPerLine = 16;           // a 64-byte cache line
 
 // The base ISA's replay of records onto a state (delta_rule.h), element by element: the
 // recorded tokens' operations on S[i][c] in order, S ← S·decay, then S ← S + k[i]·δ[c].
@@ -110,6 +111,15 @@ inline void tokens_impl(const DeltaRuleTokens& r) {
         float* Si_in = source + i * dv + c0;
         float* Si = r.state + i * dv + c0;
         const float ki = r.k[i];
+        // The next block's lines of this row, asked for a block ahead: a block reads d_k
+        // short pieces 4·d_v bytes apart, a pattern the hardware prefetchers follow late
+        // (docs/small-batches.md, "The recurrence reads its state once per step").
+        if (c0 + kBlockCols < dv) {
+          for (int64_t b = 0; b < kBlockCols; b += kFloatsPerLine) {
+            __builtin_prefetch(Si_in + kBlockCols + b, 0);
+            if (Si != Si_in) __builtin_prefetch(Si + kBlockCols + b, 1);
+          }
+        }
         VF s[kBlockVecs];
         for (int u = 0; u < kBlockVecs; ++u) s[u] = load<VF>(Si_in + u * kF);
         for (int64_t n = 0; n < r.n_replay; ++n) {
