@@ -59,40 +59,27 @@ class MtpHeadRunner final : public MtpHead {
 
   Status forward(std::span<const int32_t> tokens, const float* hidden, SequenceState& seq, float* hidden_out,
                  float* logits_last, ThreadPool& pool) override {
+    RETURN_IF_ERROR(check_rows(tokens, seq));
     const NextnWeights& w = p_.nextn;
     const int64_t d = p_.n_embd;
     const auto n = static_cast<int64_t>(tokens.size());
-    if (n == 0) return Status::bad_input("no tokens to process");
-    for (int32_t t : tokens) {
-      if (t < 0 || t >= p_.output.n_out) return Status::bad_input(fmt::format("token id {} is out of range", t));
-    }
-    if (seq.n_past() + n > seq.n_ctx()) return Status::bad_input("the MTP head's context is full");
-    exec_.set_attention_options({.flash = p_.flash_attention});
     for (int64_t begin = 0; begin < n; begin += p_.n_ubatch) {
       const int64_t c = std::min(p_.n_ubatch, n - begin);
-      const Segment chunk{.tokens = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(c)),
-                          .hidden = hidden + begin * d};
-      project_inputs({&chunk, 1}, c, pool);
       const bool last_chunk = begin + c == n;
-      float* chunk_hidden_out = hidden_out ? hidden_out + begin * d : nullptr;
-      if (on_gpu_) {
-        RETURN_IF_ERROR(p_.model->run_mtp_block_on_gpu(x_.data(), c, seq, w.head_norm, chunk_hidden_out,
-                                                       last_chunk ? logits_last : nullptr, pool));
-        seq.set_n_past(seq.n_past() + c);
+      const Entry chunk{.tokens = tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(c)),
+                        .hidden = hidden + begin * d,
+                        .seq = &seq,
+                        .hidden_out = hidden_out ? hidden_out + begin * d : nullptr,
+                        .logits_last = last_chunk ? logits_last : nullptr};
+      if (!on_gpu_) {
+        RETURN_IF_ERROR(run_on_cpu({&chunk, 1}, pool));
         continue;
       }
-      const SeqRows rows{.seq = &seq, .row_begin = 0, .n_rows = c};
-      exec_.begin(x_.data(), std::span<const SeqRows>(&rows, 1), pool, nullptr);
-      p_.block->forward(exec_);
+      const Segment rows{.tokens = chunk.tokens, .hidden = chunk.hidden};
+      project_inputs({&rows, 1}, c, pool);
+      RETURN_IF_ERROR(p_.model->run_mtp_block_on_gpu(x_.data(), c, seq, w.head_norm, chunk.hidden_out,
+                                                     chunk.logits_last, pool));
       seq.set_n_past(seq.n_past() + c);
-      if (chunk_hidden_out) {
-        for (int64_t r = 0; r < c; ++r) {
-          cpu::rms_norm(x_.data() + r * d, w.head_norm, d, p_.rms_eps, chunk_hidden_out + r * d);
-        }
-      }
-      if (logits_last && last_chunk) {
-        RETURN_IF_ERROR(lm_head_of(x_.data() + (c - 1) * d, 1, logits_last, pool));
-      }
     }
     return Status::ok();
   }
@@ -103,57 +90,11 @@ class MtpHeadRunner final : public MtpHead {
     // One pass on the CPU while every row fits one micro-batch; else (and on the GPU, whose
     // block runs one sequence at a time) entry by entry, as forward() does.
     if (on_gpu_ || entries.size() < 2 || total > p_.n_ubatch) return MtpHead::forward_batch(entries, pool);
-    const int64_t d = p_.n_embd;
     for (size_t i = 0; i < entries.size(); ++i) {
-      const Entry& e = entries[i];
-      if (e.tokens.empty()) return Status::bad_input("no tokens to process");
-      for (int32_t t : e.tokens) {
-        if (t < 0 || t >= p_.output.n_out) return Status::bad_input(fmt::format("token id {} is out of range", t));
-      }
-      if (e.seq->n_past() + static_cast<int64_t>(e.tokens.size()) > e.seq->n_ctx()) {
-        return Status::bad_input("the MTP head's context is full");
-      }
-      for (size_t j = 0; j < i; ++j) CHECK_MSG(entries[j].seq != e.seq, "a sequence twice in one MTP batch");
+      RETURN_IF_ERROR(check_rows(entries[i].tokens, *entries[i].seq));
+      for (size_t j = 0; j < i; ++j) CHECK_MSG(entries[j].seq != entries[i].seq, "a sequence twice in one MTP batch");
     }
-    exec_.set_attention_options({.flash = p_.flash_attention});
-    rows_.clear();
-    segments_.clear();
-    int64_t row = 0;
-    for (const Entry& e : entries) {
-      const auto n = static_cast<int64_t>(e.tokens.size());
-      rows_.push_back({.seq = e.seq, .row_begin = row, .n_rows = n});
-      segments_.push_back({.tokens = e.tokens, .hidden = e.hidden});
-      row += n;
-    }
-    project_inputs(segments_, total, pool);
-    exec_.begin(x_.data(), rows_, pool, nullptr);
-    p_.block->forward(exec_);
-    last_rows_.clear();
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const Entry& e = entries[i];
-      const SeqRows& r = rows_[i];
-      e.seq->set_n_past(e.seq->n_past() + r.n_rows);
-      if (e.hidden_out) {
-        for (int64_t k = 0; k < r.n_rows; ++k) {
-          cpu::rms_norm(x_.data() + (r.row_begin + k) * d, p_.nextn.head_norm, d, p_.rms_eps, e.hidden_out + k * d);
-        }
-      }
-      if (e.logits_last) {
-        const float* last = x_.data() + (r.row_begin + r.n_rows - 1) * d;
-        last_rows_.insert(last_rows_.end(), last, last + d);
-      }
-    }
-    const auto m = static_cast<int64_t>(last_rows_.size()) / d;
-    if (m == 0) return Status::ok();
-    const int64_t n_vocab = p_.output.n_out;
-    batch_logits_.resize(static_cast<size_t>(m * n_vocab));
-    RETURN_IF_ERROR(lm_head_of(last_rows_.data(), m, batch_logits_.data(), pool));
-    int64_t k = 0;
-    for (const Entry& e : entries) {
-      if (!e.logits_last) continue;
-      std::copy_n(batch_logits_.data() + k++ * n_vocab, n_vocab, e.logits_last);
-    }
-    return Status::ok();
+    return run_on_cpu(entries, pool);
   }
 
   bool shares_weights_with(const MtpHead& other) const override {
@@ -190,6 +131,68 @@ class MtpHeadRunner final : public MtpHead {
     }
     x_.resize(static_cast<size_t>(n_rows * d));
     cpu::matmul_f32(w.eh_proj, 0, concat_.data(), n_rows, x_.data(), act_, pool);
+  }
+  // What forward() refuses before touching the sequence.
+  Status check_rows(std::span<const int32_t> tokens, const SequenceState& seq) const {
+    if (tokens.empty()) return Status::bad_input("no tokens to process");
+    for (int32_t t : tokens) {
+      if (t < 0 || t >= p_.output.n_out) return Status::bad_input(fmt::format("token id {} is out of range", t));
+    }
+    if (seq.n_past() + static_cast<int64_t>(tokens.size()) > seq.n_ctx()) {
+      return Status::bad_input("the MTP head's context is full");
+    }
+    return Status::ok();
+  }
+  // The entries' rows (checked, at most n_ubatch in all, distinct sequences) through the head
+  // on the CPU in one pass: the input projection, the block over one SeqRows per entry, the
+  // final norm into each hidden_out, and the LM head over the last row of every entry that
+  // asks for logits, all of them at once.
+  Status run_on_cpu(std::span<const Entry> entries, ThreadPool& pool) {
+    const int64_t d = p_.n_embd;
+    exec_.set_attention_options({.flash = p_.flash_attention});
+    rows_.clear();
+    segments_.clear();
+    int64_t total = 0;
+    for (const Entry& e : entries) {
+      const auto n = static_cast<int64_t>(e.tokens.size());
+      rows_.push_back({.seq = e.seq, .row_begin = total, .n_rows = n});
+      segments_.push_back({.tokens = e.tokens, .hidden = e.hidden});
+      total += n;
+    }
+    project_inputs(segments_, total, pool);
+    exec_.begin(x_.data(), rows_, pool, nullptr);
+    p_.block->forward(exec_);
+    last_rows_.clear();
+    // Where the logits go and the row they come from when one entry asks for them (no copies).
+    float* only_logits = nullptr;
+    const float* only_row = nullptr;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      const SeqRows& r = rows_[i];
+      e.seq->set_n_past(e.seq->n_past() + r.n_rows);
+      if (e.hidden_out) {
+        for (int64_t k = 0; k < r.n_rows; ++k) {
+          cpu::rms_norm(x_.data() + (r.row_begin + k) * d, p_.nextn.head_norm, d, p_.rms_eps, e.hidden_out + k * d);
+        }
+      }
+      if (e.logits_last) {
+        const float* last = x_.data() + (r.row_begin + r.n_rows - 1) * d;
+        last_rows_.insert(last_rows_.end(), last, last + d);
+        only_logits = e.logits_last;
+        only_row = last;
+      }
+    }
+    const auto m = static_cast<int64_t>(last_rows_.size()) / d;
+    if (m == 0) return Status::ok();
+    if (m == 1) return lm_head_of(only_row, 1, only_logits, pool);
+    const int64_t n_vocab = p_.output.n_out;
+    batch_logits_.resize(static_cast<size_t>(m * n_vocab));
+    RETURN_IF_ERROR(lm_head_of(last_rows_.data(), m, batch_logits_.data(), pool));
+    int64_t k = 0;
+    for (const Entry& e : entries) {
+      if (e.logits_last) std::copy_n(batch_logits_.data() + k++ * n_vocab, n_vocab, e.logits_last);
+    }
+    return Status::ok();
   }
   // logits [n][n_vocab] of rows x [n][n_embd] after the head's final norm, where the LM head is placed.
   Status lm_head_of(const float* x, int64_t n, float* logits, ThreadPool& pool) {
