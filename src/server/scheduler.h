@@ -174,7 +174,8 @@ class Scheduler {
   //    (at least one prompt token per step). Tasks with max_tokens 0 and slots whose drafter
   //    fails end here. Returns the prompt tokens in the batch.
   int64_t build_batch();
-  // Each returns the tokens it added to the batch (0: the slot's task ended instead).
+  // Each returns the tokens it added to the batch: the pending token and the slot's drafts;
+  // a prompt chunk (0: the slot's task ended instead).
   int64_t add_decode_entry(Slot& slot);
   int64_t add_prompt_chunk(Slot& slot, int64_t budget);
   // Every generating slot's drafts for this step into slot.draft, made together
