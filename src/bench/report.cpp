@@ -96,9 +96,10 @@ double step_ms(const TestResult& r) {
 }
 
 std::optional<double> TestResult::achieved_gbps() const {
-  if (spec.n_prompt != 0 || spec.n_gen == 0 || spec.e2e || spec.n_step > 1) return std::nullopt;
-  // A verify pass reads the weights once for several tokens: tokens × bytes per token is not
-  // what was read.
+  if (spec.n_prompt != 0 || spec.n_gen == 0 || spec.e2e) return std::nullopt;
+  // A verify pass, and a step of several tokens or of several sequences' tokens, reads the
+  // dense weights once for all of them: tokens × bytes per token is not what was read.
+  if (spec.n_step > 1 || spec.n_step_seqs > 1) return std::nullopt;
   if (spec.spec && spec.spec_draft_max > 0) return std::nullopt;
   return static_cast<double>(model.weight_bytes_per_token) * avg_ts() / 1e9;
 }

@@ -337,6 +337,8 @@ TEST(CliBench, StepTestsAndTheStepCostTable) {
   EXPECT_EQ(three["step_seqs"], 3);
   const double three_ts = three["avg_ts"].get<double>();
   EXPECT_NEAR(three_ts, 1e3 * 3 / three["step_ms"].get<double>(), three_ts * 1e-5);
+  // Three sequences' tokens read the dense weights once: no weights-per-second figure.
+  EXPECT_TRUE(three["achieved_gbps"].is_null()) << seq_lines[1];
   const auto seqs_md = run_moetier("bench -m " + kModel + " --step 1,2 --step-seqs 1,3 -d 2 -r 1 -t 2 --profile");
   ASSERT_EQ(seqs_md.rc, 0) << seqs_md.err;
   EXPECT_NE(seqs_md.out.find(" step2 x3 seqs @ d2 |"), std::string::npos) << seqs_md.out;

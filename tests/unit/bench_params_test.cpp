@@ -273,6 +273,17 @@ TEST(BenchStats, MeanAndSampleStddevLikeLlamaBench) {
   EXPECT_EQ(tg.stddev_ts(), 0.0);
   ASSERT_TRUE(tg.achieved_gbps().has_value());
   EXPECT_NEAR(*tg.achieved_gbps(), 20.0, 1e-9);
+
+  // A one-token step test is a decode step; several tokens or several sequences in one step
+  // read the dense weights once for all of them, so tokens x bytes per token is not a rate.
+  TestResult step = tg;
+  step.spec.n_step = 1;
+  ASSERT_TRUE(step.achieved_gbps().has_value());
+  step.spec.n_step = 4;
+  EXPECT_FALSE(step.achieved_gbps().has_value());
+  step.spec.n_step = 1;
+  step.spec.n_step_seqs = 4;
+  EXPECT_FALSE(step.achieved_gbps().has_value());
 }
 
 }  // namespace
